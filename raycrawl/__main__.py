@@ -1,0 +1,5 @@
+import sys
+
+from raycrawl.cli import main
+
+sys.exit(main())

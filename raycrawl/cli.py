@@ -1,0 +1,83 @@
+"""The ``raycrawl`` console entry point.
+
+Each sub-command lives in its own module ``raycrawl.commands.<name>`` exposing
+``register(subparsers)``; the module must import heavy dependencies (Ray, numpy…) inside
+its handlers so that ``raycrawl --help`` stays fast. A handler returns an exit code (or None).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+from raycrawl.errors import UserError
+
+# Order here is the order shown in --help.
+COMMANDS = (
+    "crawl",
+    "demo",
+    "websim",
+    "status",
+    "dedup",
+    "graph",
+    "summaries",
+    "simulate",
+    "rank",
+    "spam",
+    "index",
+    "search",
+    "serve",
+)
+
+log = logging.getLogger("raycrawl")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="raycrawl",
+        description="A BUbiNG-class web crawler and web-analytics pipeline on Ray and Redis.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"raycrawl.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"raycrawl.commands.{name}":
+                continue  # that stage is not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Local clusters we start ourselves listen on loopback only; a user joining a secured cluster
+    # sets RAY_AUTH_MODE (and its token) in the environment, which we never override.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code = args.func(args)
+    except UserError as exc:
+        print(f"raycrawl {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"raycrawl {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `raycrawl graph export DIR | head` closes stdout early: not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""raycrawl/commands."""

@@ -1,0 +1,7 @@
+"""User-facing errors: printed as one clear line by the CLI, never as a traceback."""
+
+
+class UserError(Exception):
+    """Bad input from the user (arguments, files, configuration). The CLI prints it and exits 2."""
+
+    exit_code = 2

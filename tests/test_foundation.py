@@ -1,0 +1,70 @@
+"""Foundation: CLI contract, embedded Redis, URL canonicalisation, text pipeline."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from raycrawl import text
+from raycrawl.cli import main
+from raycrawl.redis_server import EmbeddedRedis
+from raycrawl.urls import canonicalize
+
+
+def test_cli_help_lists_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "crawl" in capsys.readouterr().out
+
+
+def test_cli_bad_arguments_exit_2_without_traceback():
+    proc = subprocess.run([sys.executable, "-m", "raycrawl", "no-such-command"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+
+
+def test_embedded_redis_survives_kill_with_aof(tmp_path):
+    server = EmbeddedRedis(tmp_path).start()
+    client = redis.Redis.from_url(server.url)
+    client.set("frontier", "kept")
+    client.execute_command("BGREWRITEAOF")
+    client.rpush("queue", *range(100))
+    import time
+
+    time.sleep(1.2)  # appendfsync everysec
+    server.kill()
+    again = EmbeddedRedis(tmp_path).start()
+    client = redis.Redis.from_url(again.url)
+    assert client.get("frontier") == b"kept"
+    assert client.llen("queue") == 100
+    again.stop()
+
+
+@pytest.mark.parametrize(
+    ("url", "base", "expected"),
+    [
+        ("HTTP://Www.Example.TEST:80/a/./b/../c?x=1#frag", None, "http://www.example.test/a/c?x=1"),
+        ("../d e", "http://h.test/a/b/c", "http://h.test/a/d%20e"),
+        ("//H.test:8080/%7euser/%2fa", "http://x.test/", "http://h.test:8080/~user/%2Fa"),
+        ("https://h.test:443", None, "https://h.test/"),
+        ("?q=2", "http://h.test/p/q?x=1", "http://h.test/p/q?q=2"),
+        ("http://h.test/\u00e4", None, "http://h.test/%C3%A4"),
+        ("mailto:a@b.test", None, None),
+        ("javascript:void(0)", None, None),
+        ("http://h.test:99999/", None, None),
+    ],
+)
+def test_canonicalize(url, base, expected):
+    assert canonicalize(url, base) == expected
+
+
+def test_text_pipeline_drops_markup_scripts_and_stopwords():
+    html = b"<html><head><title>Running</title><script>var hidden=1</script></head><body><p>The dogs <b>are</b> jumping"
+    assert text.terms(html) == ["run", "dog", "jump"]
+    # Same visible text, different markup: same digest.
+    other = "<html><head><title>Running</title></head><body><div>The  DOGS are jumping</div></body></html>"
+    assert text.content_digest(text.visible_text(html)) == text.content_digest(text.visible_text(other))
