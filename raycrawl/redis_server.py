@@ -50,8 +50,11 @@ def free_port() -> int:
 class EmbeddedRedis:
     """A private server process. ``url`` is valid between ``start()`` and ``stop()``."""
 
-    def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True) -> None:
+    def __init__(
+        self, data_dir: str | Path, port: int | None = None, appendonly: bool = True, bind: str = "127.0.0.1"
+    ) -> None:
         self.data_dir = Path(data_dir)
+        self.bind = bind
         self.port = port or free_port()
         self.appendonly = appendonly
         self.proc: subprocess.Popen[bytes] | None = None
@@ -65,7 +68,7 @@ class EmbeddedRedis:
         args = [
             server_binary(),
             "--port", str(self.port),
-            "--bind", "127.0.0.1",
+            "--bind", self.bind,
             "--dir", str(self.data_dir.resolve()),
             "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", "everysec",

@@ -1,0 +1,77 @@
+"""Every metric raycrawl exports, defined in one place (names, kinds, tags, help).
+
+Actors create them with :func:`metric` (``ray.util.metrics`` objects, exported on each node's
+metrics port); Ray prefixes ``ray_`` and adds ``_total`` to counters and
+``_bucket/_sum/_count`` to histograms. ``dashboards/raycrawl.json`` queries exactly these
+names (a test keeps the two in step). Outside a Ray worker the metric objects are no-ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    kind: str  # "counter" | "gauge" | "histogram"
+    description: str
+    tags: tuple[str, ...] = ("agent",)
+    boundaries: tuple[float, ...] = ()
+
+    def exported_names(self, name: str) -> tuple[str, ...]:
+        base = f"ray_{name}"
+        if self.kind == "counter":
+            return (f"{base}_total",)
+        if self.kind == "histogram":
+            return (f"{base}_bucket", f"{base}_sum", f"{base}_count")
+        return (base,)
+
+
+METRICS: dict[str, MetricDef] = {
+    "raycrawl_pages_fetched": MetricDef("counter", "Responses received, by HTTP status class", ("agent", "status")),
+    "raycrawl_bytes_fetched": MetricDef("counter", "Body bytes received, by HTTP status class", ("agent", "status")),
+    "raycrawl_fetch_errors": MetricDef("counter", "Fetches that got no usable response, by error kind", ("agent", "kind")),
+    "raycrawl_fetch_latency_seconds": MetricDef(
+        "histogram", "Request start to end of response", ("agent",), (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+    ),
+    "raycrawl_front_size": MetricDef("gauge", "Hosts in the workbench (BUbiNG's front)"),
+    "raycrawl_todo_queue_size": MetricDef("gauge", "Hosts waiting for politeness (not yet ready)"),
+    "raycrawl_ready_queue_size": MetricDef("gauge", "Hosts ready to be fetched now"),
+    "raycrawl_sieve_size": MetricDef("gauge", "Distinct URLs the sieve has seen"),
+    "raycrawl_dns_lookups": MetricDef("counter", "DNS lookups sent (cache misses), by outcome", ("agent", "outcome")),
+    "raycrawl_politeness_wait_seconds": MetricDef("counter", "Time hosts spent waiting on host/IP delays", ("agent", "kind")),
+    "raycrawl_robots_denied": MetricDef("counter", "URLs not fetched because robots.txt disallows them"),
+    "raycrawl_duplicates": MetricDef("counter", "Pages recognised as duplicates, by kind (exact, near)", ("agent", "kind")),
+    "raycrawl_agent_pages_per_second": MetricDef("gauge", "Pages per second of one agent over the last interval"),
+}
+
+
+class _NoOp:
+    def inc(self, *a: Any, **k: Any) -> None: ...
+    def set(self, *a: Any, **k: Any) -> None: ...
+    def observe(self, *a: Any, **k: Any) -> None: ...
+
+
+@cache
+def metric(name: str) -> Any:
+    """The process-wide metric object for ``name`` (which must be defined in :data:`METRICS`)."""
+    d = METRICS[name]
+    try:
+        import ray
+        from ray.util import metrics as rm
+
+        if not ray.is_initialized():
+            return _NoOp()
+        if d.kind == "counter":
+            return rm.Counter(name, description=d.description, tag_keys=d.tags)
+        if d.kind == "gauge":
+            return rm.Gauge(name, description=d.description, tag_keys=d.tags)
+        return rm.Histogram(name, description=d.description, boundaries=list(d.boundaries), tag_keys=d.tags)
+    except Exception:  # noqa: BLE001 - metrics must never break a crawl
+        return _NoOp()
+
+
+def exported_names() -> set[str]:
+    return {n for name, d in METRICS.items() for n in d.exported_names(name)}
