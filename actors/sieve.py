@@ -1,0 +1,131 @@
+"""The sieve: a queue with memory (BUbiNG §3.3, Mercator's "URL-seen test").
+
+Every URL enqueued any number of times comes out of the queue once, in the order it was first
+enqueued. Memory is constant in the number of URLs: URLs are buffered in a batch of at most
+``batch_size`` fingerprints; a flush sorts the batch and merges it against the sorted on-disk
+fingerprint store (:mod:`storage.sieve_store`); URLs not seen before are appended, in first-seen
+order, to the on-disk output queue. An LRU cache of recent fingerprints in front of the batch drops
+the many repeats of popular URLs (navigation links) without touching the batch.
+
+The output queue is read by byte offset (:meth:`Sieve.read`); the consumer stores the offset it
+has consumed atomically with what it did with the URLs (the workbench keeps it in Redis), which is
+what makes "dequeued once" hold across a kill -9.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from storage.sieve_store import SieveStore
+
+log = logging.getLogger(__name__)
+
+
+def fingerprint(url: str) -> int:
+    return xxhash.xxh3_64_intdigest(url.encode())
+
+
+class Sieve:
+    """A queue with memory on disk. Single writer; all methods are synchronous."""
+
+    def __init__(self, directory: str | Path, batch_size: int = 100_000, cache_size: int = 200_000) -> None:
+        assert batch_size > 0 and cache_size >= 0
+        self.store = SieveStore(directory)
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self.cache: OrderedDict[int, None] = OrderedDict()
+        self.batch: list[str] = []
+        self.cache_hits = 0
+        # URLs logged before a crash but never merged come back into the batch.
+        replay = self.store.read_pending()
+        if replay:
+            log.info("sieve: replaying %d pending URLs", len(replay))
+            self.batch = replay
+
+    def enqueue(self, urls: list[str]) -> int:
+        """Offer URLs; durable (against a process kill) when this returns. Returns how many went
+        into the batch (the rest were recent repeats). May flush when the batch is full."""
+        accepted = []
+        for url in urls:
+            fp = fingerprint(url)
+            if fp in self.cache:
+                self.cache.move_to_end(fp)
+                self.cache_hits += 1
+                continue
+            self.cache[fp] = None
+            if len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+            accepted.append(url)
+        self.store.log_pending(accepted)
+        self.batch.extend(accepted)
+        if len(self.batch) >= self.batch_size:
+            self.flush()
+        return len(accepted)
+
+    def flush(self) -> int:
+        """Merge the batch into the store; append the URLs never seen before to the output queue.
+        Returns the number of new URLs."""
+        batch, self.batch = self.batch, []
+        fps = np.fromiter((fingerprint(u) for u in batch), dtype=np.uint64, count=len(batch))
+        uniq, first = np.unique(fps, return_index=True)  # sorted distinct + first occurrence
+        fresh = self.store.merge(uniq)
+        new_idx = np.sort(first[fresh])  # back to first-seen order
+        new_urls = [batch[i] for i in new_idx]
+        self.store.commit(new_urls)
+        log.debug("sieve flush: %d offered, %d new, store %d", len(batch), len(new_urls), self.store.fps)
+        return len(new_urls)
+
+    def read(self, offset: int, n: int) -> tuple[list[str], int]:
+        """Up to ``n`` URLs of the output queue from byte ``offset``, and the next offset.
+        Flushes first when the committed queue is exhausted and the batch is not empty."""
+        if offset >= self.store.queue_bytes and self.batch:
+            self.flush()
+        return self.store.read_queue(offset, n)
+
+    @property
+    def end(self) -> int:
+        """Byte offset of the end of the committed output queue."""
+        return self.store.queue_bytes
+
+    def stats(self) -> dict[str, int]:
+        return {"seen": self.store.fps, "batch": len(self.batch), "queue_bytes": self.store.queue_bytes,
+                "cache_hits": self.cache_hits}
+
+    def exhausted(self, offset: int) -> bool:
+        """Nothing left to read from ``offset`` and nothing buffered."""
+        return offset >= self.store.queue_bytes and not self.batch
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def sieve_actor_class():
+    """The Ray actor shell (built lazily so importing this module does not import Ray)."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class SieveActor:
+        def __init__(self, directory: str, batch_size: int, cache_size: int) -> None:
+            self.sieve = Sieve(directory, batch_size, cache_size)
+
+        def enqueue(self, urls: list[str]) -> int:
+            return self.sieve.enqueue(urls)
+
+        def read(self, offset: int, n: int) -> tuple[list[str], int]:
+            return self.sieve.read(offset, n)
+
+        def exhausted(self, offset: int) -> bool:
+            return self.sieve.exhausted(offset)
+
+        def stats(self) -> dict[str, int]:
+            return self.sieve.stats()
+
+        def close(self) -> None:
+            self.sieve.close()
+
+    return SieveActor

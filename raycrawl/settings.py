@@ -1,0 +1,195 @@
+"""Crawl settings: every knob with its documented default, in one place.
+
+A :class:`Settings` is built from defaults, then a config file (TOML ``*.toml`` or YAML
+``*.yaml``/``*.yml``; keys are the field names below, ``-`` or ``_`` alike), then command-line
+options — later sources win. Unknown keys and bad values are :class:`UserError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raycrawl.errors import UserError
+
+
+@dataclass
+class Settings:
+    # --- input / output ---------------------------------------------------------------------------
+    seeds: str | None = None
+    """File of seed URLs, one per line (``#`` comments and blank lines ignored)."""
+    out: str = "crawl-out"
+    """Crawl directory: warc/, links/, report.json, redis/ (embedded Redis), sieve/, virtualizer/."""
+    resume: bool = False
+    """Continue the crawl stored in ``out`` (and its Redis) instead of starting afresh."""
+    redis_url: str | None = None
+    """Redis holding the workbench; None = an embedded server with data under ``out/redis``."""
+    redis_prefix: str = "rc:"
+    """Key prefix of every frontier key, so several crawls can share one Redis."""
+    address: str | None = None
+    """Ray cluster address; None = a local Ray instance."""
+
+    # --- budget ---------------------------------------------------------------------------------------
+    max_pages: int = 0
+    """Stop after this many fetched-URL records (0 = until the frontier is empty)."""
+    max_urls_per_host: int = 10_000
+    """URLs ever scheduled per host; later ones are dropped (counted as filtered)."""
+
+    # --- politeness -----------------------------------------------------------------------------------
+    host_delay: float = 2.0
+    """Seconds from the end of a response from a host to the next request to that host."""
+    ip_delay: float = 0.5
+    """Seconds from the end of a response from an IP to the next request to that IP."""
+    max_crawl_delay: float = 30.0
+    """Cap on a robots.txt ``Crawl-delay`` (seconds); the host delay is max(host_delay, capped)."""
+    user_agent: str = "raycrawl/0.1 (+http://raycrawl.test/bot)"
+    """User-Agent header and the robots.txt agent token."""
+
+    # --- network ----------------------------------------------------------------------------------------
+    resolve: str | None = None
+    """Hosts file (``IP name…`` lines): answer DNS from this file only."""
+    dns_server: str | None = None
+    """``IP:PORT`` of the DNS server every lookup goes to (default: the system's)."""
+    allow_networks: str | None = None
+    """Comma-separated CIDRs we may connect to; None = public unicast only."""
+    connect_timeout: float = 5.0
+    read_timeout: float = 15.0
+    max_body: int = 4 * 1024 * 1024
+    """Bytes of body received before the fetch is cut (error ``too-large``)."""
+    max_decompressed: int = 16 * 1024 * 1024
+    """Bytes after decompression before the fetch is cut (error ``bomb``)."""
+    max_retries: int = 2
+    """Retries of a transient failure (timeout, connect, reset, 5xx); others are never retried."""
+    retry_backoff: float = 5.0
+    """First retry waits this long after the failure; each further retry doubles it."""
+
+    # --- filters ----------------------------------------------------------------------------------------
+    max_url_length: int = 2048
+    max_duplicate_segments: int = 2
+    """A path with a segment repeated more than this many times is a trap (filtered)."""
+    max_depth: int = 16
+    """Maximum number of path segments."""
+    host_suffixes: list[str] | None = None
+    """Only hosts ending with one of these suffixes are crawled (None = any)."""
+    content_types: list[str] = field(default_factory=lambda: ["text/html", "application/xhtml+xml"])
+    """Media types whose links are followed (postfetch filter)."""
+    near_dup: bool = True
+    """Check parsed pages against the near-duplicate index (actors/shingler.py) when present."""
+
+    # --- agent sizing -------------------------------------------------------------------------------
+    fetch_actors: int = 1
+    fetch_concurrency: int = 256
+    """Maximum requests in flight per fetch actor (one per host and per IP at a time anyway)."""
+    front_size: int = 64
+    """Initial required front size (hosts being visited); grows while fetchers wait."""
+    max_front_size: int = 100_000
+    workbench_urls_per_host: int = 1000
+    """URLs of one host kept in Redis; the rest go to the virtualizer on disk."""
+    sieve_batch: int = 100_000
+    """URLs buffered by the sieve before a sorted merge with its on-disk store."""
+    url_cache: int = 200_000
+    """Fingerprints in the sieve's LRU cache of recently seen URLs."""
+    batch: int = 256
+    """URLs per call between actors."""
+    warc_max_bytes: int = 1 << 30
+    """WARC file rotation size."""
+    progress_interval: float = 1.0
+    """Seconds between progress lines."""
+
+    def validate(self) -> Settings:
+        """Check values; raise UserError naming the bad one. Returns self."""
+        for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or v < 0:
+                raise UserError(f"{name} must be a non-negative number, got {v!r}")
+        for name in ("max_pages", "max_urls_per_host", "max_retries"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
+        for name in ("fetch_actors", "fetch_concurrency", "front_size", "workbench_urls_per_host", "sieve_batch",
+                     "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.resolve and self.dns_server:
+            raise UserError("--resolve and --dns-server are mutually exclusive")
+        if self.resolve and not Path(self.resolve).is_file():
+            raise UserError(f"hosts file not found: {self.resolve}")
+        if self.dns_server:
+            parse_hostport(self.dns_server)
+        if self.allow_networks:
+            for cidr in self.allow_networks.split(","):
+                try:
+                    ipaddress.ip_network(cidr.strip(), strict=False)
+                except ValueError:
+                    raise UserError(f"bad CIDR in --allow-networks: {cidr.strip()!r}") from None
+        return self
+
+    def update(self, values: dict[str, Any], source: str) -> Settings:
+        """Overlay ``values`` (None values ignored); unknown keys are a UserError naming ``source``."""
+        names = {f.name: f for f in dataclasses.fields(self)}
+        for key, value in values.items():
+            name = key.replace("-", "_")
+            if name not in names:
+                raise UserError(f"{source}: unknown setting {key!r}")
+            if value is None:
+                continue
+            current = getattr(self, name)
+            if isinstance(current, bool) and not isinstance(value, bool):
+                raise UserError(f"{source}: {key} must be true or false")
+            if isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            setattr(self, name, value)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def parse_hostport(s: str) -> tuple[str, int]:
+    host, _, port = s.rpartition(":")
+    try:
+        ipaddress.ip_address(host)
+        p = int(port)
+        assert 0 < p < 65536
+    except (ValueError, AssertionError):
+        raise UserError(f"--dns-server must be IP:PORT, got {s!r}") from None
+    return host, p
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a TOML or YAML config file into a flat dict (a ``[crawl]`` table/section is accepted)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file not found: {path}")
+    text = path.read_text()
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise UserError(f"config file must end in .toml, .yaml or .yml: {path}")
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any parse error is the user's file
+        raise UserError(f"cannot parse {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a table of settings")
+    if isinstance(data.get("crawl"), dict):
+        data = data["crawl"]
+    return data
+
+
+def build_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
+    """Defaults, then ``config``, then ``overrides`` (None values mean "not given")."""
+    s = Settings()
+    if config:
+        s.update(load_config(config), str(config))
+    s.update(overrides, "command line")
+    return s.validate()
