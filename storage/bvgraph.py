@@ -1,0 +1,194 @@
+"""A WebGraph BV graph on disk: reader (``BVGraph``) and writer (``BVGraph.store``).
+
+Files of a graph with basename ``B`` (the WebGraph/LAW layout, readable by WebGraph Java and
+webgraph-rs, and we read theirs):
+
+* ``B.graph``      the big-endian bit stream of node records (see ``storage.bv_decode``);
+* ``B.offsets``    γ-coded gaps between the bit offsets of consecutive records, ``n + 1`` of
+                   them (the first is the offset of node 0, i.e. 0);
+* ``B.properties`` Java properties: ``nodes``, ``arcs``, ``windowsize``, ``maxrefcount``,
+                   ``minintervallength``, ``zetak``, ``compressionflags`` (we support the
+                   default, empty, set of codes), ``bitsperlink`` and other statistics;
+* ``B.ef``         (optional) the Elias–Fano offsets index that the ``webgraph`` PyPI package
+                   needs; we never need it.
+
+Access: ``successors(v)`` and ``outdegree(v)`` by random access through the offsets,
+``iter_nodes()`` sequentially, ``to_csr()`` decodes everything once into numpy arrays (the
+form analytics use; predecessors come from the transpose ``B-t``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from raycrawl.errors import UserError
+from storage import bv_decode
+from storage.codes import read_gamma_sequence, words_from_bytes
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_FLAGS = ("",)
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Java ``.properties`` file as a dict (comments and blank lines skipped)."""
+    props: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="latin-1")
+    except OSError as e:
+        raise UserError(f"cannot read graph properties {path}: {e.strerror or e}") from e
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, _, value = line.partition(":")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def write_properties(path: str | Path, props: dict[str, object]) -> None:
+    lines = ["#BVGraph properties (written by raycrawl)"]
+    lines += [f"{k}={v}" for k, v in props.items()]
+    Path(path).write_text("\n".join(lines) + "\n", encoding="latin-1")
+
+
+class BVGraph:
+    """An immutable BV-compressed graph loaded in memory (the ``.graph`` stream is small)."""
+
+    def __init__(self, basename: str | Path, props: dict[str, str], words: np.ndarray,
+                 graph_bits: int, offsets: np.ndarray | None) -> None:
+        self.basename = str(basename)
+        self.properties = props
+        self.num_nodes = int(props["nodes"])
+        self.num_arcs = int(props["arcs"])
+        self.window = int(props.get("windowsize", 7))
+        self.max_ref_count = int(props.get("maxrefcount", 3))
+        self.min_interval = int(props.get("minintervallength", 4))
+        self.zeta_k = int(props.get("zetak", 3))
+        self._words = words
+        self._graph_bits = graph_bits
+        self._offsets = offsets
+        self._outdegrees: np.ndarray | None = None
+
+    # ---- loading -------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, basename: str | Path) -> BVGraph:
+        """Load ``basename.{properties,graph,offsets}``.
+
+        Raises ``UserError`` for a missing, truncated or corrupt graph, or unsupported codes."""
+        basename = str(basename)
+        props = read_properties(basename + ".properties")
+        for key in ("nodes", "arcs"):
+            if key not in props or not props[key].lstrip("-").isdigit() or int(props[key]) < 0:
+                raise UserError(f"{basename}.properties: missing or bad '{key}'")
+        cls_name = props.get("graphclass", "")
+        if cls_name and not cls_name.endswith("BVGraph"):
+            raise UserError(f"{basename}: graph class {cls_name} is not a BV graph")
+        flags = props.get("compressionflags", "").strip()
+        if flags not in SUPPORTED_FLAGS:
+            raise UserError(f"{basename}: compression flags '{flags}' are not supported "
+                            "(only WebGraph's default codes are)")
+        if props.get("endianness", "big").lower() not in ("big", "be"):
+            raise UserError(f"{basename}: only big-endian BV graphs are supported")
+        try:
+            data = Path(basename + ".graph").read_bytes()
+        except OSError as e:
+            raise UserError(f"cannot read {basename}.graph: {e.strerror or e}") from e
+        words = words_from_bytes(data)
+        n = int(props["nodes"])
+        offsets = None
+        off_path = Path(basename + ".offsets")
+        if off_path.exists():
+            offsets = _load_offsets(off_path, n, len(data) * 8)
+        g = cls(basename, props, words, len(data) * 8, offsets)
+        log.debug("loaded %s: %d nodes, %d arcs", basename, g.num_nodes, g.num_arcs)
+        return g
+
+    def _require_offsets(self) -> np.ndarray:
+        if self._offsets is None:
+            # Without a .offsets file, one sequential pass finds where each record starts.
+            self._decode_all()
+        assert self._offsets is not None
+        return self._offsets
+
+    def _decode_all(self) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            indptr, indices, offsets = bv_decode.decode_all(
+                self._words, self.num_nodes, self.num_arcs, self.window, self.min_interval,
+                self.zeta_k, self._graph_bits)
+        except ValueError as e:
+            raise UserError(f"{self.basename}: {e}") from e
+        if self._offsets is None:
+            self._offsets = offsets
+        return indptr, indices
+
+    # ---- access --------------------------------------------------------------------------
+
+    def successors(self, v: int) -> np.ndarray:
+        """Sorted successors of node ``v`` (int64 array). Raises IndexError if out of range."""
+        if not 0 <= v < self.num_nodes:
+            raise IndexError(f"node {v} out of range [0, {self.num_nodes})")
+        try:
+            return bv_decode.decode_successors(self._words, self._require_offsets(), v, self.num_nodes,
+                                               self.window, self.min_interval, self.zeta_k,
+                                               self._graph_bits)
+        except ValueError as e:
+            raise UserError(f"{self.basename}: {e}") from e
+
+    def outdegrees(self) -> np.ndarray:
+        """Outdegree of every node (int64 array)."""
+        if self._outdegrees is None:
+            self._outdegrees = bv_decode.outdegrees_at(self._words, self._require_offsets(), self.num_nodes)
+        return self._outdegrees
+
+    def outdegree(self, v: int) -> int:
+        if not 0 <= v < self.num_nodes:
+            raise IndexError(f"node {v} out of range [0, {self.num_nodes})")
+        return int(self.outdegrees()[v])
+
+    def to_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """Decode the whole graph: ``(indptr int64[n+1], indices int32[m])``, successors of
+        ``v`` sorted in ``indices[indptr[v]:indptr[v+1]]``. Raises UserError if corrupt."""
+        return self._decode_all()
+
+    def iter_nodes(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Sequential pass: ``(v, successors)`` for every node in id order."""
+        indptr, indices = self.to_csr()
+        for v in range(self.num_nodes):
+            yield v, indices[indptr[v] : indptr[v + 1]]
+
+    def arcs(self) -> tuple[np.ndarray, np.ndarray]:
+        """All arcs as two arrays ``(src, dst)`` in (src, dst) order."""
+        indptr, indices = self.to_csr()
+        src = np.repeat(np.arange(self.num_nodes, dtype=np.int64), np.diff(indptr))
+        return src, indices.astype(np.int64)
+
+    @property
+    def bits_per_link(self) -> float:
+        """Size of the ``.graph`` stream per arc (what WebGraph reports as ``bitsperlink``)."""
+        return self._graph_bits / self.num_arcs if self.num_arcs else 0.0
+
+    def __repr__(self) -> str:
+        return f"BVGraph({self.basename!r}, nodes={self.num_nodes}, arcs={self.num_arcs})"
+
+
+def _load_offsets(path: Path, n: int, graph_bits: int) -> np.ndarray:
+    """Bit offsets of the ``n`` records from a ``.offsets`` file (``n + 1`` γ gaps)."""
+    words = words_from_bytes(path.read_bytes())
+    try:
+        gaps, used = read_gamma_sequence(words, n + 1)
+    except ValueError as e:
+        raise UserError(f"{path}: {e}") from e
+    if used > (len(words) - 3) * 64:
+        raise UserError(f"{path}: truncated (fewer than {n + 1} offsets)")
+    offsets = np.cumsum(gaps)
+    if n and offsets[-1] > graph_bits:
+        raise UserError(f"{path}: offsets run past the end of the .graph file (truncated graph?)")
+    return offsets[:n].astype(np.int64)
