@@ -1,0 +1,195 @@
+"""DNS resolvers: asynchronous, cached with positive and negative TTLs (BUbiNG's DNS threads).
+
+Three sources of answers:
+
+* ``hosts_file`` (``--resolve FILE``, hosts-file format ``IP name [alias…]``, ``#`` comments):
+  answers come from the file only; a name not in it is unresolvable;
+* ``dns_server`` (``--dns-server IP:PORT``): every lookup is an A query sent to that server with
+  c-ares (aiodns), no search domains, no ``/etc/hosts``;
+* neither: c-ares with the system's resolver configuration.
+
+Answers are cached: a hit for ``positive_ttl`` seconds, a failure (NXDOMAIN, no A record, timeout)
+for ``negative_ttl`` seconds, so a dead name costs one query per TTL however many URLs it has.
+Concurrent lookups of one name share a single query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def parse_hosts_file(path: str | Path) -> dict[str, str]:
+    """name → IPv4 address from a hosts-format file (the first address given for a name wins).
+
+    Raises :class:`UserError` for a missing file or a malformed line (with its line number).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise UserError(f"--resolve {path}: cannot read ({e.strerror or e})") from None
+    table: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) < 2:
+            raise UserError(f"--resolve {path}:{lineno}: expected 'IP name [alias...]', got {line.strip()!r}")
+        try:
+            addr = ipaddress.ip_address(fields[0])
+        except ValueError:
+            raise UserError(f"--resolve {path}:{lineno}: {fields[0]!r} is not an IP address") from None
+        if addr.version != 4:
+            continue  # the crawler dials IPv4 only
+        for name in fields[1:]:
+            table.setdefault(name.lower().rstrip("."), str(addr))
+    return table
+
+
+def parse_dns_server(spec: str) -> tuple[str, int]:
+    """``IP[:PORT]`` → (ip, port), port 53 by default; :class:`UserError` if malformed."""
+    host, sep, port = spec.strip().rpartition(":")
+    if not sep:
+        host, port = spec.strip(), "53"
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        port_num = int(port)
+        assert 0 < port_num < 65536
+    except (ValueError, AssertionError):
+        raise UserError(f"--dns-server: expected IP:PORT, got {spec!r}") from None
+    return host.strip("[]"), port_num
+
+
+class Resolver:
+    """Host name → IPv4 address with a TTL cache. Use from one event loop."""
+
+    def __init__(
+        self,
+        dns_server: tuple[str, int] | None = None,
+        hosts_file: str | None = None,
+        positive_ttl: float = 300,
+        negative_ttl: float = 60,
+        *,
+        timeout: float = 2.0,
+        tries: int = 2,
+        max_cache: int = 1_000_000,
+    ) -> None:
+        assert positive_ttl >= 0 and negative_ttl >= 0
+        self.dns_server = dns_server
+        self.hosts = parse_hosts_file(hosts_file) if hosts_file else None
+        self.positive_ttl = positive_ttl
+        self.negative_ttl = negative_ttl
+        self.timeout = timeout
+        self.tries = tries
+        self.max_cache = max_cache
+        self._cache: OrderedDict[str, tuple[str | None, float]] = OrderedDict()
+        self._inflight: dict[str, asyncio.Future[str | None]] = {}
+        self._aiodns = None
+        self.queries = 0  # lookups that missed the cache (sent to DNS / the hosts table)
+        self.failures = 0
+
+    def _channel(self):
+        if self._aiodns is None:
+            import aiodns
+
+            kwargs: dict = {"timeout": self.timeout, "tries": self.tries}
+            if self.dns_server is not None:
+                ip, port = self.dns_server
+                server = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+                kwargs.update(nameservers=[server], domains=[], lookups="b")
+            self._aiodns = aiodns.DNSResolver(**kwargs)
+        return self._aiodns
+
+    @staticmethod
+    def _normalise(host: str) -> str:
+        host = host.strip().lower().rstrip(".")
+        if host.startswith("["):
+            return host  # IPv6 literal (never dialed, but don't mangle it)
+        return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+    def cached(self, host: str, now: float | None = None) -> tuple[bool, str | None]:
+        """(hit, answer) from the cache without querying."""
+        entry = self._cache.get(self._normalise(host))
+        if entry is None or entry[1] <= (time.monotonic() if now is None else now):
+            return False, None
+        return True, entry[0]
+
+    async def resolve(self, host: str) -> str | None:
+        """The IPv4 address of ``host`` (``host:port`` accepted), or None if it cannot be resolved
+        (NXDOMAIN, no A record, server failure/timeout, not in the hosts file). Never raises."""
+        name = self._normalise(host)
+        try:
+            addr = ipaddress.ip_address(name.strip("[]"))
+            return str(addr) if addr.version == 4 else None
+        except ValueError:
+            pass
+        hit, answer = self.cached(name)
+        if hit:
+            return answer
+        pending = self._inflight.get(name)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._inflight[name] = fut
+        try:
+            answer = await self._lookup(name)
+            self._store(name, answer)
+            fut.set_result(answer)
+        except BaseException as e:  # cancelled: wake the waiters, don't cache
+            fut.set_result(None)
+            if not isinstance(e, Exception):
+                raise
+            log.warning("DNS lookup of %s failed unexpectedly: %r", name, e)
+            answer = None
+        finally:
+            del self._inflight[name]
+        return answer
+
+    async def resolve_many(self, hosts: list[str]) -> dict[str, str | None]:
+        """host → address (or None) for every host, looked up concurrently."""
+        unique = list(dict.fromkeys(hosts))
+        answers = await asyncio.gather(*(self.resolve(h) for h in unique))
+        return dict(zip(unique, answers, strict=True))
+
+    async def _lookup(self, name: str) -> str | None:
+        self.queries += 1
+        if self.hosts is not None:
+            answer = self.hosts.get(name)
+            if answer is None:
+                self.failures += 1
+            return answer
+        import aiodns
+
+        try:
+            result = await self._channel().query_dns(name, "A")
+        except aiodns.error.DNSError as e:
+            self.failures += 1
+            log.debug("DNS %s: %s", name, e.args)
+            return None
+        for record in result.answer:
+            addr = getattr(record.data, "addr", None)
+            if record.type == 1 and addr:  # A; CNAME chains are followed by the server
+                return addr
+        self.failures += 1
+        return None
+
+    def _store(self, name: str, answer: str | None) -> None:
+        ttl = self.positive_ttl if answer is not None else self.negative_ttl
+        self._cache[name] = (answer, time.monotonic() + ttl)
+        self._cache.move_to_end(name)
+        while len(self._cache) > self.max_cache:
+            self._cache.popitem(last=False)
+
+    async def close(self) -> None:
+        """Release the c-ares channel (the resolver may be used again afterwards)."""
+        if self._aiodns is not None:
+            await self._aiodns.close()
+            self._aiodns = None

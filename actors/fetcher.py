@@ -1,0 +1,423 @@
+"""Fetchers: HTTP GETs over one aiohttp session, many at a time (BUbiNG's fetching threads).
+
+The caller (the workbench) has already resolved the host and decided the fetch is polite; the
+fetcher only talks HTTP and classifies what happened. Its contract:
+
+* it dials exactly the ``ip`` it is given (the URL's host name still goes in ``Host`` and TLS SNI),
+  and refuses — sending nothing — when the network policy forbids that address;
+* it never follows redirects: a 3xx comes back with ``redirect`` = the canonical Location, which
+  the caller enqueues as a new URL (robots.txt is the exception, RFC 9309 says follow 5 hops);
+* it never raises for network or HTTP trouble: the result's ``error`` names the kind;
+* the body is capped twice: ``max_body`` bytes on the wire (``too-large``, body truncated there)
+  and ``max_decompressed`` bytes after Content-Encoding (``bomb``, body truncated there);
+* ``started``/``ended`` are wall-clock times of the request start and of the end of the
+  response (or of the failure) — politeness delays are counted from ``ended``.
+
+Error kinds: ``forbidden-network``, ``bad-url``, ``connect``, ``timeout``, ``reset``, ``tls``,
+``bad-response`` (unparseable HTTP), ``too-large``, ``bomb``, ``bad-encoding``. A complete HTTP
+response, whatever its status, has ``error`` None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import yarl
+from aiohttp.abc import AbstractResolver
+
+from policies.networks import NetworkPolicy
+from policies.robots import RobotsRules
+from raycrawl.urls import canonicalize
+
+log = logging.getLogger(__name__)
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+TRANSIENT_ERRORS = frozenset({"connect", "timeout", "reset"})
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+ROBOTS_MAX_HOPS = 5
+ROBOTS_MIN_BODY = 512 * 1024
+ROBOTS_TTL = 24 * 3600.0  # seconds robots.txt rules are trusted before a re-fetch
+# Headers that describe the wire encoding; the WARC stores the decoded body, so they are renamed.
+_WIRE_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
+
+
+@dataclass
+class FetchResult:
+    """One HTTP exchange (or the failure to have one)."""
+
+    url: str
+    ip: str
+    status: int = 0  # 0: no response
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names; repeats joined by ", "
+    body: bytes = b""  # decoded (Content-Encoding removed), capped
+    ctype: str = ""  # media type, lower-case, no parameters
+    started: float = 0.0
+    ended: float = 0.0
+    error: str | None = None
+    redirect: str | None = None  # canonical Location of a 3xx
+    # What the WARC writer needs to rebuild the exchange.
+    request_head: bytes = b""  # request line + headers + CRLF CRLF, as sent
+    status_line: str = ""  # e.g. "HTTP/1.1 200 OK"
+    raw_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # response headers, in order
+    http_version: str = ""
+    truncated: bool = False  # body cut by max_body/max_decompressed
+    wire_bytes: int = 0  # body bytes received (before decoding)
+    hops: list[FetchResult] = field(default_factory=list)  # earlier responses of a followed chain
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying later with back-off (connection trouble, 429, 5xx gateway errors)."""
+        return self.error in TRANSIENT_ERRORS or (self.error is None and self.status in TRANSIENT_STATUSES)
+
+    @property
+    def charset(self) -> str | None:
+        """The ``charset`` parameter of Content-Type, if any (not validated)."""
+        for param in self.headers.get("content-type", "").split(";")[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "charset" and value.strip():
+                return value.strip().strip("\"'").lower()
+        return None
+
+
+class _PinnedResolver(AbstractResolver):
+    """aiohttp resolver answering from the addresses the crawler resolved itself.
+
+    Keeping the real host name in the URL (rather than dialing ``http://IP/``) keeps the Host
+    header, TLS SNI and the keep-alive pool per host right.
+    """
+
+    def __init__(self, policy: NetworkPolicy) -> None:
+        self.pins: dict[str, str] = {}
+        self.policy = policy
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
+        ip = self.pins.get(host.lower())
+        if ip is None or not self.policy.allows(ip):
+            raise OSError(f"no pinned (or no allowed) address for {host}")
+        return [{"hostname": host, "host": ip, "port": port, "family": socket.AF_INET, "proto": 0,
+                 "flags": socket.AI_NUMERICHOST}]
+
+    async def close(self) -> None:
+        pass
+
+
+class _BombError(Exception):
+    pass
+
+
+class _Decoder:
+    """Incremental Content-Encoding decoder that refuses to inflate past ``limit`` bytes."""
+
+    def __init__(self, encoding: str, limit: int) -> None:
+        self.encoding = encoding
+        self.remaining = limit
+        self._deflate_raw = False
+        if encoding in ("gzip", "x-gzip"):
+            self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._z = zlib.decompressobj()
+        elif encoding == "br":
+            import brotli
+
+            self._br = brotli.Decompressor()
+        else:
+            raise ValueError(encoding)
+
+    def feed(self, data: bytes) -> bytes:
+        """Decoded bytes for ``data``; raises _BombError past the limit, zlib.error/brotli.error if corrupt."""
+        if self.encoding == "br":
+            out = [self._br.process(data, output_buffer_limit=self.remaining + 1)]
+            while not self._br.can_accept_more_data() and sum(map(len, out)) <= self.remaining:
+                out.append(self._br.process(b"", output_buffer_limit=self.remaining + 1))
+            return self._take(b"".join(out))
+        try:
+            chunk = self._z.decompress(data, self.remaining + 1)
+        except zlib.error:
+            if self.encoding != "deflate" or self._deflate_raw:
+                raise
+            # Some servers send raw deflate without the zlib wrapper.
+            self._deflate_raw = True
+            self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+            chunk = self._z.decompress(data, self.remaining + 1)
+        out = [chunk]
+        while self._z.unconsumed_tail and len(chunk) <= self.remaining:
+            chunk = self._z.decompress(self._z.unconsumed_tail, self.remaining + 1)
+            out.append(chunk)
+        return self._take(b"".join(out))
+
+    def _take(self, data: bytes) -> bytes:
+        if len(data) > self.remaining:
+            raise _BombError(data[: self.remaining])
+        self.remaining -= len(data)
+        return data
+
+
+def _classify(exc: BaseException) -> str:
+    """Error kind of an exception raised while fetching."""
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError | aiohttp.ConnectionTimeoutError):
+        return "timeout"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+        return "tls"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect"
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | ConnectionResetError):
+        return "reset"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return "bad-response"
+    if isinstance(exc, aiohttp.InvalidURL | ValueError):
+        return "bad-url"
+    if isinstance(exc, aiohttp.ClientOSError | OSError):
+        return "reset" if getattr(exc, "errno", None) in (104, 32) else "connect"
+    return "bad-response"
+
+
+class Fetcher:
+    """Many concurrent GETs over one keep-alive aiohttp session. Create and use inside one event loop."""
+
+    def __init__(
+        self,
+        user_agent: str,
+        connect_timeout: float,
+        read_timeout: float,
+        max_body: int,
+        max_decompressed: int,
+        network_policy: NetworkPolicy,
+        *,
+        total_timeout: float | None = None,
+        max_connections: int = 512,
+        keepalive_timeout: float = 30.0,
+        resolver: Any = None,
+        accept: str = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
+    ) -> None:
+        """``total_timeout`` bounds a whole exchange (slow-drip servers); default
+        connect + 3 × read timeout. ``resolver`` (an ``actors.dns.Resolver``) is only used to
+        follow robots.txt redirects to other hosts."""
+        assert max_body > 0 and max_decompressed > 0
+        self.user_agent = user_agent
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.total_timeout = total_timeout if total_timeout is not None else connect_timeout + 3 * read_timeout
+        self.max_body = max_body
+        self.max_decompressed = max_decompressed
+        self.policy = network_policy
+        self.max_connections = max_connections
+        self.keepalive_timeout = keepalive_timeout
+        self.resolver = resolver
+        self.headers = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": "gzip, deflate, br"}
+        self._pins = _PinnedResolver(network_policy)
+        self._session: aiohttp.ClientSession | None = None
+        self.requests = 0  # HTTP requests actually sent (robots hops included)
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                resolver=self._pins,
+                use_dns_cache=False,  # the pins are the cache; aiohttp must ask them every time
+                limit=self.max_connections,
+                keepalive_timeout=self.keepalive_timeout,
+                ssl=False,  # crawlers archive what servers send, valid certificate or not
+                family=socket.AF_INET,
+                happy_eyeballs_delay=None,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),  # no state carried between pages
+                auto_decompress=False,  # we decode ourselves, to cap the decoded size
+                timeout=aiohttp.ClientTimeout(
+                    total=self.total_timeout, sock_connect=self.connect_timeout, sock_read=self.read_timeout
+                ),
+                headers=self.headers,
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def fetch(self, url: str, ip: str, *, max_body: int | None = None) -> FetchResult:
+        """GET ``url`` by dialing ``ip``. Never raises (except on cancellation); see the module doc."""
+        max_body = self.max_body if max_body is None else max_body
+        fr = FetchResult(url=url, ip=ip, started=time.time())
+        try:
+            parts = urlsplit(url)
+            host = (parts.hostname or "").lower()
+            if parts.scheme not in ("http", "https") or not host:
+                raise ValueError(f"not an http(s) URL: {url!r}")
+        except ValueError:
+            fr.error, fr.ended = "bad-url", time.time()
+            return fr
+        if _is_ip_literal(host):
+            fr.ip = ip = host.strip("[]")  # aiohttp dials a literal directly: check what is dialed
+        if not self.policy.allows(ip):
+            log.info("refusing %s: %s is outside the allowed networks (%s)", url, ip, self.policy.describe())
+            fr.error, fr.ended = "forbidden-network", time.time()
+            return fr
+        self._pins.pins[host] = ip
+        fr.request_head = self._request_head(parts, None)
+        try:
+            self.requests += 1
+            async with self._get_session().get(
+                yarl.URL(url, encoded=True), allow_redirects=False, read_until_eof=True
+            ) as resp:
+                fr.request_head = self._request_head(parts, resp.request_info.headers)
+                self._take_head(fr, resp)
+                declared = resp.content_length
+                if declared is not None and declared > max_body:
+                    fr.error, fr.truncated = "too-large", True
+                    resp.close()  # don't drain gigabytes just to keep the connection
+                else:
+                    await self._read_body(fr, resp, max_body)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the contract is "never raises", errors are data
+            fr.error = _classify(e)
+            log.debug("fetch %s via %s: %s (%r)", url, ip, fr.error, e)
+        fr.ended = time.time()
+        return fr
+
+    async def _read_body(self, fr: FetchResult, resp: aiohttp.ClientResponse, max_body: int) -> None:
+        encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+        decoder = None
+        if encoding not in ("", "identity"):
+            try:
+                decoder = _Decoder(encoding, self.max_decompressed)
+            except ValueError:
+                fr.error = "bad-encoding"
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in resp.content.iter_any():
+                fr.wire_bytes += len(chunk)
+                if fr.wire_bytes > max_body:
+                    chunk = chunk[: len(chunk) - (fr.wire_bytes - max_body)]
+                    fr.wire_bytes = max_body
+                    fr.error, fr.truncated = "too-large", True
+                if decoder is not None:
+                    chunk = decoder.feed(chunk)
+                elif size + len(chunk) > self.max_decompressed:
+                    raise _BombError(chunk[: self.max_decompressed - size])
+                parts.append(chunk)
+                size += len(chunk)
+                if fr.truncated:
+                    resp.close()
+                    break
+        except _BombError as e:
+            parts.append(e.args[0])
+            fr.error, fr.truncated = "bomb", True
+            resp.close()
+        except (zlib.error, Exception) as e:  # noqa: BLE001
+            if decoder is not None and not isinstance(e, aiohttp.ClientError | asyncio.TimeoutError | OSError):
+                fr.error = "bad-encoding"  # corrupt compressed stream; keep what decoded
+            else:
+                raise
+        fr.body = b"".join(parts)
+
+    def _take_head(self, fr: FetchResult, resp: aiohttp.ClientResponse) -> None:
+        fr.status = resp.status
+        fr.http_version = f"HTTP/{resp.version.major}.{resp.version.minor}" if resp.version else "HTTP/1.1"
+        fr.status_line = f"{fr.http_version} {resp.status} {resp.reason or ''}".rstrip()
+        fr.raw_headers = list(resp.raw_headers)
+        headers: dict[str, str] = {}
+        for name, value in resp.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        fr.headers = headers
+        fr.ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if resp.status in REDIRECT_STATUSES and "location" in headers:
+            fr.redirect = canonicalize(headers["location"], base=fr.url)
+
+    def _request_head(self, parts: Any, sent: Any) -> bytes:
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        lines = [f"GET {target} HTTP/1.1"]
+        if sent is not None:
+            lines += [f"{k}: {v}" for k, v in sent.items()]
+        else:
+            lines.append(f"Host: {parts.netloc.rsplit('@', 1)[-1]}")
+            lines += [f"{k}: {v}" for k, v in self.headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
+
+    async def fetch_robots(
+        self, scheme_host: str, ip: str, *, ttl: float = ROBOTS_TTL
+    ) -> tuple[FetchResult, RobotsRules]:
+        """Fetch ``scheme_host/robots.txt`` (following up to 5 redirects) and derive the rules.
+
+        Returns the final exchange (earlier hops in ``.hops``) and the rules (expiring ``ttl`` seconds after the response ended).
+        A redirect to another host is followed only if a ``resolver`` was given and the new address
+        is allowed; otherwise robots.txt counts as unreachable (disallow all).
+        """
+        fr, status = await self._robots_chain(scheme_host.rstrip("/") + "/robots.txt", ip)
+        rules = RobotsRules.from_response(status, fr.body, self.user_agent, fr.ended or time.time(), ttl)
+        return fr, rules
+
+    async def _robots_chain(self, url: str, ip: str) -> tuple[FetchResult, int]:
+        hops: list[FetchResult] = []
+        limit = max(self.max_body, ROBOTS_MIN_BODY)
+        while True:
+            fr = await self.fetch(url, ip, max_body=limit)
+            if fr.error == "too-large":
+                fr.error = None  # RFC 9309 §2.5: parse the first 500 KiB, ignore the rest
+            if fr.error is not None and fr.error != "bomb":
+                status = 0  # unreachable
+                break
+            status = fr.status
+            if status not in REDIRECT_STATUSES:
+                break
+            if fr.redirect is None or len(hops) >= ROBOTS_MAX_HOPS:
+                status = 404  # too many / unusable redirects: "unavailable" (RFC 9309 §2.3.1.2)
+                break
+            hops.append(fr)
+            next_host = urlsplit(fr.redirect).hostname or ""
+            if next_host != urlsplit(url).hostname:
+                next_ip = await self.resolver.resolve(next_host) if self.resolver is not None else None
+                if next_ip is None:
+                    status = 0
+                    break
+                ip = next_ip
+            url = fr.redirect
+        fr.hops = hops
+        return fr, status
+
+    async def close(self) -> None:
+        """Close the session and its keep-alive connections (the fetcher can be reused afterwards)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _is_ip_literal(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False
+
+
+class FetcherActor:
+    """Ray actor shell: ``ray.remote(FetcherActor).options(max_concurrency=…)`` or via ``make_fetcher_actor``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.fetcher = Fetcher(*args, **kwargs)
+
+    async def fetch_batch(self, batch: list[tuple[str, str]]) -> list[FetchResult]:
+        """Fetch every (url, ip) concurrently; results in the same order."""
+        return list(await asyncio.gather(*(self.fetcher.fetch(url, ip) for url, ip in batch)))
+
+    async def fetch_robots(self, scheme_host: str, ip: str, ttl: float = ROBOTS_TTL) -> tuple[FetchResult, RobotsRules]:
+        return await self.fetcher.fetch_robots(scheme_host, ip, ttl=ttl)
+
+    async def close(self) -> None:
+        await self.fetcher.close()
+
+
+def make_fetcher_actor(*args: Any, num_cpus: float = 0.5, **kwargs: Any):
+    """Start a FetcherActor (an async Ray actor); arguments as for :class:`Fetcher`."""
+    import ray
+
+    return ray.remote(num_cpus=num_cpus)(FetcherActor).remote(*args, **kwargs)

@@ -1,0 +1,308 @@
+"""Fetcher over real HTTP on loopback: an aiohttp server of our own with every misbehaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+import socket
+import time
+import zlib
+
+import brotli
+import pytest
+from aiohttp import web
+
+from actors.fetcher import Fetcher, FetchResult
+from policies.networks import NetworkPolicy
+
+PAGE = b"<html><head><title>Hello</title></head><body><a href='/b'>b</a></body></html>"
+LATIN1 = "<html><body>caf\u00e9 cr\u00e8me br\u00fbl\u00e9e</body></html>".encode("latin-1")
+BINARY = os.urandom(4096)
+BIG = b"x" * 300_000
+
+
+class Site:
+    """Server state visible to the tests (what it received, on which connections)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, tuple]] = []  # (path, Host header, client peer)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append((request.path_qs, request.headers.get("Host", ""), request.transport.get_extra_info("peername")))
+        path = request.path
+        if path == "/page":
+            return web.Response(body=PAGE, content_type="text/html")
+        if path == "/echo":
+            return web.Response(text=f"{request.headers.get('User-Agent')}|{request.path_qs}", content_type="text/plain")
+        if path == "/slow":
+            await asyncio.sleep(3)
+            return web.Response(text="late")
+        if path == "/drip":  # headers at once, then one byte every 0.3 s: only a total timeout ends it
+            resp = web.StreamResponse(headers={"Content-Type": "text/html"})
+            await resp.prepare(request)
+            for _ in range(30):
+                await resp.write(b"x")
+                await asyncio.sleep(0.3)
+            return resp
+        if path == "/reset":
+            resp = web.StreamResponse(headers={"Content-Type": "text/html", "Content-Length": "10000"})
+            await resp.prepare(request)
+            await resp.write(b"<html>partial")
+            await asyncio.sleep(0.05)
+            request.transport.abort()
+            return resp
+        if path == "/big":
+            return web.Response(body=BIG, content_type="text/html")
+        if path == "/big-stream":  # no Content-Length: the cap must hit while streaming
+            resp = web.StreamResponse(headers={"Content-Type": "text/html"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for _ in range(30):
+                await resp.write(b"y" * 10_000)
+            return resp
+        if path == "/gzip":
+            return web.Response(body=gzip.compress(PAGE), headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
+        if path == "/deflate-raw":
+            c = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+            body = c.compress(PAGE) + c.flush()
+            return web.Response(body=body, headers={"Content-Type": "text/html", "Content-Encoding": "deflate"})
+        if path == "/br":
+            return web.Response(body=brotli.compress(PAGE), headers={"Content-Type": "text/html", "Content-Encoding": "br"})
+        if path == "/bomb":
+            return web.Response(body=BOMB, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
+        if path == "/br-bomb":
+            return web.Response(body=BR_BOMB, headers={"Content-Type": "text/html", "Content-Encoding": "br"})
+        if path == "/corrupt-gzip":
+            return web.Response(body=b"\x1f\x8b\x08\x00garbage" * 10, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
+        if path == "/redirect":
+            raise web.HTTPMovedPermanently(location="../Dir/./Page?q=1#frag")
+        if path == "/redirect-abs":
+            raise web.HTTPFound(location="HTTP://Other.TEST:80/x")
+        if path == "/binary":
+            return web.Response(body=BINARY, content_type="text/html")
+        if path == "/latin1":
+            return web.Response(body=LATIN1, headers={"Content-Type": "text/html; charset=ISO-8859-1"})
+        if path == "/error":
+            return web.Response(status=503, text="down")
+        return web.Response(status=404, text="nope")
+
+
+BOMB = gzip.compress(b"\0" * 20_000_000, compresslevel=9)
+BR_BOMB = brotli.compress(b"\0" * 20_000_000)
+
+
+@pytest.fixture
+async def site():
+    state = Site()
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", state.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    await tcp.start()
+    state.port = tcp._server.sockets[0].getsockname()[1]
+    state.base = f"http://site.test:{state.port}"
+    yield state
+    await runner.cleanup()
+
+
+def make_fetcher(**kw) -> Fetcher:
+    args = dict(user_agent="raycrawl-test/1.0", connect_timeout=1.0, read_timeout=0.5, max_body=100_000,
+                max_decompressed=1_000_000, network_policy=NetworkPolicy("127.0.0.0/8"))
+    args.update(kw)
+    return Fetcher(**args)
+
+
+@pytest.fixture
+async def fetcher():
+    f = make_fetcher()
+    yield f
+    await f.close()
+
+
+async def test_page_host_header_and_times(site, fetcher):
+    before = time.time()
+    fr = await fetcher.fetch(f"{site.base}/page", "127.0.0.1")
+    assert fr.error is None and fr.status == 200
+    assert fr.body == PAGE and fr.ctype == "text/html"
+    assert before <= fr.started <= fr.ended <= time.time()
+    assert site.requests[0][1] == f"site.test:{site.port}"  # Host from the URL, not the IP dialed
+    assert fr.status_line.startswith("HTTP/1.1 200")
+    assert fr.request_head.startswith(b"GET /page HTTP/1.1\r\n") and b"raycrawl-test/1.0" in fr.request_head
+    assert fr.request_head.endswith(b"\r\n\r\n")
+
+
+async def test_user_agent_and_query_sent_verbatim(site, fetcher):
+    fr = await fetcher.fetch(f"{site.base}/echo?b=2&a=%2F", "127.0.0.1")
+    assert fr.body.decode() == "raycrawl-test/1.0|/echo?b=2&a=%2F"
+
+
+async def test_keep_alive_reuses_one_connection(site, fetcher):
+    for _ in range(10):
+        fr = await fetcher.fetch(f"{site.base}/page", "127.0.0.1")
+        assert fr.status == 200
+    peers = {peer for _, _, peer in site.requests}
+    assert len(site.requests) == 10 and len(peers) == 1
+
+
+async def test_many_concurrent(site):
+    f = make_fetcher(connect_timeout=5, read_timeout=5, max_connections=50)
+    try:
+        results = await asyncio.gather(*(f.fetch(f"{site.base}/echo?i={i}", "127.0.0.1") for i in range(200)))
+    finally:
+        await f.close()
+    assert [r.error for r in results] == [None] * 200
+    assert [r.body.decode().split("|")[1] for r in results] == [f"/echo?i={i}" for i in range(200)]
+    assert len({peer for _, _, peer in site.requests}) <= 50
+
+
+async def test_forbidden_network_sends_nothing(site):
+    f = make_fetcher(network_policy=NetworkPolicy())  # default: public unicast only
+    try:
+        fr = await f.fetch(f"{site.base}/page", "127.0.0.1")
+        literal = await f.fetch(f"http://127.0.0.1:{site.port}/page", "8.8.8.8")  # literal host: the literal is dialed
+    finally:
+        await f.close()
+    assert fr.error == "forbidden-network" and fr.status == 0
+    assert literal.error == "forbidden-network" and literal.ip == "127.0.0.1"
+    assert site.requests == []
+
+
+async def test_timeout(site, fetcher):
+    fr = await fetcher.fetch(f"{site.base}/slow", "127.0.0.1")
+    assert fr.error == "timeout" and fr.status == 0 and fr.transient
+    assert fr.ended - fr.started < 2.5
+
+
+async def test_slow_drip_bounded_by_total_timeout(site):
+    f = make_fetcher(total_timeout=1.5)
+    try:
+        fr = await f.fetch(f"{site.base}/drip", "127.0.0.1")
+    finally:
+        await f.close()
+    assert fr.error == "timeout" and fr.ended - fr.started < 3
+
+
+async def test_reset(site, fetcher):
+    fr = await fetcher.fetch(f"{site.base}/reset", "127.0.0.1")
+    assert fr.error == "reset" and fr.transient
+
+
+async def test_connection_refused(fetcher):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fr = await fetcher.fetch(f"http://down.test:{port}/", "127.0.0.1")
+    assert fr.error == "connect" and fr.status == 0 and fr.ended >= fr.started
+
+
+@pytest.mark.parametrize("path", ["/big", "/big-stream"])
+async def test_too_large(site, fetcher, path):
+    fr = await fetcher.fetch(f"{site.base}{path}", "127.0.0.1")
+    assert fr.error == "too-large" and fr.truncated and fr.status == 200
+    assert len(fr.body) <= 100_000
+
+
+@pytest.mark.parametrize("path", ["/gzip", "/deflate-raw", "/br"])
+async def test_content_encodings_decoded(site, fetcher, path):
+    fr = await fetcher.fetch(f"{site.base}{path}", "127.0.0.1")
+    assert fr.error is None and fr.body == PAGE
+    assert fr.wire_bytes < len(PAGE) + 64
+
+
+@pytest.mark.parametrize("path", ["/bomb", "/br-bomb"])
+async def test_compression_bomb(site, fetcher, path):
+    assert len(BOMB) < 100_000  # passes the wire cap: only the decompressed cap can catch it
+    fr = await fetcher.fetch(f"{site.base}{path}", "127.0.0.1")
+    assert fr.error == "bomb" and fr.truncated
+    assert len(fr.body) <= 1_000_000
+
+
+async def test_corrupt_gzip(site, fetcher):
+    fr = await fetcher.fetch(f"{site.base}/corrupt-gzip", "127.0.0.1")
+    assert fr.error == "bad-encoding" and fr.status == 200
+
+
+async def test_redirect_not_followed_canonical_target(site, fetcher):
+    fr = await fetcher.fetch(f"{site.base}/redirect", "127.0.0.1")
+    assert fr.status == 301 and fr.error is None
+    assert fr.redirect == f"{site.base}/Dir/Page?q=1"
+    assert [p for p, _, _ in site.requests] == ["/redirect"]
+    fr = await fetcher.fetch(f"{site.base}/redirect-abs", "127.0.0.1")
+    assert fr.status == 302 and fr.redirect == "http://other.test/x"
+
+
+async def test_binary_and_charset_kept_raw(site, fetcher):
+    fr = await fetcher.fetch(f"{site.base}/binary", "127.0.0.1")
+    assert fr.body == BINARY and fr.ctype == "text/html" and fr.error is None
+    fr = await fetcher.fetch(f"{site.base}/latin1", "127.0.0.1")
+    assert fr.body == LATIN1 and fr.charset == "iso-8859-1"
+
+
+async def test_http_errors_are_responses(site, fetcher):
+    fr = await fetcher.fetch(f"{site.base}/error", "127.0.0.1")
+    assert fr.status == 503 and fr.error is None and fr.transient
+    fr = await fetcher.fetch(f"{site.base}/missing", "127.0.0.1")
+    assert fr.status == 404 and not fr.transient
+
+
+async def test_bad_url(fetcher):
+    fr = await fetcher.fetch("ftp://x.test/", "127.0.0.1")
+    assert fr.error == "bad-url"
+
+
+def test_fetch_result_pickles():
+    import pickle
+
+    fr = FetchResult(url="http://a.test/", ip="127.0.0.1", status=200, body=b"x", raw_headers=[(b"A", b"b")])
+    assert pickle.loads(pickle.dumps(fr)) == fr
+
+
+def test_fetcher_actor_batch(site_sync, ray_local):
+    import ray
+
+    from actors.fetcher import make_fetcher_actor
+
+    actor = make_fetcher_actor("raycrawl-test/1.0", 1.0, 1.0, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"))
+    urls = [(f"{site_sync}/echo?i={i}", "127.0.0.1") for i in range(20)] + [(f"{site_sync}/page", "10.1.2.3")]
+    results = ray.get(actor.fetch_batch.remote(urls), timeout=60)
+    assert [r.body.decode().split("|")[1] for r in results[:20]] == [f"/echo?i={i}" for i in range(20)]
+    assert results[20].error == "forbidden-network"
+    ray.get(actor.close.remote())
+    ray.kill(actor)
+
+
+@pytest.fixture
+def site_sync():
+    """The same server, run in a thread, for tests that are not coroutines (the Ray actor test)."""
+    import threading
+
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box = {}
+
+    async def start():
+        state = Site()
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", state.handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        tcp = web.TCPSite(runner, "127.0.0.1", 0)
+        await tcp.start()
+        box["runner"] = runner
+        box["port"] = tcp._server.sockets[0].getsockname()[1]
+
+    def run():
+        loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+    yield f"http://site.test:{box['port']}"
+    asyncio.run_coroutine_threadsafe(box["runner"].cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
