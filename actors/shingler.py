@@ -1,0 +1,275 @@
+"""The shingler: near-duplicate detection by word shingles, MinHash sketches and LSH bands.
+
+Seed 001 (Broder et al., "Syntactic clustering of the web"): a document is the *set* of its
+k-shingles (k consecutive words, k = 4); the similarity of two documents is the Jaccard
+coefficient of their shingle sets; a MinHash sketch of ``num_perm`` minima under random
+permutations estimates it (the fraction of equal sketch components). Candidate pairs come from
+LSH banding — the sketch is cut into ``bands`` bands of ``num_perm / bands`` rows and two
+documents are candidates when a whole band agrees (the "super-shingle" of that band) — and a
+candidate is confirmed only when its *estimated* Jaccard is ≥ ``threshold``.
+
+Text goes through the one text pipeline (``raycrawl.text.tokens`` of the visible text: the same
+lower-cased tokens whose join is ``normalized_text``, on which the exact-duplicate digest is
+computed). Each token is hashed with xxh3-64; a shingle's 64-bit hash is the fmix64 finaliser
+of the polynomial of its k token hashes (vectorised in numpy — hashing the joined shingle
+strings one by one costs twice as much). Sketches are computed by rensa (Rust) from those
+pre-hashed shingles: see benchmarks/dedup.py for the comparison with datasketch and with a
+numpy MinHash of our own.
+
+:class:`NearDupIndex` is the crawl-time index (plain class, state in Redis or in memory);
+:class:`ShinglerActor` is its thin Ray shell, fed batches by the parsers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import xxhash
+
+from raycrawl.text import tokens
+from storage.sketch_store import MemorySketchStore, RedisSketchStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NUM_PERM = 128
+DEFAULT_ROWS_PER_BAND = 8  # 16 bands at 128 permutations: candidate probability 0.9998 at J = 0.9
+DEFAULT_THRESHOLD = 0.9
+DEFAULT_K = 4
+# Written into the stored index: a change here must not silently mix old and new sketches.
+HASH_SCHEME = "xxh3_64-tokens/poly-fmix64-shingles/rensa-rminhash-u32"
+
+_POLY = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_EMPTY = np.zeros(0, dtype=np.uint64)
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser: every input bit affects every output bit."""
+    x = x ^ (x >> _S33)
+    x = x * _M1
+    x = x ^ (x >> _S33)
+    x = x * _M2
+    return x ^ (x >> _S33)
+
+
+def shingle_hashes_of_tokens(words: Sequence[str], k: int = DEFAULT_K) -> np.ndarray:
+    """64-bit hashes of the word k-shingles of ``words`` (uint64, one per position, repeats kept).
+
+    A text shorter than ``k`` words is one shingle (all its words); an empty text has none.
+    """
+    assert k >= 1
+    if not words:
+        return _EMPTY
+    h = np.fromiter(
+        (xxhash.xxh3_64_intdigest(w.encode("utf-8")) for w in words), dtype=np.uint64, count=len(words)
+    )
+    n = max(len(h) - k + 1, 1)
+    kk = min(k, len(h))
+    with np.errstate(over="ignore"):
+        s = h[:n].copy()
+        for j in range(1, kk):
+            s = s * _POLY + h[j : j + n]
+        # Mix in the shingle length so a 2-word page never collides with a 4-shingle.
+        s = s * _POLY + np.uint64(kk)
+        return _fmix64(s)
+
+
+def shingle_hashes(text: str, k: int = DEFAULT_K) -> np.ndarray:
+    """Shingle hashes of a (visible, not HTML) text, tokenised by ``raycrawl.text.tokens``."""
+    return shingle_hashes_of_tokens(tokens(text), k)
+
+
+def shingle_set(text: str, k: int = DEFAULT_K) -> set[int]:
+    """The shingle set S(d) of seed 001, as 64-bit hashes (for exact Jaccard)."""
+    return set(shingle_hashes(text, k).tolist())
+
+
+def exact_jaccard(a: set[int], b: set[int]) -> float:
+    """|A ∩ B| / |A ∪ B|; two empty sets are identical (1.0)."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def sketch_matrix(shingles: Sequence[np.ndarray], num_perm: int = DEFAULT_NUM_PERM, seed: int = 1) -> np.ndarray:
+    """MinHash sketches (uint32, shape ``(len(shingles), num_perm)``) of pre-hashed shingle arrays.
+
+    An empty shingle array gives a row of 0xFFFFFFFF (callers skip empty documents).
+    """
+    import rensa
+
+    if not shingles:
+        return np.zeros((0, num_perm), dtype=np.uint32)
+    lengths = np.fromiter((len(s) for s in shingles), dtype=np.uint64, count=len(shingles))
+    offsets = np.zeros(len(shingles) + 1, dtype=np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.concatenate(shingles) if int(offsets[-1]) else _EMPTY
+    matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(flat, offsets, num_perm, seed)
+    out = np.asarray(matrix.to_rows(), dtype=np.uint32)
+    assert out.shape == (len(shingles), num_perm)
+    return out
+
+
+def sketch_texts(texts: Sequence[str], num_perm: int = DEFAULT_NUM_PERM, k: int = DEFAULT_K, seed: int = 1):
+    """(sketches, non-empty mask) of visible texts."""
+    sh = [shingle_hashes(t, k) for t in texts]
+    return sketch_matrix(sh, num_perm, seed), np.array([len(s) > 0 for s in sh], dtype=bool)
+
+
+def band_keys(sketches: np.ndarray, bands: int) -> np.ndarray:
+    """LSH band keys, shape ``(n, bands)`` uint64: a 64-bit hash of each band and its index.
+
+    Two sketches share key ``j`` exactly when their band ``j`` agrees (up to 2^-64 collisions).
+    """
+    n, num_perm = sketches.shape
+    assert bands >= 1 and num_perm % bands == 0, "num_perm must be a multiple of bands"
+    rows = num_perm // bands
+    b = sketches.reshape(n, bands, rows).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        acc = np.broadcast_to(np.arange(1, bands + 1, dtype=np.uint64), (n, bands)).copy()
+        for r in range(rows):
+            acc = acc * _POLY + b[:, :, r]
+        return _fmix64(acc)
+
+
+def estimated_jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Fraction of equal sketch components: an unbiased estimate of the Jaccard coefficient."""
+    assert a.shape == b.shape
+    return float(np.count_nonzero(a == b)) / a.shape[-1]
+
+
+class NearDupIndex:
+    """Crawl-time near-duplicate index over cluster representatives.
+
+    State lives in Redis under ``key_prefix`` when ``redis_url`` is given (so it survives an
+    actor restart; see ``storage/sketch_store.py`` for the layout and memory per sketch), in
+    memory otherwise. Only representatives are stored: a near-duplicate is reported, not added.
+
+    With several agents writing the same prefix, two near-duplicate pages checked at the same
+    instant by different agents may both become representatives (a missed suppression, never a
+    wrong one).
+    """
+
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        key_prefix: str = "rc:dedup",
+        num_perm: int = DEFAULT_NUM_PERM,
+        bands: int | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+        k: int = DEFAULT_K,
+        seed: int = 1,
+    ) -> None:
+        if bands is None:
+            bands = max(1, num_perm // DEFAULT_ROWS_PER_BAND)
+        if num_perm < 1 or bands < 1 or num_perm % bands:
+            raise ValueError(f"num_perm ({num_perm}) must be a positive multiple of bands ({bands})")
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], not {threshold}")
+        if k < 1:
+            raise ValueError(f"k must be ≥ 1, not {k}")
+        self.num_perm, self.bands, self.threshold, self.k, self.seed = num_perm, bands, threshold, k, seed
+        meta = {"num_perm": num_perm, "bands": bands, "k": k, "seed": seed, "hash": HASH_SCHEME}
+        meta = {key: str(v) for key, v in meta.items()}
+        self.store = (
+            RedisSketchStore(redis_url, key_prefix, meta) if redis_url else MemorySketchStore(meta)
+        )
+        self.checked = 0
+        self.near_duplicates = 0
+
+    def check_and_add(self, docs: list[tuple[str, str]]) -> list[str | None]:
+        """For each (canonical URL, visible text), in order: the representative URL of the
+        cluster the page near-duplicates (estimated Jaccard ≥ threshold with a stored
+        representative, or with an earlier page of the same batch), else None — and the page
+        becomes a representative. A page with no words is neither matched nor stored (None).
+        Checking a representative's own URL again returns None, not itself.
+        """
+        if not docs:
+            return []
+        sketches, nonempty = sketch_texts([t for _, t in docs], self.num_perm, self.k, self.seed)
+        keys = band_keys(sketches, self.bands)
+        key_bytes = [[int(x).to_bytes(8, "little") for x in row] for row in keys]
+        # One round trip for every band key of the batch, one for the candidates' sketches.
+        flat = [kb for i, row in enumerate(key_bytes) if nonempty[i] for kb in row]
+        found = iter(self.store.lookup_bands(flat))
+        cand_ids: list[set[int]] = []
+        for i in range(len(docs)):
+            ids = {rid for _ in range(self.bands) if (rid := next(found)) is not None} if nonempty[i] else set()
+            cand_ids.append(ids)
+        stored = self.store.representatives(set().union(*cand_ids))
+
+        results: list[str | None] = []
+        new_reps: list[tuple[str, np.ndarray, list[bytes]]] = []  # (url, sketch, keys)
+        local_band: dict[bytes, int] = {}  # band key → index into new_reps
+        for i, (url, _) in enumerate(docs):
+            if not nonempty[i]:
+                results.append(None)
+                continue
+            sk = sketches[i]
+            best: tuple[float, str] | None = None
+            cands = [stored[c] for c in sorted(cand_ids[i]) if c in stored]
+            local = {local_band[kb] for kb in key_bytes[i] if kb in local_band}
+            cands += [(new_reps[j][1], new_reps[j][0]) for j in sorted(local)]
+            for rep_sketch, rep_url in cands:
+                j = estimated_jaccard(sk, rep_sketch)
+                if j >= self.threshold and (best is None or j > best[0]):
+                    best = (j, rep_url)
+            if best is not None and best[1] == url:
+                results.append(None)  # already a representative (re-check after a restart)
+            elif best is not None:
+                results.append(best[1])
+                self.near_duplicates += 1
+            else:
+                results.append(None)
+                for kb in key_bytes[i]:
+                    local_band.setdefault(kb, len(new_reps))
+                new_reps.append((url, sk, key_bytes[i]))
+        if new_reps:
+            first = self.store.reserve_ids(len(new_reps))
+            self.store.add([(first + n, u, s, kb) for n, (u, s, kb) in enumerate(new_reps)])
+        self.checked += len(docs)
+        return results
+
+    def stats(self) -> dict[str, int]:
+        """Pages checked and near-duplicates found by this instance; representatives stored."""
+        return {
+            "checked": self.checked,
+            "near_duplicates": self.near_duplicates,
+            "representatives": self.store.count(),
+        }
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def shingler_actor_class():
+    """The Ray actor class (built lazily so importing this module does not import Ray)."""
+    import ray
+
+    @ray.remote(num_cpus=0.25, max_restarts=-1, max_task_retries=2)
+    class ShinglerActor:
+        """Thin Ray shell around :class:`NearDupIndex`; a restart re-opens the Redis state."""
+
+        def __init__(self, **kwargs) -> None:
+            self.index = NearDupIndex(**kwargs)
+
+        def check_and_add(self, docs: list[tuple[str, str]]) -> list[str | None]:
+            return self.index.check_and_add(docs)
+
+        def stats(self) -> dict[str, int]:
+            return self.index.stats()
+
+    return ShinglerActor
+
+
+def __getattr__(name: str):
+    # ``from actors.shingler import ShinglerActor`` works without importing Ray at module import.
+    if name == "ShinglerActor":
+        cls = shingler_actor_class()
+        globals()["ShinglerActor"] = cls
+        return cls
+    raise AttributeError(name)

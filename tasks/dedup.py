@@ -1,0 +1,413 @@
+"""Post-crawl near-duplicate clustering (seed 001): sketches → LSH candidates → estimated Jaccard
+→ union-find (single-link) clusters, over every stored page of a finished crawl.
+
+Pages come from ``DIR/warc/*.warc.gz`` (HTML ``response`` records, read with fastwarc; the
+first fetch of a URL wins). Pages the crawler stored only as revisit records (exact or near
+duplicates found at crawl time) have no body: the ``dup_of`` field of their link record joins
+them to their representative's cluster.
+
+Outputs, in ``DIR/dedup/``:
+
+* ``clusters.jsonl`` — one JSON object per cluster of ≥ 2 pages, largest first::
+
+    {"cluster": 0, "representative": URL, "size": 3, "members": [URL, ...],
+     "crawl_time": 1}
+
+  ``members`` are in crawl order and include the representative (the first page fetched);
+  ``crawl_time`` counts members already flagged as duplicates at crawl time.
+* ``summary.json`` — the parameters and counts (see :func:`cluster_crawl`).
+* ``report.txt`` — the same, for a human.
+
+Candidate generation: pages with identical sketches are merged first (exact and trivially
+near-identical copies, which would otherwise make huge LSH buckets); then for every band the
+pages sharing the band key form a bucket and all pairs of a bucket of ≤ ``MAX_BUCKET_PAIRS``
+members are candidates (a larger bucket contributes a star and a chain, enough for
+single-link clustering of a bucket whose pages are near-duplicates of each other).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from actors.shingler import (
+    DEFAULT_K,
+    DEFAULT_NUM_PERM,
+    DEFAULT_ROWS_PER_BAND,
+    DEFAULT_THRESHOLD,
+    band_keys,
+    shingle_hashes,
+    sketch_matrix,
+)
+from raycrawl.errors import UserError
+from raycrawl.text import visible_text
+
+log = logging.getLogger(__name__)
+
+DEDUP_SUBDIR = "dedup"
+MAX_BUCKET_MEMBERS = 32  # all pairs below this size (≤ 496 pairs); star + chain above
+SKETCH_CHUNK = 2000
+
+
+class UnionFind:
+    """Disjoint sets over 0..n-1 with path halving and union by size."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+        self.size = [1] * n
+
+    def add(self) -> int:
+        """A new singleton; returns its id."""
+        self.parent.append(len(self.parent))
+        self.size.append(1)
+        return len(self.parent) - 1
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> bool:
+        """Merge the sets of a and b; True if they were different."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        if self.size[ra] < self.size[rb]:
+            ra, rb = rb, ra
+        self.parent[rb] = ra
+        self.size[ra] += self.size[rb]
+        return True
+
+    def groups(self) -> dict[int, list[int]]:
+        """root → members in increasing id order."""
+        out: dict[int, list[int]] = {}
+        for x in range(len(self.parent)):
+            out.setdefault(self.find(x), []).append(x)
+        return out
+
+
+def iter_warc_pages(warc_dir: str | Path) -> Iterator[tuple[str, str]]:
+    """(target URL, visible text) of every HTML response record, files in name order.
+
+    A corrupt or truncated file is logged and skipped from the point of damage on.
+    """
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    warc_dir = Path(warc_dir)
+    files = sorted(warc_dir.glob("*.warc.gz")) + sorted(warc_dir.glob("*.warc"))
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
+                    url = rec.headers.get("WARC-Target-URI")
+                    ctype = (rec.http_headers.get("Content-Type") or "").split(";")[0].strip().lower()
+                    if not url or ctype not in ("text/html", "application/xhtml+xml", ""):
+                        continue
+                    body = rec.reader.read()
+                    yield url, visible_text(body)
+        except Exception as exc:  # fastwarc raises plain exceptions on damaged input
+            log.warning("%s: unreadable WARC data (%s); pages after the damage are skipped", path, exc)
+
+
+def _crawl_time_dups(crawl_dir: Path) -> list[tuple[str, str, str]]:
+    """(url, dup_of, dup_kind) from the link records, if there are any."""
+    if not (crawl_dir / "links").is_dir():
+        return []
+    from storage.link_records import iter_link_records
+
+    return [
+        (r["url"], r["dup_of"], r.get("dup_kind") or "")
+        for r in iter_link_records(crawl_dir)
+        if r.get("dup_of")
+    ]
+
+
+def candidate_pairs(sketches: np.ndarray, bands: int) -> np.ndarray:
+    """Candidate pairs (i < j), shape (m, 2), from pages sharing an LSH band key."""
+    n = len(sketches)
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    keys = band_keys(sketches, bands)
+    pairs: list[np.ndarray] = []
+    for b in range(bands):
+        col = keys[:, b]
+        order = np.argsort(col, kind="stable")
+        sorted_keys = col[order]
+        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+        ends = np.r_[starts[1:], n]
+        for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1], strict=True):
+            members = np.sort(order[s:e])
+            if len(members) <= MAX_BUCKET_MEMBERS:
+                i, j = np.triu_indices(len(members), 1)
+                pairs.append(np.stack([members[i], members[j]], axis=1))
+            else:
+                star = np.stack([np.full(len(members) - 1, members[0]), members[1:]], axis=1)
+                chain = np.stack([members[:-1], members[1:]], axis=1)
+                pairs.extend([star, chain])
+    if not pairs:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.unique(np.concatenate(pairs), axis=0)
+
+
+def estimated_pair_jaccard(sketches: np.ndarray, pairs: np.ndarray, chunk: int = 100_000) -> np.ndarray:
+    """Estimated Jaccard of each pair (fraction of equal sketch components)."""
+    out = np.empty(len(pairs), dtype=np.float64)
+    for s in range(0, len(pairs), chunk):
+        p = pairs[s : s + chunk]
+        out[s : s + chunk] = (sketches[p[:, 0]] == sketches[p[:, 1]]).mean(axis=1)
+    return out
+
+
+@dataclass
+class Clustering:
+    """The result of clustering pages: ``urls`` in crawl order, clusters as index lists."""
+
+    urls: list[str]
+    clusters: list[list[int]]  # size ≥ 2, members in crawl order, largest cluster first
+    confirmed_pairs: np.ndarray  # (m, 2) pairs whose estimated Jaccard ≥ threshold
+    candidates: int
+    params: dict = field(default_factory=dict)
+
+    def pair_set(self) -> set[tuple[int, int]]:
+        """All (i < j) pairs inside a cluster: what the clustering calls duplicates."""
+        out = set()
+        for c in self.clusters:
+            for a in range(len(c)):
+                for b in range(a + 1, len(c)):
+                    out.add((min(c[a], c[b]), max(c[a], c[b])))
+        return out
+
+
+def cluster_sketches(
+    urls: list[str],
+    sketches: np.ndarray,
+    threshold: float = DEFAULT_THRESHOLD,
+    bands: int | None = None,
+    extra_edges: Iterable[tuple[int, int]] = (),
+) -> Clustering:
+    """Single-link clusters of pages whose estimated Jaccard ≥ ``threshold`` (plus ``extra_edges``)."""
+    n, num_perm = sketches.shape
+    assert len(urls) == n
+    bands = bands or max(1, num_perm // DEFAULT_ROWS_PER_BAND)
+    uf = UnionFind(n)
+    # Identical sketches first: one representative per distinct sketch goes through LSH.
+    _, first, inverse = np.unique(sketches, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for i in range(n):
+        if first[inverse[i]] != i:
+            uf.union(int(first[inverse[i]]), i)
+    uniq = np.sort(first)
+    cand_local = candidate_pairs(sketches[uniq], bands)
+    cand = uniq[cand_local] if len(cand_local) else cand_local
+    est = estimated_pair_jaccard(sketches, cand)
+    confirmed = cand[est >= threshold]
+    for a, b in confirmed:
+        uf.union(int(a), int(b))
+    for a, b in extra_edges:
+        uf.union(a, b)
+    clusters = [m for m in uf.groups().values() if len(m) > 1]
+    clusters.sort(key=lambda m: (-len(m), m[0]))
+    same = np.flatnonzero(first[inverse] != np.arange(n))
+    identical = np.stack([first[inverse[same]], same], axis=1) if len(same) else np.zeros((0, 2), np.int64)
+    return Clustering(
+        urls=urls,
+        clusters=clusters,
+        confirmed_pairs=np.concatenate([identical, confirmed]) if len(confirmed) else identical,
+        candidates=len(cand),
+        params={"threshold": threshold, "num_perm": num_perm, "bands": bands},
+    )
+
+
+def cluster_texts(
+    docs: list[tuple[str, str]],
+    threshold: float = DEFAULT_THRESHOLD,
+    num_perm: int = DEFAULT_NUM_PERM,
+    bands: int | None = None,
+    k: int = DEFAULT_K,
+    seed: int = 1,
+) -> Clustering:
+    """Cluster (url, visible text) pairs (empty texts stay singletons)."""
+    urls = [u for u, _ in docs]
+    chunks, keep = [], []
+    for s in range(0, len(docs), SKETCH_CHUNK):
+        sh = [shingle_hashes(t, k) for _, t in docs[s : s + SKETCH_CHUNK]]
+        nonempty = [i for i, h in enumerate(sh) if len(h)]
+        chunks.append(sketch_matrix([sh[i] for i in nonempty], num_perm, seed))
+        keep.extend(s + i for i in nonempty)
+    sketches = np.concatenate(chunks) if chunks else np.zeros((0, num_perm), np.uint32)
+    # Pages without words are never anyone's duplicate: cluster the others, map indices back.
+    sub = cluster_sketches([urls[i] for i in keep], sketches, threshold, bands)
+    back = np.asarray(keep, dtype=np.int64)
+    result = Clustering(
+        urls=urls,
+        clusters=[[keep[m] for m in c] for c in sub.clusters],
+        confirmed_pairs=back[sub.confirmed_pairs] if len(sub.confirmed_pairs) else sub.confirmed_pairs,
+        candidates=sub.candidates,
+        params=sub.params,
+    )
+    result.params.update({"k": k, "seed": seed})
+    return result
+
+
+def cluster_crawl(
+    crawl_dir: str | Path,
+    threshold: float = DEFAULT_THRESHOLD,
+    num_perm: int = DEFAULT_NUM_PERM,
+    bands: int | None = None,
+    k: int = DEFAULT_K,
+    out_dir: str | Path | None = None,
+) -> dict:
+    """Cluster every stored page of the crawl in ``crawl_dir``; write ``DIR/dedup/*``.
+
+    Returns the summary (also written to ``summary.json``). Raises UserError when the
+    directory holds no crawl.
+    """
+    crawl_dir = Path(crawl_dir)
+    if not crawl_dir.is_dir():
+        raise UserError(f"{crawl_dir}: no such directory")
+    warc_dir = crawl_dir / "warc"
+    if not warc_dir.is_dir() and not (crawl_dir / "links").is_dir():
+        raise UserError(f"{crawl_dir}: not a crawl directory (no warc/ nor links/ inside)")
+    bands = bands or max(1, num_perm // DEFAULT_ROWS_PER_BAND)
+    if num_perm % bands:
+        raise UserError(f"--num-perm {num_perm} is not a multiple of --bands {bands}")
+    if not 0 < threshold <= 1:
+        raise UserError(f"--threshold must be in (0, 1], not {threshold}")
+    t0 = time.perf_counter()
+    seen: set[str] = set()
+    docs: list[tuple[str, str]] = []
+    if warc_dir.is_dir():
+        for url, text in iter_warc_pages(warc_dir):
+            if url not in seen:
+                seen.add(url)
+                docs.append((url, text))
+    t_read = time.perf_counter() - t0
+    result = cluster_texts(docs, threshold, num_perm, bands, k)
+    # Crawl-time duplicates (stored as revisits, no body) join their representative's cluster.
+    index = {u: i for i, u in enumerate(result.urls)}
+    crawl_dups = _crawl_time_dups(crawl_dir)
+    flagged: set[int] = set()
+    if crawl_dups:
+        uf = UnionFind(len(result.urls))
+        for c in result.clusters:
+            for m in c[1:]:
+                uf.union(c[0], m)
+        for url, rep, _kind in crawl_dups:
+            for u in (url, rep):
+                if u not in index:
+                    index[u] = uf.add()
+                    result.urls.append(u)
+            flagged.add(index[url])
+            uf.union(index[rep], index[url])
+        result.clusters = sorted(
+            (m for m in uf.groups().values() if len(m) > 1), key=lambda m: (-len(m), m[0])
+        )
+    elapsed = time.perf_counter() - t0
+    kinds: dict[str, int] = {}
+    for _, _, kind in crawl_dups:
+        kinds[kind or "unknown"] = kinds.get(kind or "unknown", 0) + 1
+    summary = {
+        "crawl_dir": str(crawl_dir),
+        "pages_with_text": len(docs),
+        "pages_total": len(result.urls),
+        "clusters": len(result.clusters),
+        "pages_in_clusters": sum(len(c) for c in result.clusters),
+        "duplicate_pages": sum(len(c) - 1 for c in result.clusters),
+        "largest_cluster": max((len(c) for c in result.clusters), default=0),
+        "candidate_pairs": result.candidates,
+        "confirmed_pairs": len(result.confirmed_pairs),
+        "crawl_time_duplicates": kinds,
+        "threshold": threshold,
+        "num_perm": num_perm,
+        "bands": bands,
+        "k": k,
+        "seconds": round(elapsed, 3),
+        "seconds_reading_warc": round(t_read, 3),
+    }
+    out = Path(out_dir) if out_dir else crawl_dir / DEDUP_SUBDIR
+    write_clusters(out, result, flagged, summary)
+    return summary
+
+
+def write_clusters(out: Path, result: Clustering, flagged: set[int], summary: dict) -> None:
+    """Write clusters.jsonl, summary.json and report.txt atomically (temp file + rename)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "clusters.jsonl.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for n, members in enumerate(result.clusters):
+            rec = {
+                "cluster": n,
+                "representative": result.urls[members[0]],
+                "size": len(members),
+                "members": [result.urls[m] for m in members],
+                "crawl_time": sum(1 for m in members if m in flagged),
+            }
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    tmp.replace(out / "clusters.jsonl")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "report.txt").write_text(format_report(summary, result))
+
+
+def format_report(summary: dict, result: Clustering | None = None, top: int = 5) -> str:
+    s = summary
+    lines = [
+        f"near-duplicate clusters of {s['crawl_dir']}",
+        f"  pages: {s['pages_total']} ({s['pages_with_text']} with stored HTML)",
+        f"  clusters (≥ 2 pages): {s['clusters']}, holding {s['pages_in_clusters']} pages;"
+        f" {s['duplicate_pages']} pages are duplicates of a representative",
+        f"  largest cluster: {s['largest_cluster']} pages",
+        f"  candidate pairs (LSH): {s['candidate_pairs']}, confirmed (est. Jaccard ≥ {s['threshold']}):"
+        f" {s['confirmed_pairs']}",
+        f"  MinHash: {s['num_perm']} permutations, {s['bands']} bands, word {s['k']}-shingles",
+        f"  already flagged at crawl time: {s['crawl_time_duplicates'] or 'none'}",
+        f"  time: {s['seconds']} s",
+    ]
+    if result is not None and result.clusters:
+        lines.append("  largest clusters:")
+        for members in result.clusters[:top]:
+            lines.append(f"    {len(members):5d}  {result.urls[members[0]]}")
+    return "\n".join(lines) + "\n"
+
+
+def exact_jaccard_pairs(texts: list[str], k: int = DEFAULT_K, min_jaccard: float = 0.0) -> dict:
+    """Exact Jaccard of the shingle sets of every pair (i < j) sharing a shingle, ≥ ``min_jaccard``.
+
+    One sparse matrix product (pages × distinct shingles): fine for a few thousand pages.
+    Returns {(i, j): J}.
+    """
+    import scipy.sparse as sp
+
+    sets = [np.unique(shingle_hashes(t, k)) for t in texts]
+    lengths = np.array([len(s) for s in sets], dtype=np.int64)
+    allh = np.concatenate(sets) if sets else np.zeros(0, np.uint64)
+    _, col = np.unique(allh, return_inverse=True)
+    row = np.repeat(np.arange(len(sets)), lengths)
+    ncols = int(col.max()) + 1 if len(col) else 0
+    a = sp.csr_matrix((np.ones(len(col), dtype=np.int32), (row, col.reshape(-1))), shape=(len(sets), ncols))
+    inter = sp.triu(a @ a.T, k=1).tocoo()
+    union = lengths[inter.row] + lengths[inter.col] - inter.data
+    jac = inter.data / np.maximum(union, 1)
+    keep = (jac >= min_jaccard) & (jac > 0)
+    return {
+        (int(i), int(j)): float(x)
+        for i, j, x in zip(inter.row[keep], inter.col[keep], jac[keep], strict=True)
+    }
+
+
+def pair_metrics(predicted: set, truth: set) -> dict[str, float]:
+    """Precision and recall of predicted duplicate pairs against true ones."""
+    tp = len(predicted & truth)
+    return {
+        "true_pairs": len(truth),
+        "predicted_pairs": len(predicted),
+        "precision": tp / len(predicted) if predicted else 1.0,
+        "recall": tp / len(truth) if truth else 1.0,
+    }
