@@ -1,0 +1,144 @@
+"""The workbench (BUbiNG §3.5): visit states grouped into workbench entries, in Redis.
+
+A :class:`VisitState` is a host's FIFO of URLs (path+query) plus its next-fetch time; a
+:class:`WorkbenchEntry` groups the visit states of one IP address and has the IP's next-fetch
+time. A host is *ready* when both times have passed. The workbench hands out ready hosts with
+:meth:`Workbench.acquire` and takes them back with :meth:`Workbench.release`; between the two the
+host and its IP are *busy*, so at most one request per host and per IP is ever in flight — the
+acquire/release discipline makes politeness a property of the data structure, not of its callers.
+All moves are Lua scripts (:mod:`storage.redis_frontier`), so several fetch actors, or agents,
+share one workbench safely.
+
+The first URL of every new visit state is :data:`ROBOTS`, a marker meaning "fetch robots.txt":
+robots requests are scheduled, and delayed, like any other request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+import redis
+
+from policies.politeness import Politeness
+from raycrawl.urls import split_host
+from storage.redis_frontier import RedisFrontier
+
+log = logging.getLogger(__name__)
+
+ROBOTS = "!robots"
+"""Path marker of a robots.txt fetch (real paths always start with "/")."""
+
+
+@dataclass(frozen=True)
+class VisitState:
+    """A host as the workbench sees it (a read-only snapshot)."""
+
+    host: str
+    ip: str | None
+    next_fetch: float
+    queued: int
+    busy: bool
+    virtualized: int
+
+
+@dataclass(frozen=True)
+class WorkbenchEntry:
+    """An IP address as the workbench sees it (a read-only snapshot)."""
+
+    ip: str
+    next_fetch: float
+    busy: bool
+    ready_hosts: list[tuple[str, float]]  # idle hosts with URLs and their next-fetch times
+
+
+@dataclass(frozen=True)
+class Release:
+    """What happened to an acquired URL, for :meth:`Workbench.release`.
+
+    ``end`` is the time the response ended (None: nothing was sent, the times stay as they were).
+    ``putback`` paths go back to the FRONT of the visit state (a retry, or a URL that must wait for
+    robots.txt); ``not_before`` delays the host further (retry back-off).
+    """
+
+    host: str
+    ip: str
+    end: float | None = None
+    crawl_delay: float | None = None
+    putback: tuple[str, ...] = ()
+    not_before: float | None = None
+
+
+class Workbench:
+    """Visit states and workbench entries in Redis, with politeness applied on release."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "rc:", politeness: Politeness | None = None) -> None:
+        self.frontier = RedisFrontier(client, prefix)
+        self.politeness = politeness or Politeness()
+
+    def add_urls(self, urls: list[str], ips: dict[str, str], sieve_offset: int | None = None,
+                 new_hosts: set[str] = frozenset()) -> int:
+        """Append canonical URLs to their hosts' visit states (``ips``: host → IP). Hosts in
+        ``new_hosts`` get the robots.txt marker first. Records ``sieve_offset`` atomically."""
+        groups: dict[str, list[str]] = defaultdict(list)
+        for host in new_hosts:
+            groups[host].append(ROBOTS)
+        for url in urls:
+            host, path = split_host(url)
+            assert host in ips, host
+            groups[host].append(path)
+        return self.frontier.add([(h, ips[h], paths) for h, paths in groups.items()], sieve_offset)
+
+    def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
+        """Up to ``n`` ready (host, ip, path), each host and IP now busy; and when the next one
+        becomes ready (None: nothing waiting)."""
+        return self.frontier.acquire(now, n)
+
+    def release(self, releases: list[Release]) -> list[int]:
+        """Hand back acquired hosts: next fetch of host and IP from the END of the response.
+        Returns each host's remaining queue length."""
+        items = []
+        front = []
+        for rel in releases:
+            if rel.end is None:
+                hn, ipn = -1.0, -1.0
+            else:
+                hn, ipn = self.politeness.host_next(rel.end, rel.crawl_delay), self.politeness.ip_next(rel.end)
+            if rel.not_before is not None:
+                hn = max(hn, rel.not_before)
+            items.append((rel.host, rel.ip, hn, ipn))
+            if rel.putback:
+                front.append((rel.host, rel.ip, list(rel.putback)))
+        if not items:
+            return []
+        if not front:
+            return list(self.frontier.release(items))
+        # One transaction: a URL put back is re-queued and no longer in flight, never both or neither.
+        with self.frontier.r.pipeline(transaction=True) as pipe:
+            self.frontier.add(front, front=True, pipe=pipe)
+            pipe.hdel(self.frontier.key("inflight"), *[h + p for h, _, ps in front for p in ps])
+            self.frontier.release(items, pipe=pipe)
+            return list(pipe.execute()[-1])
+
+    def recover(self) -> int:
+        return self.frontier.recover()
+
+    # --- snapshots ---------------------------------------------------------------------------------
+    def visit_state(self, host: str) -> VisitState:
+        f = self.frontier
+        ip = f.r.hget(f.key("hostip"), host)
+        return VisitState(
+            host=host,
+            ip=ip.decode() if ip else None,
+            next_fetch=float(f.r.hget(f.key("hnext"), host) or 0),
+            queued=f.r.llen(f.key("vs:") + host),
+            busy=bool(f.r.hexists(f.key("hbusy"), host)),
+            virtualized=int(f.r.hget(f.key("virt"), host) or 0),
+        )
+
+    def entry(self, ip: str) -> WorkbenchEntry:
+        f = self.frontier
+        hosts = [(h.decode(), s) for h, s in f.r.zrange(f.key("ent:") + ip, 0, -1, withscores=True)]
+        return WorkbenchEntry(ip=ip, next_fetch=float(f.r.hget(f.key("inext"), ip) or 0),
+                              busy=bool(f.r.sismember(f.key("ibusy"), ip)), ready_hosts=hosts)

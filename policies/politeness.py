@@ -1,0 +1,41 @@
+"""Politeness: when the next request to a host or an IP may start.
+
+BUbiNG's rule (see docs/crawling.md): a delay runs from the END of the previous response from the
+host (IP) to the START of the next request to it. The host delay is the larger of the configured
+host delay and the robots.txt ``Crawl-delay`` (capped by ``max_crawl_delay``). Retries of transient
+failures back off exponentially, never sooner than the host delay allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Politeness:
+    host_delay: float = 2.0
+    ip_delay: float = 0.5
+    max_crawl_delay: float = 30.0
+    retry_backoff: float = 5.0
+
+    def __post_init__(self) -> None:
+        assert min(self.host_delay, self.ip_delay, self.max_crawl_delay, self.retry_backoff) >= 0
+
+    def effective_host_delay(self, crawl_delay: float | None) -> float:
+        """The delay between two requests to a host whose robots.txt asks for ``crawl_delay``."""
+        if crawl_delay is None or crawl_delay <= 0:
+            return self.host_delay
+        return max(self.host_delay, min(crawl_delay, self.max_crawl_delay))
+
+    def host_next(self, end: float, crawl_delay: float | None = None) -> float:
+        """Earliest start of the next request to a host whose last response ended at ``end``."""
+        return end + self.effective_host_delay(crawl_delay)
+
+    def ip_next(self, end: float) -> float:
+        """Earliest start of the next request to an IP whose last response ended at ``end``."""
+        return end + self.ip_delay
+
+    def retry_next(self, end: float, attempt: int, crawl_delay: float | None = None) -> float:
+        """When retry number ``attempt`` (1-based) of a transient failure may start."""
+        assert attempt >= 1
+        return max(self.host_next(end, crawl_delay), end + self.retry_backoff * 2 ** (attempt - 1))

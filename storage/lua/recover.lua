@@ -1,0 +1,29 @@
+-- recover: after a crash, put every in-flight URL back at the front of its visit state, clear
+-- the busy marks and rebuild the workbench entries and the workbench from the visit states.
+-- ARGV: prefix.  Returns the number of URLs put back.
+local P = ARGV[1]
+local inflight = redis.call('HGETALL', P .. 'inflight')
+for i = 1, #inflight, 2 do
+  local url, host = inflight[i], inflight[i + 1]
+  redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 1))
+end
+redis.call('INCRBY', P .. 'queued', #inflight / 2)
+redis.call('DEL', P .. 'inflight', P .. 'hbusy', P .. 'ibusy', P .. 'wb')
+local hostip = redis.call('HGETALL', P .. 'hostip')
+local ips = {}
+for i = 1, #hostip, 2 do
+  local host, ip = hostip[i], hostip[i + 1]
+  if redis.call('LLEN', P .. 'vs:' .. host) > 0 then
+    local hn = tonumber(redis.call('HGET', P .. 'hnext', host) or '0')
+    redis.call('ZADD', P .. 'ent:' .. ip, hn, host)
+  end
+  ips[ip] = true
+end
+for ip, _ in pairs(ips) do
+  local top = redis.call('ZRANGE', P .. 'ent:' .. ip, 0, 0, 'WITHSCORES')
+  if #top > 0 then
+    local ipn = tonumber(redis.call('HGET', P .. 'inext', ip) or '0')
+    redis.call('ZADD', P .. 'wb', math.max(ipn, tonumber(top[2])), ip)
+  end
+end
+return #inflight / 2

@@ -1,0 +1,162 @@
+"""The workbench's storage in Redis: key layout and the Lua scripts that move URLs atomically.
+
+Keys (all under a prefix ``P``, default ``rc:``):
+
+==================== ======= =====================================================================
+key                  type    content
+==================== ======= =====================================================================
+``P vs:<host>``      list    the visit state's FIFO of path+query (host = ``scheme://name[:port]``)
+``P hostip``         hash    host → IPv4 address it is fetched from (fixed at first add)
+``P hnext``          hash    host → UNIX time its next request may start
+``P cdelay``         hash    host → robots.txt Crawl-delay (seconds, already capped)
+``P inext``          hash    IP → UNIX time its next request may start (only moves forward)
+``P ent:<ip>``       zset    workbench entry of an IP: its idle hosts with URLs, scored by hnext
+``P wb``             zset    the workbench: idle IPs with a non-empty entry, scored by
+                             max(inext, smallest hnext in the entry) = when it becomes ready
+``P hbusy``          hash    host → IP, hosts with a request in flight
+``P ibusy``          set     IPs with a request in flight
+``P inflight``       hash    URL → host, acquired but not yet committed (re-queued by recover)
+``P queued``         string  number of paths in all visit states
+``P hcount``         hash    host → URLs ever scheduled (for max-urls-per-host)
+``P sieve_off``      string  byte offset of the sieve's output queue already distributed
+``P virt``           hash    host → URLs of the host waiting in the virtualizer
+``P voff``           hash    host → byte offset already read from its virtual queue
+``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
+``P digest``         hash    content digest (hex) → first URL with it (exact duplicates)
+``P meta``           hash    started, settings of the crawl
+==================== ======= =====================================================================
+
+Invariants the scripts keep: a host is in at most one of {``hbusy``, ``ent:<ip>``}; a host in
+``ent:<ip>`` has a non-empty visit state; an IP is in at most one of {``ibusy``, ``wb``}; an IP in
+``wb`` has a non-empty entry. Hence a host (IP) has at most one request in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+
+import redis
+
+log = logging.getLogger(__name__)
+
+LUA_DIR = Path(__file__).with_name("lua")
+
+
+class RedisFrontier:
+    """Thin typed wrapper over the Lua scripts; one Redis connection (synchronous)."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "rc:") -> None:
+        self.r = client
+        self.p = prefix
+        self._scripts = {
+            name: client.register_script((LUA_DIR / f"{name}.lua").read_text())
+            for name in ("acquire", "release", "add", "recover")
+        }
+
+    def key(self, name: str) -> str:
+        return self.p + name
+
+    def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
+        """Up to ``n`` (host, ip, path) ready at ``now`` (distinct hosts, distinct IPs), marked
+        busy and in flight; and the earliest time something else becomes ready (None if none)."""
+        raw = self._scripts["acquire"](args=[self.p, repr(now), n])
+        earliest = float(raw[-1])
+        items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 3)]
+        return items, (None if earliest < 0 else earliest)
+
+    def release(self, items: list[tuple[str, str, float, float]],
+                pipe: redis.client.Pipeline | None = None) -> list[int]:
+        """Release (host, ip, host_next, ip_next) taken by :meth:`acquire`; a negative time keeps the
+        stored one. Returns each host's remaining queue length."""
+        if not items:
+            return []
+        args: list[object] = [self.p]
+        for host, ip, hn, ipn in items:
+            args += [host, ip, repr(float(hn)), repr(float(ipn))]
+        return self._scripts["release"](args=args, client=pipe or self.r)
+
+    def add(self, groups: list[tuple[str, str, list[str]]], sieve_offset: int | None = None,
+            front: bool = False, pipe: redis.client.Pipeline | None = None) -> int:
+        """Append (prepend if ``front``) paths to visit states: groups of (host, ip, paths).
+        Optionally records the sieve offset in the same atomic step."""
+        args: list[object] = [self.p, "" if sieve_offset is None else str(sieve_offset), "1" if front else "0"]
+        for host, ip, paths in groups:
+            args += [host, ip, len(paths), *paths]
+        return self._scripts["add"](args=args, client=pipe or self.r)
+
+    def recover(self) -> int:
+        """Re-queue every in-flight URL and rebuild the workbench (after a crash). Returns how many."""
+        return int(self._scripts["recover"](args=[self.p]))
+
+    def commit(self, urls: list[str], counters: dict[str, int], digests: dict[str, str] | None = None) -> None:
+        """Forget in-flight URLs whose results are stored, and add to the crawl counters, atomically;
+        then wait for the AOF to reach the disk so a kill -9 cannot roll the commit back."""
+        with self.r.pipeline(transaction=True) as pipe:
+            if urls:
+                pipe.hdel(self.key("inflight"), *urls)
+            for name, n in counters.items():
+                if n:
+                    pipe.hincrby(self.key("stats"), name, n)
+            pipe.execute()
+        self.wait_durable()
+
+    def wait_durable(self) -> None:
+        # AOF off (an external Redis configured so): nothing to wait for.
+        with contextlib.suppress(redis.ResponseError):
+            self.r.execute_command("WAITAOF", 1, 0, 1000)
+
+    # --- reads for status, the distributor and tests ---------------------------------------------
+    def sieve_offset(self) -> int:
+        return int(self.r.get(self.key("sieve_off")) or 0)
+
+    def front_size(self) -> int:
+        """Hosts with URLs in the workbench (idle in an entry, or busy)."""
+        n = self.r.hlen(self.key("hbusy"))
+        for ip in self.r.zrange(self.key("wb"), 0, -1):
+            n += self.r.zcard(self.key("ent:") + ip.decode())
+        return n
+
+    def counts(self) -> dict[str, int]:
+        pipe = self.r.pipeline(transaction=False)
+        pipe.get(self.key("queued"))
+        pipe.hlen(self.key("hostip"))
+        pipe.zcard(self.key("wb"))
+        pipe.hlen(self.key("hbusy"))
+        pipe.hlen(self.key("inflight"))
+        pipe.hvals(self.key("virt"))
+        queued, hosts, ready_ips, busy, inflight, virt = pipe.execute()
+        return {"queued": int(queued or 0), "hosts": hosts, "ips_waiting": ready_ips, "hosts_busy": busy,
+                "inflight": inflight, "virtualized": sum(int(v) for v in virt)}
+
+    def stats(self) -> dict[str, int]:
+        return {k.decode(): int(v) for k, v in self.r.hgetall(self.key("stats")).items()}
+
+    def host_counts(self, hosts: list[str]) -> list[int]:
+        if not hosts:
+            return []
+        return [int(v or 0) for v in self.r.hmget(self.key("hcount"), hosts)]
+
+    def host_ips(self, hosts: list[str]) -> list[str | None]:
+        if not hosts:
+            return []
+        return [v.decode() if v else None for v in self.r.hmget(self.key("hostip"), hosts)]
+
+    def queue_length(self, host: str) -> int:
+        return self.r.llen(self.key("vs:") + host)
+
+    def idle(self) -> bool:
+        """No URL in any visit state and nothing in flight."""
+        c = self.counts()
+        return c["queued"] == 0 and c["hosts_busy"] == 0 and c["inflight"] == 0
+
+    def clear(self) -> None:
+        """Delete every key of this crawl (a fresh, non-resumed crawl)."""
+        cursor = 0
+        while True:
+            cursor, keys = self.r.scan(cursor, match=self.p + "*", count=1000)
+            if keys:
+                self.r.delete(*keys)
+            if cursor == 0:
+                break
