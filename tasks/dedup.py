@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,10 +95,34 @@ class UnionFind:
         return out
 
 
-def iter_warc_pages(warc_dir: str | Path) -> Iterator[tuple[str, str]]:
+def gzip_damage(path: str | Path, chunk: int = 1 << 20) -> str | None:
+    """Why a multi-member gzip file is damaged ("truncated", "corrupt: ..."), or None if intact.
+
+    fastwarc stops silently at a damaged member, so the reader checks each file itself.
+    """
+    with open(path, "rb") as f:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        fed = False  # has the current member received any byte?
+        while data := f.read(chunk):
+            while data:
+                try:
+                    d.decompress(data)
+                except zlib.error as exc:
+                    return f"corrupt gzip data ({exc})"
+                fed = True
+                if d.eof:
+                    data = d.unused_data
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    fed = False
+                else:
+                    data = b""
+    return "truncated gzip member" if fed else None
+
+
+def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> Iterator[tuple[str, str]]:
     """(target URL, visible text) of every HTML response record, files in name order.
 
-    A corrupt or truncated file is logged and skipped from the point of damage on.
+    Damaged files are read up to the damage, logged, and named in ``damaged``.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
@@ -114,7 +139,13 @@ def iter_warc_pages(warc_dir: str | Path) -> Iterator[tuple[str, str]]:
                     body = rec.reader.read()
                     yield url, visible_text(body)
         except Exception as exc:  # fastwarc raises plain exceptions on damaged input
-            log.warning("%s: unreadable WARC data (%s); pages after the damage are skipped", path, exc)
+            problem = f"unreadable ({exc})"
+        else:
+            problem = gzip_damage(path) if path.name.endswith(".gz") else None
+        if problem:
+            log.warning("%s: %s; the pages after the damage are missing", path, problem)
+            if damaged is not None:
+                damaged.append(path.name)
 
 
 def _crawl_time_dups(crawl_dir: Path) -> list[tuple[str, str, str]]:
@@ -284,8 +315,9 @@ def cluster_crawl(
     t0 = time.perf_counter()
     seen: set[str] = set()
     docs: list[tuple[str, str]] = []
+    damaged: list[str] = []
     if warc_dir.is_dir():
-        for url, text in iter_warc_pages(warc_dir):
+        for url, text in iter_warc_pages(warc_dir, damaged):
             if url not in seen:
                 seen.add(url)
                 docs.append((url, text))
@@ -325,6 +357,7 @@ def cluster_crawl(
         "candidate_pairs": result.candidates,
         "confirmed_pairs": len(result.confirmed_pairs),
         "crawl_time_duplicates": kinds,
+        "damaged_warc_files": damaged,
         "threshold": threshold,
         "num_perm": num_perm,
         "bands": bands,
@@ -368,6 +401,7 @@ def format_report(summary: dict, result: Clustering | None = None, top: int = 5)
         f" {s['confirmed_pairs']}",
         f"  MinHash: {s['num_perm']} permutations, {s['bands']} bands, word {s['k']}-shingles",
         f"  already flagged at crawl time: {s['crawl_time_duplicates'] or 'none'}",
+        f"  damaged WARC files (read up to the damage): {', '.join(s['damaged_warc_files']) or 'none'}",
         f"  time: {s['seconds']} s",
     ]
     if result is not None and result.clusters:
