@@ -1,0 +1,98 @@
+"""Summary writer: turns parsed pages into term counts during a crawl, then builds the archive.
+
+Parsers hand each fetched HTML page (URL + body) to the agent's summary writer. It runs the one
+text pipeline (:mod:`raycrawl.text`: visible text → tokens → stopwords out → Porter stems),
+counts terms per document and appends them to a temporary *spill file* under
+``DIR/summaries/spill/`` — no dictionary is known yet, since terms are renumbered by collection
+frequency and filtered by document frequency only once the crawl is over. The finishing pass
+(:meth:`SummaryWriter.finish`, or ``raycrawl summaries build``) reads every agent's spill files
+twice: term statistics first, then the archive (:func:`storage.summaries.build_archive`).
+
+``SummaryWriter`` is plain and synchronous; ``SummaryWriterActor`` is its thin Ray shell.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from raycrawl import text
+from storage import summaries
+
+log = logging.getLogger(__name__)
+
+
+def document_counts(html_or_text: str | bytes, is_html: bool = True) -> tuple[int, dict[str, int]]:
+    """(ℓ, {term: count}) of a document: ℓ = its length in words (tokens before stopword
+    removal, as the paper's "document length in words"), counts over its stemmed terms."""
+    visible = text.visible_text(html_or_text) if is_html else str(html_or_text)
+    words = text.tokens(visible)
+    return len(words), dict(Counter(text.stems(words)))
+
+
+class SummaryWriter:
+    """Accumulates per-document term counts of one agent into its spill file.
+
+    Contract: :meth:`add_page` may be called with any HTML (malformed markup is repaired by the
+    parser; an empty page gives ℓ = 0, s = 0); nothing is lost once :meth:`flush` returns.
+    """
+
+    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", batch: int = 256) -> None:
+        self.crawl_dir = Path(crawl_dir)
+        self.spill = summaries.SpillWriter(self.crawl_dir / "summaries" / summaries.SPILL_SUBDIR, writer, batch)
+        self.pages = 0
+
+    def add_page(self, url: str, html: str | bytes) -> int:
+        """Count the terms of one fetched HTML page; returns its number of distinct terms."""
+        length, counts = document_counts(html)
+        self.spill.add(url, length, counts)
+        self.pages += 1
+        return len(counts)
+
+    def add_pages(self, pages: Iterable[tuple[str, str | bytes]]) -> int:
+        """Batch form of :meth:`add_page` (one actor call per parser batch); returns pages added."""
+        n = 0
+        for url, html in pages:
+            self.add_page(url, html)
+            n += 1
+        return n
+
+    def flush(self) -> int:
+        """Make every page added so far durable; returns the number of pages spilled."""
+        self.spill.flush()
+        return self.spill.count
+
+    def close(self) -> None:
+        self.spill.close()
+
+    def finish(self, id_of: Callable[[str], int | None], num_nodes: int,
+               min_df: int = summaries.DEFAULT_MIN_DF, codes: dict[str, str] | None = None) -> dict:
+        """The finishing pass over every agent's spill files of this crawl → ``DIR/summaries/``."""
+        self.flush()
+        paths = summaries.spill_paths(self.crawl_dir)
+        return summaries.build_archive(
+            summaries.iter_spill(paths), self.crawl_dir / "summaries" / summaries.DEFAULT_BASENAME,
+            id_of, num_nodes, min_df, codes, records_again=lambda: summaries.iter_spill(paths))
+
+
+def actor_class():
+    """The Ray actor shell (created on demand so importing this module does not import Ray)."""
+    import ray
+
+    @ray.remote(num_cpus=0, max_restarts=0)
+    class SummaryWriterActor:
+        def __init__(self, crawl_dir: str, writer: str = "agent0", batch: int = 256) -> None:
+            self.inner = SummaryWriter(crawl_dir, writer, batch)
+
+        def add_pages(self, pages: list[tuple[str, str | bytes]]) -> int:
+            return self.inner.add_pages(pages)
+
+        def flush(self) -> int:
+            return self.inner.flush()
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return SummaryWriterActor

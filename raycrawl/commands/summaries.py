@@ -1,0 +1,262 @@
+"""``raycrawl summaries``: build, read and measure the archive of summaries of a crawl (seed 000).
+
+    raycrawl summaries build DIR [--min-df 20] [--code PART=CODE ...] [--from-spill]
+    raycrawl summaries get DIR NODE|URL [--json]
+    raycrawl summaries stats DIR [--json]
+    raycrawl summaries sub DIR NAME [--host HOST ...] [--ids FILE]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("summaries", help="archive of summaries (doc lengths and term counts)",
+                              description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="summaries_command", metavar="ACTION", required=True)
+
+    b = sub.add_parser("build", help="build DIR/summaries/ from the WARC files of a finished crawl")
+    b.add_argument("dir", type=Path, help="crawl directory")
+    b.add_argument("--min-df", type=int, default=20, help="drop terms in fewer documents (default 20)")
+    b.add_argument("--code", action="append", default=[], metavar="PART=CODE",
+                   help="code for length|size|term_gap|count_gap: gamma, delta, unary, zetaK "
+                        "(defaults length=delta size=zeta3 term_gap=zeta2 count_gap=gamma)")
+    b.add_argument("--from-spill", action="store_true",
+                   help="build from the summary writers' spill files instead of re-reading the WARCs")
+    b.set_defaults(func=_build)
+
+    g = sub.add_parser("get", help="length and term counts (original terms) of one document")
+    g.add_argument("dir", type=Path)
+    g.add_argument("node", help="node id, or a URL of the crawl")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=_get)
+
+    s = sub.add_parser("stats", help="sizes: bits per summary, per pair, pointer bits, dictionary")
+    s.add_argument("dir", type=Path)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_stats)
+
+    u = sub.add_parser("sub", help="save a sub-archive (a subset of node ids) over the archive")
+    u.add_argument("dir", type=Path)
+    u.add_argument("name")
+    u.add_argument("--host", action="append", default=[], help="keep the pages of this host")
+    u.add_argument("--ids", type=Path, help="file of node ids, one per line")
+    u.set_defaults(func=_sub)
+
+
+# -- node ids -------------------------------------------------------------------------------------
+
+
+def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[int], str], int, str]:
+    """(id_of, url_of, number of nodes, source) — the graph's URL map when ``DIR/graph/`` has one.
+
+    Without a graph, ids are the ranks of the crawl's URLs (fetched and linked) in the graph's
+    own order (:func:`storage.urlmap.url_sort_key` if available), so they match the graph that
+    would be built from the same link records.
+    """
+    graph = crawl_dir / "graph"
+    try:
+        from storage.urlmap import UrlMap
+    except ImportError:
+        UrlMap = None  # noqa: N806 — the graph stage has not landed
+    if UrlMap is not None and graph.is_dir():
+        for cand in sorted(graph.iterdir()):
+            if "urlmap" in cand.name or cand.suffix in (".urls", ".map"):
+                try:
+                    m = UrlMap.open(cand)
+                except Exception as exc:  # noqa: BLE001 — not a URL map; try the next file
+                    log.debug("%s is not a URL map: %s", cand, exc)
+                    continue
+                return m.id_of, m.url_of, len(m), f"graph URL map {cand.name}"
+    from storage.link_records import iter_link_records
+
+    urls: set[str] = set()
+    for rec in iter_link_records(crawl_dir):
+        urls.add(rec["url"])
+        urls.update(rec.get("links") or ())
+        if rec.get("redirect"):
+            urls.add(rec["redirect"])
+    try:
+        from storage.urlmap import url_sort_key
+    except ImportError:
+        url_sort_key = None
+    ordered = sorted(urls, key=url_sort_key) if url_sort_key else sorted(urls)
+    index = {u: i for i, u in enumerate(ordered)}
+    return index.get, ordered.__getitem__, len(ordered), "URLs of the link records"
+
+
+# -- reading pages from the WARC files ----------------------------------------------------------------
+
+
+def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, bytes]]:
+    """(URL, body) of every HTML 200 response in ``DIR/warc/*.warc.gz``."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    files = sorted((crawl_dir / "warc").glob("*.warc*"))
+    if not files:
+        raise UserError(f"{crawl_dir}/warc: no WARC files (is {crawl_dir} a crawl directory?)")
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
+                    url = rec.headers.get("WARC-Target-URI")
+                    http = rec.http_headers
+                    ctype = (rec.http_content_type or "").split(";")[0].strip().lower()
+                    if not url or http is None or http.status_code != 200 or ctype not in HTML_TYPES:
+                        continue
+                    yield url, rec.reader.read()
+        except OSError as exc:
+            # A torn tail (crawl killed mid-write) loses at most the record being written.
+            log.warning("%s: stopped reading at a damaged record (%s)", path, exc)
+
+
+def _parse_codes(specs: list[str]) -> dict[str, str]:
+    from storage.summaries import DEFAULT_CODES, parse_code
+
+    codes = {}
+    for spec in specs:
+        part, _, code = spec.partition("=")
+        if part not in DEFAULT_CODES or not code:
+            raise UserError(f"bad --code {spec!r}: use PART=CODE with PART in {', '.join(DEFAULT_CODES)}")
+        parse_code(code)
+        codes[part] = code
+    return codes
+
+
+def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
+          from_spill: bool = False) -> dict:
+    """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
+    from actors.summary_writer import document_counts
+    from storage import summaries
+
+    crawl_dir = Path(crawl_dir)
+    if not crawl_dir.is_dir():
+        raise UserError(f"{crawl_dir}: no such crawl directory")
+    if min_df < 1:
+        raise UserError(f"--min-df must be ≥ 1, got {min_df}")
+    id_of, _, num_nodes, source = node_map(crawl_dir)
+    if from_spill:
+        paths = summaries.spill_paths(crawl_dir)
+        if not paths:
+            raise UserError(f"{crawl_dir}: no spill files under summaries/spill/")
+        records, again = summaries.iter_spill(paths), lambda: summaries.iter_spill(paths)
+    else:
+        # One pass over the WARCs turns pages into counts; held in memory for the second pass.
+        records = []
+        for url, body in iter_warc_pages(crawl_dir):
+            length, counts = document_counts(body)
+            records.append({"url": url, "length": length, "terms": counts})
+        again = None
+    if num_nodes == 0:
+        raise UserError(f"{crawl_dir}: no link records, so no node ids (crawl first)")
+    base = crawl_dir / "summaries" / summaries.DEFAULT_BASENAME
+    return summaries.build_archive(records, base, id_of, num_nodes, min_df, codes,
+                                   records_again=again, extra={"node_ids": source})
+
+
+def _build(args) -> int:
+    props = build(args.dir, args.min_df, _parse_codes(args.code), args.from_spill)
+    print(f"{props['documents']} summaries of {props['nodes']} nodes, {props['terms']} terms "
+          f"(min_df {props['min_df']}), {props['total_bits'] / max(props['documents'], 1):.1f} bits/summary "
+          f"-> {args.dir / 'summaries'}")
+    return 0
+
+
+def _get(args) -> int:
+    from storage.summaries import SummaryArchive
+
+    archive = SummaryArchive.open(args.dir)
+    url = None
+    if args.node.isdigit():
+        node = int(args.node)
+    else:
+        id_of, _, _, _ = node_map(args.dir)
+        url, node = args.node, id_of(args.node)
+        if node is None:
+            raise UserError(f"{args.node}: not a URL of this crawl")
+    if not 0 <= node < archive.num_nodes:
+        raise UserError(f"node {node} outside [0, {archive.num_nodes})")
+    s = archive.get(node)
+    if s is None:
+        print(json.dumps({"node": node, "missing": True}) if args.json else f"node {node}: no summary")
+        return 1
+    pairs = sorted(((archive.term(t), int(c)) for t, c in zip(s.term_ids.tolist(), s.counts.tolist(),
+                                                               strict=True)), key=lambda p: (-p[1], p[0]))
+    if args.json:
+        print(json.dumps({"node": node, "url": url, "length": s.length, "size": s.size, "terms": dict(pairs)}))
+    else:
+        print(f"node {node}{' ' + url if url else ''}: length {s.length} words, {s.size} terms")
+        for term, count in pairs:
+            print(f"{count}\t{term}")
+    return 0
+
+
+def format_stats(st: dict) -> str:
+    lines = [
+        f"nodes {st['nodes']}, summaries {st['documents']}, missing {st['missing']}",
+        f"dictionary {st['terms']} terms (min_df {st['min_df']}), {st['pairs']} term/count pairs",
+        f"codes {st['codes']}",
+        f"{st['bits_per_summary']:.2f} bits/summary, {st['bits_per_pair']:.2f} bits/pair",
+        "  per summary: " + ", ".join(f"{k} {v:.2f}" for k, v in st["bits_by_part_per_summary"].items()),
+        f"pointers {st['pointer_bits_per_summary']:.2f} bits/summary (Elias–Fano); "
+        f"missing set {st['missing_bits_per_node']:.3f} bits/node",
+        f"data {st['data_bytes']} bytes",
+    ]
+    return "\n".join(lines)
+
+
+def _stats(args) -> int:
+    from storage.summaries import SummaryArchive
+
+    st = SummaryArchive.open(args.dir).stats()
+    print(json.dumps(st, indent=1) if args.json else format_stats(st))
+    return 0
+
+
+def _sub(args) -> int:
+    from raycrawl.urls import host_of
+    from storage.summaries import SubArchive, SummaryArchive
+
+    archive = SummaryArchive.open(args.dir)
+    nodes: set[int] = set()
+    if args.ids:
+        try:
+            nodes.update(int(x) for x in args.ids.read_text().split())
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--ids {args.ids}: {exc}") from None
+    if args.host:
+        _, url_of, n, _ = node_map(args.dir)
+        hosts = {h.lower() for h in args.host}
+        nodes.update(i for i in range(n) if host_of(url_of(i)) in hosts)
+    if not args.ids and not args.host:
+        raise UserError("give --ids FILE and/or --host HOST")
+    sub = SubArchive.create(archive, args.name, nodes)
+    present = sum(1 for i in sub.ids.to_array().tolist() if i in archive)
+    print(f"sub-archive {args.name}: {len(sub)} nodes ({present} with summaries)")
+    return 0
+
+
+def demo_stage(crawl_dir: Path) -> str:
+    """Build the archive of the demo crawl and return its stats plus one sample summary."""
+    from storage.summaries import SummaryArchive
+
+    build(Path(crawl_dir), min_df=2)
+    archive = SummaryArchive.open(crawl_dir)
+    out = [format_stats(archive.stats())]
+    ids = archive.node_ids()
+    if len(ids):
+        s = archive.get(int(ids[0]))
+        top = sorted(zip(s.term_ids.tolist(), s.counts.tolist(), strict=True), key=lambda p: -p[1])[:8]
+        out.append(f"node {int(ids[0])}: length {s.length}, {s.size} terms; top: "
+                   + ", ".join(f"{archive.term(t)}×{c}" for t, c in top))
+    return "\n".join(out)
