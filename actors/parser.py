@@ -1,0 +1,203 @@
+"""Parsers: fetched HTML → canonical out-links, title, visible text and content digest.
+
+One lexbor parse per page (selectolax), shared by link extraction and the text pipeline of
+``raycrawl.text``. What counts:
+
+* links from ``a[href]``, ``area[href]``, ``frame[src]``, ``iframe[src]`` and a
+  ``<meta http-equiv=refresh content="N; url=…">``, resolved against ``<base href>`` (the first one,
+  itself resolved against the page URL) and canonicalised by ``raycrawl.urls.canonicalize``;
+  non-http(s) and unparseable ones are dropped, repeats collapse to the first occurrence;
+* ``rel="nofollow"`` drops that link; ``<meta name="robots">`` (or ``X-Robots-Tag``) ``nofollow`` /
+  ``none`` drops all links, ``noindex`` / ``none`` sets ``noindex``;
+* the character set comes from a BOM, the Content-Type ``charset``, a ``<meta charset>`` /
+  ``http-equiv`` in the first 4 KiB, else UTF-8 if it decodes, else windows-1252 (WHATWG's
+  fallback; ISO-8859-1 and ASCII labels mean windows-1252 too); bytes that don't decode are replaced;
+* a body that is not text (NUL bytes / control characters near the start) is "binary": no links,
+  no text, no digest — whatever the Content-Type claims.
+
+Only 2xx responses with an HTML or XHTML type are parsed; ``text/plain`` gets text and digest, no
+links. Anything else yields an empty result. ``parse`` never raises on page content.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+from actors.fetcher import FetchResult
+from raycrawl.text import content_digest, parse_html, visible_text
+from raycrawl.urls import canonicalize
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+TEXT_TYPES = frozenset({"text/plain"})
+MAX_TITLE = 1000
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.IGNORECASE)
+_REFRESH_URL = re.compile(r"""^\s*\d*(?:\.\d*)?\s*[;,]?\s*(?:url\s*=\s*)?["']?([^"']+)""", re.IGNORECASE)
+_WHATWG_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "us-ascii": "cp1252",
+                   "ascii": "cp1252", "iso8859-1": "cp1252"}
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+_CONTROL = frozenset(range(0, 9)) | frozenset(range(14, 32))
+
+
+@dataclass
+class ParseResult:
+    url: str
+    links: list[str] = field(default_factory=list)  # canonical, document order, no repeats
+    digest: bytes | None = None  # raycrawl.text.content_digest of the visible text
+    title: str = ""
+    text: str = ""  # visible text (title first), whitespace-separated
+    noindex: bool = False
+    nofollow: bool = False
+    charset: str = ""  # the codec the body was decoded with ("" if not decoded)
+    binary: bool = False  # body is not text, whatever its Content-Type says
+
+
+def looks_binary(body: bytes, sample: int = 1024) -> bool:
+    """NUL bytes, or > 10 % control characters, in the first ``sample`` bytes (UTF-16 BOMs excepted)."""
+    head = body[:sample]
+    if not head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return False
+    if b"\0" in head:
+        return True
+    return sum(b in _CONTROL for b in head) > len(head) // 10
+
+
+def _codec(label: str | None) -> str | None:
+    if not label:
+        return None
+    label = label.strip().strip("\"'").lower()
+    label = _WHATWG_ALIASES.get(label, label)
+    try:
+        name = codecs.lookup(label).name
+    except LookupError:
+        return None
+    # An HTML page cannot really be UTF-16 without a BOM (the meta would not be ASCII-readable).
+    return None if name.startswith(("utf-16", "utf-32")) else name
+
+
+def decode_body(body: bytes, header_charset: str | None) -> tuple[str, str]:
+    """(text, codec name) following the module's charset rules; never raises."""
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return body[len(bom):].decode(name, errors="replace"), name
+    name = _codec(header_charset)
+    if name is None:
+        m = _META_CHARSET.search(body[:4096])
+        name = _codec(m.group(1).decode("ascii", "replace")) if m else None
+    if name is not None:
+        return body.decode(name, errors="replace"), name
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return body.decode("cp1252", errors="replace"), "cp1252"
+
+
+def _robots_tokens(content: str) -> set[str]:
+    return {t.strip().lower() for t in re.split(r"[,\s]+", content) if t.strip()}
+
+
+class Parser:
+    """Stateless; one instance can parse any number of pages (thread-safe)."""
+
+    def __init__(self, user_agent: str = "") -> None:
+        # <meta name="raycrawl" content="nofollow"> addresses us like name="robots" does.
+        self.meta_names = {"robots"}
+        if user_agent.strip():
+            self.meta_names.add(user_agent.strip().split()[0].split("/")[0].lower())
+
+    def parse(self, fr: FetchResult) -> ParseResult:
+        """Links, text, title and digest of a fetched page (see the module doc for the rules)."""
+        result = ParseResult(url=fr.url)
+        if not (200 <= fr.status < 300) or fr.ctype not in HTML_TYPES | TEXT_TYPES or not fr.body:
+            return result
+        if looks_binary(fr.body):
+            result.binary = True
+            return result
+        header_robots = _robots_tokens(fr.headers.get("x-robots-tag", ""))
+        result.noindex = bool(header_robots & {"noindex", "none"})
+        result.nofollow = bool(header_robots & {"nofollow", "none"})
+        html, result.charset = decode_body(fr.body, fr.charset)
+        if fr.ctype in TEXT_TYPES:
+            result.text = html
+            result.digest = content_digest(html)
+            return result
+        try:
+            self._parse_html(html, result)
+        except Exception as e:  # noqa: BLE001 - lexbor repairs almost anything; never lose the page
+            log.warning("parse failed for %s: %r", fr.url, e)
+            result.links = []
+        return result
+
+    def _parse_html(self, html: str, result: ParseResult) -> None:
+        tree = parse_html(html.replace("\0", "\ufffd"))
+        title = tree.css_first("title")
+        if title is not None:
+            result.title = " ".join(title.text(separator=" ").split())[:MAX_TITLE]
+        refresh: str | None = None
+        for meta in tree.css("meta"):
+            attrs = meta.attributes
+            name = (attrs.get("name") or "").strip().lower()
+            if name in self.meta_names:
+                tokens = _robots_tokens(attrs.get("content") or "")
+                result.noindex |= bool(tokens & {"noindex", "none"})
+                result.nofollow |= bool(tokens & {"nofollow", "none"})
+            elif (attrs.get("http-equiv") or "").strip().lower() == "refresh" and refresh is None:
+                m = _REFRESH_URL.match(attrs.get("content") or "")
+                refresh = m.group(1).strip() if m and m.group(1).strip() else None
+        result.text = visible_text(tree)
+        result.digest = content_digest(result.text)
+        if result.nofollow:
+            return
+        base = result.url
+        base_node = tree.css_first("base[href]")
+        if base_node is not None:
+            href = (base_node.attributes.get("href") or "").strip()
+            try:
+                candidate = urljoin(result.url, href) if href else ""
+            except ValueError:
+                candidate = ""
+            if canonicalize(candidate) is not None:
+                base = candidate
+        seen: set[str] = set()
+        links: list[str] = []
+
+        def add(raw: str | None) -> None:
+            if raw is None:  # href="" is a link to the page itself, as in a browser
+                return
+            url = canonicalize(raw, base=base)
+            if url is not None and url not in seen:
+                seen.add(url)
+                links.append(url)
+
+        for node in tree.css("a[href], area[href], frame[src], iframe[src]"):
+            attrs: dict[str, Any] = node.attributes
+            if node.tag in ("a", "area"):
+                if "nofollow" in (attrs.get("rel") or "").lower().split():
+                    continue
+                add(attrs.get("href"))
+            else:
+                add(attrs.get("src"))
+        add(refresh)
+        result.links = links
+
+
+class ParserActor:
+    """Ray actor shell around :class:`Parser` (``ray.remote(ParserActor)`` or ``make_parser_actor``)."""
+
+    def __init__(self, user_agent: str = "") -> None:
+        self.parser = Parser(user_agent)
+
+    def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
+        return [self.parser.parse(fr) for fr in batch]
+
+
+def make_parser_actor(user_agent: str = "", num_cpus: float = 0.5):
+    import ray
+
+    return ray.remote(num_cpus=num_cpus)(ParserActor).remote(user_agent)

@@ -1,0 +1,177 @@
+"""Parser: link forms (RFC 3986 §5.4 reference-resolution examples), robots meta, charsets, junk."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from actors.fetcher import FetchResult
+from actors.parser import Parser, ParseResult, decode_body, looks_binary
+from raycrawl.text import content_digest, visible_text
+
+BASE = "http://a.test/b/c/d;p?q"
+# RFC 3986 §5.4.1/§5.4.2 examples (host "a" → "a.test"); fragments are dropped by canonicalisation.
+RFC3986 = {
+    "g": "http://a.test/b/c/g", "./g": "http://a.test/b/c/g", "g/": "http://a.test/b/c/g/",
+    "/g": "http://a.test/g", "//g.test": "http://g.test/", "?y": "http://a.test/b/c/d;p?y",
+    "g?y": "http://a.test/b/c/g?y", "#s": "http://a.test/b/c/d;p?q", "g#s": "http://a.test/b/c/g",
+    "g?y#s": "http://a.test/b/c/g?y", ";x": "http://a.test/b/c/;x", "g;x": "http://a.test/b/c/g;x",
+    "": "http://a.test/b/c/d;p?q", ".": "http://a.test/b/c/", "./": "http://a.test/b/c/",
+    "..": "http://a.test/b/", "../": "http://a.test/b/", "../g": "http://a.test/b/g",
+    "../..": "http://a.test/", "../../": "http://a.test/", "../../g": "http://a.test/g",
+    "../../../g": "http://a.test/g", "../../../../g": "http://a.test/g", "/./g": "http://a.test/g",
+    "/../g": "http://a.test/g", "g.": "http://a.test/b/c/g.", ".g": "http://a.test/b/c/.g",
+    "g..": "http://a.test/b/c/g..", "..g": "http://a.test/b/c/..g", "./../g": "http://a.test/b/g",
+    "./g/.": "http://a.test/b/c/g/", "g/./h": "http://a.test/b/c/g/h", "g/../h": "http://a.test/b/c/h",
+    "g;x=1/./y": "http://a.test/b/c/g;x=1/y", "g;x=1/../y": "http://a.test/b/c/y",
+}
+
+
+def page(body: bytes | str, url: str = BASE, ctype: str = "text/html", status: int = 200, headers=None) -> FetchResult:
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    hdrs = {"content-type": ctype}
+    hdrs.update(headers or {})
+    return FetchResult(url=url, ip="127.0.0.1", status=status, headers=hdrs, body=body, ctype=ctype.split(";")[0])
+
+
+def links_of(html: str, url: str = BASE, **kw) -> list[str]:
+    return Parser().parse(page(html, url, **kw)).links
+
+
+def test_rfc3986_reference_resolution():
+    for ref, expected in RFC3986.items():
+        got = links_of(f'<a href="{ref}">x</a>')
+        assert got == [expected], (ref, got)
+
+
+def test_base_href_applies_to_all_link_forms():
+    html = """<html><head><base href="http://other.test/dir/sub/"></head><body>
+      <a href="x">1</a><map><area href="../y"></map><iframe src="w?q=1"></iframe></body></html>"""
+    assert links_of(html) == ["http://other.test/dir/sub/x", "http://other.test/dir/y", "http://other.test/dir/sub/w?q=1"]
+    frameset = """<html><head><base href="http://other.test/f/"></head>
+      <frameset><frame src="left.html"><frame src="/right.html"></frameset></html>"""
+    assert links_of(frameset) == ["http://other.test/f/left.html", "http://other.test/right.html"]
+
+
+def test_relative_base_href_resolved_against_page():
+    assert links_of('<base href="../base/"><a href="p">p</a>', url="http://a.test/x/y/z.html") == [
+        "http://a.test/x/base/p"]
+
+
+def test_host_case_default_port_escapes_query():
+    html = """<a href="HTTP://WwW.Example.TEST:80/A%7eb/%2f?b=2&a=1#top">1</a>
+              <a href="https://S.test:443/p">2</a><a href="http://s.test:8080/">3</a>
+              <a href="mailto:x@y.test">4</a><a href="javascript:void(0)">5</a><a href="http://[bad">6</a>"""
+    assert links_of(html) == ["http://www.example.test/A~b/%2F?b=2&a=1", "https://s.test/p", "http://s.test:8080/"]
+
+
+def test_repeats_collapse_in_document_order():
+    assert links_of('<a href="/2">a</a><a href="/1">b</a><a href="/2#x">c</a>') == ["http://a.test/2", "http://a.test/1"]
+
+
+def test_rel_nofollow_and_meta_robots():
+    html = '<a href="/f">f</a><a rel="external NoFollow" href="/n">n</a><a rel="next" href="/g">g</a>'
+    assert links_of(html) == ["http://a.test/f", "http://a.test/g"]
+    r = Parser().parse(page('<meta name="ROBOTS" content="noindex, nofollow"><a href="/f">f</a>'))
+    assert r.links == [] and r.nofollow and r.noindex and r.digest is not None
+    r = Parser().parse(page('<meta name="robots" content="none"><a href="/f">f</a>'))
+    assert r.links == [] and r.noindex
+    r = Parser("raycrawl/1.0").parse(page('<meta name="raycrawl" content="nofollow"><a href="/f">f</a>'))
+    assert r.links == [] and not r.noindex
+    r = Parser().parse(page('<a href="/f">f</a>', headers={"x-robots-tag": "noindex"}))
+    assert r.noindex and r.links == ["http://a.test/f"]
+
+
+def test_meta_refresh_is_a_link():
+    assert links_of('<meta http-equiv="refresh" content="0; URL=\'/next\'">') == ["http://a.test/next"]
+
+
+def test_title_text_and_digest_ignore_markup():
+    a = Parser().parse(page("<html><head><title> My   Page </title><script>var x=1</script></head>"
+                            "<body><p>Hello <b>world</b></p></body></html>"))
+    b = Parser().parse(page("<title>My Page</title><div>hello</div><span>WORLD</span><style>p{}</style>"))
+    c = Parser().parse(page("<title>My Page</title><div>hello there world</div>"))
+    assert a.title == "My Page"
+    assert "var" not in a.text.split() and "Hello" in a.text
+    assert a.digest == b.digest == content_digest("my page hello world")
+    assert c.digest != a.digest
+
+
+@pytest.mark.parametrize("declare", ["header", "meta", "http-equiv"])
+def test_charsets(declare):
+    text = "Caf\u00e9 \u00e0 la cr\u00e8me \u2014 na\u00efve"
+    html = f"<html><head>{{meta}}</head><body><p>{text}</p><a href='/caf\u00e9'>x</a></body></html>"
+    enc = "cp1252"
+    ctype = "text/html"
+    if declare == "header":
+        ctype, meta = "text/html; charset=windows-1252", ""
+    elif declare == "meta":
+        meta = '<meta charset="windows-1252">'
+    else:
+        meta = '<meta http-equiv="Content-Type" content="text/html; charset=windows-1252">'
+    body = html.replace("{meta}", meta).encode(enc)
+    fr = page(body, ctype=ctype)
+    fr.headers["content-type"] = ctype
+    r = Parser().parse(fr)
+    utf8 = Parser().parse(page(html.replace("{meta}", "").encode("utf-8")))
+    assert text in r.text
+    assert r.digest == utf8.digest  # same text, whatever the encoding on the wire
+    assert r.links == ["http://a.test/caf%C3%A9"] == utf8.links
+
+
+def test_undeclared_non_utf8_falls_back_to_cp1252():
+    text, name = decode_body("\u00e9t\u00e9 \u20ac".encode("cp1252"), None)
+    assert (text, name) == ("\u00e9t\u00e9 \u20ac", "cp1252")
+    assert decode_body("\u00e9t\u00e9".encode(), "no-such-charset") == ("\u00e9t\u00e9", "utf-8")
+    assert decode_body(b"\xef\xbb\xbfabc", "iso-8859-1") == ("abc", "utf-8")  # BOM wins
+
+
+def test_binary_labelled_html():
+    rng = random.Random(3)
+    body = bytes(rng.randrange(256) for _ in range(5000))
+    assert looks_binary(body)
+    r = Parser().parse(page(body))
+    assert r.binary and r.links == [] and r.digest is None
+
+
+def test_garbage_never_raises():
+    rng = random.Random(7)
+    parser = Parser()
+    fragments = ["<a href='", "'>", "<base href=", "</", "<<", ">", "<!--", "<![CDATA[", "\u00e9", "&#0;", "&amp",
+                 "<meta name=robots content=", "<iframe src=", "<frame", "\"", "..", "/", "?", "#", "%zz", "%00",
+                 "http://", "x.test", "[::1]", ":99999", "\x00", "\ud800".encode("utf-8", "surrogatepass").decode("latin-1")]
+    for _ in range(300):
+        doc = "".join(rng.choice(fragments) for _ in range(rng.randrange(1, 60)))
+        body = doc.encode("utf-8", "surrogatepass") if rng.random() < 0.5 else bytes(rng.randrange(256) for _ in range(200))
+        r = parser.parse(page(body, ctype=rng.choice(["text/html", "application/xhtml+xml", "text/plain"])))
+        assert isinstance(r, ParseResult)
+        assert all(link.startswith(("http://", "https://")) for link in r.links)
+
+
+def test_malformed_html_still_yields_links():
+    html = "<html><body><div><p><a href=/one>one<a href='two'>two</div></b></i><table><tr><td><a href=\"/three\">"
+    assert links_of(html) == ["http://a.test/one", "http://a.test/b/c/two", "http://a.test/three"]
+
+
+def test_only_2xx_html_or_text_is_parsed():
+    html = '<title>t</title><a href="/x">x</a>'
+    assert Parser().parse(page(html, status=404)).links == []
+    assert Parser().parse(page(html, ctype="image/png")).digest is None
+    r = Parser().parse(page("plain words here", ctype="text/plain"))
+    assert r.links == [] and r.digest == content_digest("plain words here")
+    # the digest of an HTML page is the text pipeline's digest of its visible text
+    assert Parser().parse(page(html)).digest == content_digest(visible_text(html))
+
+
+def test_parser_actor(ray_local):
+    import ray
+
+    from actors.parser import make_parser_actor
+
+    actor = make_parser_actor()
+    pages = [page(f'<a href="/p{i}">x</a>') for i in range(5)]
+    out = ray.get(actor.parse_batch.remote(pages), timeout=60)
+    assert [r.links for r in out] == [Parser().parse(p).links for p in pages]
+    ray.kill(actor)
