@@ -1,0 +1,217 @@
+"""WARC store: every exchange as WARC/1.1 records, one gzip member per record, rotated files.
+
+Layout: ``WARC_DIR/<prefix>-<seq:05d>.warc.gz``. Each file starts with a ``warcinfo`` record;
+each fetch adds a ``request`` record and then a ``response`` record (or, for a duplicate, a
+``revisit`` record holding only the HTTP headers, profile ``identical-payload-digest``, pointing
+at the original URL and date). ``write`` returns the file name and byte offset of the
+response/revisit record, which is what the link records store to find a page again.
+
+Records carry ``WARC-IP-Address``, ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` (SHA-1,
+base32), ``WARC-Concurrent-To`` linking request and response, and ``WARC-Truncated: length``
+when the body was cut by a size cap. The body stored is the *decoded* one (the fetcher removes the
+Content-Encoding), so the wire headers that no longer describe it are renamed
+``X-Crawler-Content-Encoding`` / ``X-Crawler-Transfer-Encoding`` / ``X-Crawler-Content-Length``
+and a correct ``Content-Length`` is added — the convention of wget and warcio for decoded payloads.
+
+Each record is its own gzip member (fastwarc ``GzipWriter.finish()`` per record), so warcio,
+fastwarc and any gzip-member-aware tool can seek to an offset; a ``kill -9`` leaves at most a torn
+last member, which readers here skip with a warning. A restarted store opens a new file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fastwarc.stream_io import GzipWriter
+from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+
+from actors.fetcher import FetchResult
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".warc.gz"
+REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+_RENAMED = {b"content-encoding": b"X-Crawler-Content-Encoding", b"transfer-encoding": b"X-Crawler-Transfer-Encoding",
+            b"content-length": b"X-Crawler-Content-Length"}
+
+
+def sha1_b32(data: bytes) -> str:
+    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+
+
+def warc_date(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _record_id() -> str:
+    return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def response_head(fr: FetchResult) -> bytes:
+    """The HTTP response head as stored: status line, headers (wire-encoding ones renamed), CRLF CRLF."""
+    lines = [(fr.status_line or f"HTTP/1.1 {fr.status}").encode("latin-1", "replace")]
+    for name, value in fr.raw_headers:
+        renamed = _RENAMED.get(name.lower())
+        lines.append((renamed or name) + b": " + value)
+    lines.append(f"Content-Length: {len(fr.body)}".encode("ascii"))
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+class WarcStore:
+    """Appends exchanges to rotated ``.warc.gz`` files. Not thread-safe: one per writer."""
+
+    def __init__(self, warc_dir: str | Path, prefix: str, max_file_bytes: int = 1 << 30, *,
+                 software: str = "raycrawl/0.1", operator: str = "") -> None:
+        assert max_file_bytes > 0 and "/" not in prefix
+        self.dir = Path(warc_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.prefix = prefix
+        self.max_file_bytes = max_file_bytes
+        self.software = software
+        self.operator = operator
+        existing = sorted(self.dir.glob(f"{prefix}-*{SUFFIX}"))
+        # Never append after a possibly torn tail left by a kill: resume in a fresh file.
+        self.seq = int(existing[-1].name[len(prefix) + 1 : -len(SUFFIX)]) + 1 if existing else 0
+        self._file: io.BufferedWriter | None = None
+        self.records = 0
+        self.bytes = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}-{self.seq:05d}{SUFFIX}"
+
+    def _open(self) -> io.BufferedWriter:
+        if self._file is not None and self._file.tell() >= self.max_file_bytes:
+            self._file.close()
+            self._file = None
+            self.seq += 1
+        if self._file is None:
+            self._file = open(self.dir / self.name, "ab")  # noqa: SIM115 - kept open across writes
+            info = (f"software: {self.software}\r\nformat: WARC File Format 1.1\r\n"
+                    f"conformsTo: https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
+                    f"hostname: {socket.gethostname()}\r\n" + (f"operator: {self.operator}\r\n" if self.operator else ""))
+            rec = self._record(WarcRecordType.warcinfo, info.encode("utf-8"), {
+                "WARC-Filename": self.name, "Content-Type": "application/warc-fields"}, http=False)
+            self._emit(rec)
+        return self._file
+
+    def _record(self, rtype: WarcRecordType, block: bytes, headers: dict[str, str], http: bool = True,
+                record_id: str | None = None) -> WarcRecord:
+        rec = WarcRecord()
+        rec.init_headers(rtype, (record_id or _record_id())[5:-1].encode("ascii"))
+        rec.set_bytes_content(block)
+        rec.is_http = http
+        headers.setdefault("WARC-Block-Digest", sha1_b32(block))
+        for key, value in headers.items():
+            rec.headers[key] = value
+        return rec
+
+    def _emit(self, rec: WarcRecord) -> int:
+        """Write one record as its own gzip member; its offset in the current file."""
+        assert self._file is not None
+        buf = io.BytesIO()
+        gz = GzipWriter(buf)
+        rec.write(gz)
+        gz.finish()
+        gz.flush()
+        data = buf.getvalue()
+        offset = self._file.tell()
+        self._file.write(data)
+        self.records += 1
+        self.bytes += len(data)
+        return offset
+
+    def write(self, fr: FetchResult, revisit_of: tuple[str, str] | None = None) -> tuple[str, int]:
+        """Store the exchange ``fr`` (which must have a response: ``fr.status > 0``).
+
+        ``revisit_of`` = (original URL, original WARC-Date or ISO date) stores a revisit record
+        instead of the full response. Returns (file name, offset of the response/revisit record).
+        The bytes are handed to the OS before returning (a process crash loses nothing written).
+        """
+        if fr.status <= 0:
+            raise ValueError(f"no response to store for {fr.url} (error {fr.error})")
+        f = self._open()
+        date = warc_date(fr.ended or fr.started)
+        head = response_head(fr)
+        payload_digest = sha1_b32(fr.body)
+        response_id = _record_id()
+        common = {"WARC-Target-URI": fr.url, "WARC-Date": date}
+        if fr.ip:
+            common["WARC-IP-Address"] = fr.ip
+        request = self._record(WarcRecordType.request, fr.request_head or f"GET {fr.url} HTTP/1.1\r\n\r\n".encode(),
+                               {**common, "WARC-Concurrent-To": response_id})
+        self._emit(request)
+        if revisit_of is None:
+            block = head + fr.body
+            headers = {**common, "WARC-Payload-Digest": payload_digest}
+            if fr.truncated:
+                headers["WARC-Truncated"] = "length"
+            rec = self._record(WarcRecordType.response, block, headers, record_id=response_id)
+        else:
+            original_url, original_date = revisit_of
+            headers = {**common, "WARC-Payload-Digest": payload_digest, "WARC-Profile": REVISIT_PROFILE,
+                       "WARC-Refers-To-Target-URI": original_url, "WARC-Refers-To-Date": original_date}
+            rec = self._record(WarcRecordType.revisit, head, headers, record_id=response_id)
+        offset = self._emit(rec)
+        f.flush()
+        return self.name, offset
+
+    def sync(self) -> None:
+        """fsync the current file (call at checkpoints; ``write`` only flushes to the OS)."""
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+            self._file = None
+
+
+def warc_files(warc_dir: str | Path) -> list[Path]:
+    return sorted(Path(warc_dir).glob(f"*{SUFFIX}"))
+
+
+def iter_records(warc_dir: str | Path, types: WarcRecordType = WarcRecordType.response) -> Iterator[tuple[str, int, WarcRecord]]:
+    """(file name, offset, record) for every record of ``types``, files in name order, HTTP parsed.
+
+    A torn or corrupt tail (a crawl killed mid-write) ends that file with a warning.
+    """
+    for path in warc_files(warc_dir):
+        with open(path, "rb") as f:
+            try:
+                for rec in ArchiveIterator(f, record_types=types, parse_http=True):
+                    yield path.name, rec.stream_pos, rec
+            except (OSError, ValueError) as e:
+                log.warning("%s: unreadable tail skipped (%s)", path, e)
+
+
+def iter_responses(warc_dir: str | Path) -> Iterator[tuple[str, dict[str, str], bytes]]:
+    """(url, HTTP headers with lower-case names, body) of every stored response, in crawl order."""
+    for _, _, rec in iter_records(warc_dir, WarcRecordType.response):
+        headers: dict[str, str] = {}
+        for name, value in (rec.http_headers.astuples() if rec.http_headers is not None else []):
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        yield rec.headers.get("WARC-Target-URI", ""), headers, rec.reader.read()
+
+
+def read_record_at(warc_dir: str | Path, name: str, offset: int) -> tuple[str, dict[str, str], bytes]:
+    """(url, HTTP headers, body) of the response/revisit record at ``offset`` of file ``name``
+    (the pair ``WarcStore.write`` returned); a revisit has an empty body."""
+    with open(Path(warc_dir) / name, "rb") as f:
+        f.seek(offset)
+        for rec in ArchiveIterator(f, parse_http=True):
+            headers = {k.lower(): v for k, v in (rec.http_headers.astuples() if rec.http_headers else [])}
+            return rec.headers.get("WARC-Target-URI", ""), headers, rec.reader.read()
+    raise ValueError(f"no WARC record at {name}:{offset}")

@@ -1,0 +1,181 @@
+"""WARC store: records read back by BOTH warcio and fastwarc, digests verified, offsets seekable."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import zlib
+
+from aiohttp import web
+from fastwarc.warc import ArchiveIterator as FastIterator
+from fastwarc.warc import WarcRecordType
+from warcio.archiveiterator import ArchiveIterator as WarcioIterator
+
+from actors.fetcher import Fetcher, FetchResult
+from policies.networks import NetworkPolicy
+from storage.warc import WarcStore, iter_responses, read_record_at, warc_files
+
+BODY = "<html><title>T</title><body>h\u00e9llo</body></html>".encode()
+
+
+def exchange(url: str, body: bytes = BODY, status: int = 200, **kw) -> FetchResult:
+    raw = [(b"Content-Type", b"text/html; charset=utf-8"), (b"Server", b"test")]
+    fr = FetchResult(url=url, ip="127.0.0.1", status=status, body=body, ctype="text/html",
+                     headers={"content-type": "text/html; charset=utf-8"}, started=1_700_000_000.0,
+                     ended=1_700_000_000.25, status_line=f"HTTP/1.1 {status} OK", raw_headers=raw,
+                     request_head=f"GET {url.split('test', 1)[1]} HTTP/1.1\r\nHost: a.test\r\n\r\n".encode(), **kw)
+    return fr
+
+
+def warcio_records(path):
+    out = []
+    with open(path, "rb") as f:
+        it = WarcioIterator(f, check_digests=True)
+        for rec in it:
+            body = rec.content_stream().read()
+            out.append((rec.rec_type, rec.rec_headers.get_header("WARC-Target-URI"), it.get_record_offset(), body,
+                        rec.digest_checker.passed, rec.rec_headers, rec.http_headers))
+    return out
+
+
+def test_request_response_readable_by_warcio_and_fastwarc(tmp_path):
+    store = WarcStore(tmp_path, "agent0")
+    pages = [exchange(f"http://a.test/p{i}", BODY + str(i).encode()) for i in range(5)]
+    locs = [store.write(fr) for fr in pages]
+    store.close()
+    [path] = warc_files(tmp_path)
+    assert {name for name, _ in locs} == {path.name}
+
+    recs = warcio_records(path)
+    assert [r[0] for r in recs] == ["warcinfo"] + ["request", "response"] * 5
+    for rtype, url, offset, body, passed, hdrs, http in recs:
+        assert passed is not False, (rtype, url)
+        if rtype == "response":
+            i = int(url.rsplit("p", 1)[1])
+            assert body == pages[i].body
+            assert passed is True  # block and payload digests checked by warcio
+            assert hdrs.get_header("WARC-IP-Address") == "127.0.0.1"
+            assert offset == locs[i][1]
+            assert http.get_header("Content-Type") == "text/html; charset=utf-8"
+        if rtype == "request":
+            assert body == b""  # GET: no request body, the head is the HTTP headers
+
+    with open(path, "rb") as f:
+        fast = [(r.record_type, r.headers.get("WARC-Target-URI"), r.stream_pos, r.verify_block_digest())
+                for r in FastIterator(f, parse_http=False)]  # block digests need the unparsed block
+    assert [t for t, *_ in fast] == [WarcRecordType.warcinfo] + [WarcRecordType.request, WarcRecordType.response] * 5
+    assert all(ok for *_, ok in fast)
+    assert [pos for t, _, pos, _ in fast if t == WarcRecordType.response] == [off for _, off in locs]
+
+    # every record is its own gzip member: decompressing from an offset yields exactly one record
+    data = path.read_bytes()
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    member = d.decompress(data[locs[2][1]:])
+    assert member.startswith(b"WARC/1.1\r\nWARC-Type: response") and b"/p2" in member and d.eof
+
+    assert [(u, b) for u, _, b in iter_responses(tmp_path)] == [(fr.url, fr.body) for fr in pages]
+    url, headers, body = read_record_at(tmp_path, *locs[3])
+    assert (url, body, headers["content-type"]) == (pages[3].url, pages[3].body, "text/html; charset=utf-8")
+
+
+def test_payload_digest_is_sha1_of_body(tmp_path):
+    import base64
+
+    store = WarcStore(tmp_path, "x")
+    store.write(exchange("http://a.test/d"))
+    store.close()
+    with open(warc_files(tmp_path)[0], "rb") as f:
+        checked = [(r.headers["WARC-Payload-Digest"], r.verify_payload_digest())
+                   for r in FastIterator(f, parse_http=True, record_types=WarcRecordType.response)]
+    expected = "sha1:" + base64.b32encode(hashlib.sha1(BODY).digest()).decode()
+    assert checked == [(expected, True)]
+
+
+def test_revisit_record(tmp_path):
+    store = WarcStore(tmp_path, "agent0")
+    store.write(exchange("http://a.test/orig"))
+    name, offset = store.write(exchange("http://a.test/copy"), revisit_of=("http://a.test/orig", "2023-11-14T22:13:20Z"))
+    store.close()
+    recs = warcio_records(tmp_path / name)
+    [rev] = [r for r in recs if r[0] == "revisit"]
+    assert rev[2] == offset and rev[1] == "http://a.test/copy"
+    assert rev[5].get_header("WARC-Refers-To-Target-URI") == "http://a.test/orig"
+    assert rev[5].get_header("WARC-Refers-To-Date") == "2023-11-14T22:13:20Z"
+    assert rev[5].get_header("WARC-Profile").endswith("identical-payload-digest")
+    assert rev[3] == b""  # headers only
+    assert [u for u, _, _ in iter_responses(tmp_path)] == ["http://a.test/orig"]
+    with open(tmp_path / name, "rb") as f:
+        assert [r.record_type for r in FastIterator(f)][-1] == WarcRecordType.revisit
+
+
+def test_rotation_and_resume_new_file(tmp_path):
+    store = WarcStore(tmp_path, "agent0", max_file_bytes=2000)
+    locs = [store.write(exchange(f"http://a.test/{i}", BODY * 10)) for i in range(10)]
+    store.close()
+    files = warc_files(tmp_path)
+    assert len(files) >= 3 and len({n for n, _ in locs}) == len(files)
+    # every file starts with its own warcinfo and is independently readable
+    for path in files:
+        recs = warcio_records(path)
+        assert recs[0][0] == "warcinfo" and all(r[4] is not False for r in recs)
+    again = WarcStore(tmp_path, "agent0", max_file_bytes=2000)
+    name, _ = again.write(exchange("http://a.test/later"))
+    again.close()
+    assert name not in {p.name for p in files}
+    assert [u for u, _, _ in iter_responses(tmp_path)] == [f"http://a.test/{i}" for i in range(10)] + ["http://a.test/later"]
+
+
+def test_torn_tail_skipped(tmp_path, caplog):
+    store = WarcStore(tmp_path, "agent0")
+    for i in range(3):
+        store.write(exchange(f"http://a.test/{i}"))
+    store.close()
+    path = warc_files(tmp_path)[0]
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])  # a kill -9 in the middle of the last member
+    got = [u for u, _, _ in iter_responses(tmp_path)]
+    assert got[:2] == ["http://a.test/0", "http://a.test/1"] and len(got) <= 3
+
+
+def test_truncated_flag_and_refusal_without_response(tmp_path):
+    store = WarcStore(tmp_path, "t")
+    store.write(exchange("http://a.test/big", truncated=True, error="too-large"))
+    try:
+        store.write(FetchResult(url="http://a.test/x", ip="127.0.0.1", error="connect"))
+        raise AssertionError("a fetch without a response must be refused")
+    except ValueError:
+        pass
+    store.close()
+    [resp] = [r for r in warcio_records(warc_files(tmp_path)[0]) if r[0] == "response"]
+    assert resp[5].get_header("WARC-Truncated") == "length"
+
+
+async def test_real_gzip_fetch_stored_decoded(tmp_path):
+    async def handle(request):
+        return web.Response(body=gzip.compress(BODY), headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
+
+    app = web.Application()
+    app.router.add_get("/", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    fetcher = Fetcher("raycrawl-test", 2, 2, 100_000, 1_000_000, NetworkPolicy("127.0.0.1/32"))
+    try:
+        fr = await fetcher.fetch(f"http://gz.test:{port}/", "127.0.0.1")
+    finally:
+        await fetcher.close()
+        await runner.cleanup()
+    store = WarcStore(tmp_path, "g")
+    name, offset = store.write(fr)
+    store.close()
+    recs = warcio_records(tmp_path / name)
+    [req] = [r for r in recs if r[0] == "request"]
+    [resp] = [r for r in recs if r[0] == "response"]
+    assert resp[3] == BODY and resp[4] is True
+    assert resp[6].get_header("Content-Encoding") is None
+    assert resp[6].get_header("X-Crawler-Content-Encoding") == "gzip"
+    assert resp[6].get_header("Content-Length") == str(len(BODY))
+    assert req[6].get_header("Host") == f"gz.test:{port}"
+    assert req[6].get_header("User-Agent") == "raycrawl-test"
