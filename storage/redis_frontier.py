@@ -17,10 +17,12 @@ key                  type    content
 ``P ibusy``          set     IPs with a request in flight
 ``P inflight``       hash    URL → host, acquired but not yet committed (re-queued by recover)
 ``P queued``         string  number of paths in all visit states
+``P active``         set     hosts whose visit state is non-empty (the front, in BUbiNG's terms)
 ``P hcount``         hash    host → URLs ever scheduled (for max-urls-per-host)
 ``P sieve_off``      string  byte offset of the sieve's output queue already distributed
 ``P virt``           hash    host → URLs of the host waiting in the virtualizer
 ``P voff``           hash    host → byte offset already read from its virtual queue
+``P vend``           hash    host → committed end (bytes) of its virtual queue
 ``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
 ``P digest``         hash    content digest (hex) → first URL with it (exact duplicates)
 ``P meta``           hash    started, settings of the crawl
@@ -112,11 +114,8 @@ class RedisFrontier:
         return int(self.r.get(self.key("sieve_off")) or 0)
 
     def front_size(self) -> int:
-        """Hosts with URLs in the workbench (idle in an entry, or busy)."""
-        n = self.r.hlen(self.key("hbusy"))
-        for ip in self.r.zrange(self.key("wb"), 0, -1):
-            n += self.r.zcard(self.key("ent:") + ip.decode())
-        return n
+        """Hosts with URLs in their visit state."""
+        return self.r.scard(self.key("active"))
 
     def counts(self) -> dict[str, int]:
         pipe = self.r.pipeline(transaction=False)
@@ -126,9 +125,10 @@ class RedisFrontier:
         pipe.hlen(self.key("hbusy"))
         pipe.hlen(self.key("inflight"))
         pipe.hvals(self.key("virt"))
-        queued, hosts, ready_ips, busy, inflight, virt = pipe.execute()
-        return {"queued": int(queued or 0), "hosts": hosts, "ips_waiting": ready_ips, "hosts_busy": busy,
-                "inflight": inflight, "virtualized": sum(int(v) for v in virt)}
+        pipe.scard(self.key("active"))
+        queued, hosts, ready_ips, busy, inflight, virt, front = pipe.execute()
+        return {"queued": int(queued or 0), "hosts": hosts, "front": front, "ips_waiting": ready_ips,
+                "hosts_busy": busy, "inflight": inflight, "virtualized": sum(int(v) for v in virt)}
 
     def stats(self) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in self.r.hgetall(self.key("stats")).items()}

@@ -22,6 +22,7 @@ for _, ip in ipairs(ips) do
       redis.call('HSET', P .. 'hbusy', host, ip)
       redis.call('HSET', P .. 'inflight', host .. path, host)
       redis.call('DECR', P .. 'queued')
+      if redis.call('LLEN', P .. 'vs:' .. host) == 0 then redis.call('SREM', P .. 'active', host) end
       out[#out + 1] = host
       out[#out + 1] = ip
       out[#out + 1] = path

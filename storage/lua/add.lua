@@ -19,6 +19,7 @@ while i <= #ARGV do
   end
   i = i + k
   added = added + k
+  if k > 0 then redis.call('SADD', P .. 'active', host) end
   redis.call('HSETNX', P .. 'hostip', host, ip)
   ip = redis.call('HGET', P .. 'hostip', host)
   if redis.call('HEXISTS', P .. 'hbusy', host) == 0 and redis.call('LLEN', key) > 0 then

@@ -6,6 +6,7 @@ local inflight = redis.call('HGETALL', P .. 'inflight')
 for i = 1, #inflight, 2 do
   local url, host = inflight[i], inflight[i + 1]
   redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 1))
+  redis.call('SADD', P .. 'active', host)
 end
 redis.call('INCRBY', P .. 'queued', #inflight / 2)
 redis.call('DEL', P .. 'inflight', P .. 'hbusy', P .. 'ibusy', P .. 'wb')

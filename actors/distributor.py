@@ -1,0 +1,119 @@
+"""The distributor (BUbiNG §3.7): moves URLs out of the sieve and the virtual queues into the workbench.
+
+Two forces, as in BUbiNG. The *front* (hosts with URLs in the workbench) must be large enough that
+fetchers never wait: each time the fetchers wait for politeness while the front is at least the
+*required front size*, the latter grows (:meth:`Distributor.fetchers_waited`). And the visit should
+stay close to breadth-first: URLs already queued (in Redis or in virtual queues) come before the
+sieve's. So each :meth:`Distributor.step` first refills the *limbo* (hosts with URLs on disk but few
+in Redis) and only then, if the front is still below the required size, reads the sieve — where new
+hosts are found. A URL from the sieve goes to its visit state, or to the host's virtual queue once the
+visit state holds its budget (or already has URLs on disk, to keep FIFO order).
+
+New hosts are resolved first (the ``resolve`` callable: the DNS resolvers); a host without an address,
+or whose address the network policy forbids, is not queued: its URLs come back as failures for the
+caller to record. Hosts get at most ``max_urls_per_host`` URLs, ever.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from actors.virtualizer import Virtualizer
+from actors.workbench import ROBOTS, Workbench
+from raycrawl.urls import split_host
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepResult:
+    taken: int = 0  # URLs read from the sieve
+    queued: int = 0  # put in visit states
+    spilled: int = 0  # put in virtual queues
+    refilled: int = 0  # moved from virtual queues to visit states
+    new_hosts: int = 0
+    over_host_limit: int = 0  # dropped by max_urls_per_host
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (url, error kind) not queued
+
+
+class Distributor:
+    def __init__(self, workbench: Workbench, virtualizer: Virtualizer, *, front_size: int = 64,
+                 max_front_size: int = 100_000, max_urls_per_host: int = 10_000, batch: int = 1000,
+                 allows: Callable[[str], bool] = lambda ip: True) -> None:
+        self.wb = workbench
+        self.f = workbench.frontier
+        self.virt = virtualizer
+        self.required_front = front_size
+        self.max_front_size = max_front_size
+        self.max_urls_per_host = max_urls_per_host
+        self.batch = batch
+        self.allows = allows
+
+    def fetchers_waited(self) -> None:
+        """Fetchers had free slots and nothing was ready: enlarge the required front if the front
+        already reached it (otherwise the sieve simply has not delivered enough hosts yet)."""
+        if self.f.front_size() >= self.required_front and self.required_front < self.max_front_size:
+            self.required_front = min(self.max_front_size, self.required_front + max(1, self.required_front // 10))
+            log.debug("required front size now %d", self.required_front)
+
+    def step(self, read_sieve: Callable[[int, int], tuple[list[str], int]],
+             resolve: Callable[[list[str]], dict[str, str | None]]) -> StepResult:
+        """One round: refill the limbo, then (front permitting) one batch from the sieve.
+        ``read_sieve(offset, n)`` is :meth:`actors.sieve.Sieve.read`; ``resolve(names)`` maps host
+        names to IPv4 addresses or None."""
+        res = StepResult(refilled=self.virt.refill_limbo())
+        if self.f.front_size() >= self.required_front:
+            return res
+        offset = self.f.sieve_offset()
+        urls, new_offset = read_sieve(offset, self.batch)
+        if not urls:
+            return res
+        res.taken = len(urls)
+        by_host: dict[str, list[str]] = defaultdict(list)
+        for url in urls:
+            by_host[split_host(url)[0]].append(url)
+        hosts = list(by_host)
+        known = dict(zip(hosts, self.f.host_ips(hosts), strict=True))
+        new = [h for h in hosts if known[h] is None]
+        names = sorted({urlsplit(h).hostname or "" for h in new})
+        addresses = resolve(names) if names else {}
+        counts = dict(zip(hosts, self.f.host_counts(hosts), strict=True))
+        virtualized = dict(zip(hosts, self.virt.virtualized(hosts), strict=True))
+        ips: dict[str, str] = {}
+        groups: list[tuple[str, str, list[str]]] = []
+        with self.f.r.pipeline(transaction=True) as pipe:
+            for host, host_urls in by_host.items():
+                ip = known[host] or addresses.get(urlsplit(host).hostname or "")
+                if ip is None:
+                    res.failed += [(u, "dns") for u in host_urls]
+                    continue
+                if not self.allows(ip):
+                    res.failed += [(u, "forbidden-network") for u in host_urls]
+                    continue
+                room = max(0, self.max_urls_per_host - counts[host])
+                if len(host_urls) > room:
+                    res.over_host_limit += len(host_urls) - room
+                    host_urls = host_urls[:room]
+                if not host_urls:
+                    continue
+                ips[host] = ip
+                paths = [split_host(u)[1] for u in host_urls]
+                pipe.hincrby(self.f.key("hcount"), host, len(paths))
+                if known[host] is None:
+                    paths.insert(0, ROBOTS)
+                    res.new_hosts += 1
+                in_redis = 0 if virtualized[host] else max(0, self.virt.budget - self.f.queue_length(host))
+                keep, spill = paths[:in_redis], paths[in_redis:]
+                if spill:
+                    self.virt.spill(host, spill, pipe)
+                    res.spilled += len(spill)
+                groups.append((host, ip, keep))
+                res.queued += len(keep)
+            # Even a batch that queued nothing moves the offset: those URLs were dealt with.
+            self.f.add(groups, sieve_offset=new_offset, pipe=pipe)
+            pipe.execute()
+        return res

@@ -1,0 +1,106 @@
+"""The workbench virtualizer (BUbiNG §3.6): per-host URL queues on disk.
+
+A visit state keeps at most ``budget`` URLs in Redis; the rest of its FIFO waits in an on-disk
+*virtual queue* ``VIRT_DIR/<xxh3(host)>.q`` (paths, one per line), so Redis memory grows with the
+number of hosts, not of URLs. FIFO order is kept: once a host has URLs on disk, new URLs for it go
+to disk too, and refills move the oldest ones back to the END of the visit state.
+
+Durability: the bytes of a virtual queue that count are ``[voff, vend)`` as recorded in Redis
+(hashes ``P voff``/``P vend``; ``P virt`` counts the URLs). A spill appends to the file and then
+moves ``vend`` in the caller's Redis transaction (together with the sieve offset), so bytes written
+by a spill that never committed are truncated away by the next spill. A refill reads lines at
+``voff`` and moves ``voff`` in the same transaction that puts them in the visit state.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import redis
+import xxhash
+
+from storage.redis_frontier import RedisFrontier
+
+log = logging.getLogger(__name__)
+
+
+class Virtualizer:
+    def __init__(self, directory: str | Path, frontier: RedisFrontier, budget: int) -> None:
+        assert budget >= 2
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.f = frontier
+        self.budget = budget
+        self.spilled = 0
+        self.refilled = 0
+
+    def path(self, host: str) -> Path:
+        return self.dir / f"{xxhash.xxh3_64_hexdigest(host.encode())}.q"
+
+    def virtualized(self, hosts: list[str]) -> list[int]:
+        """URLs on disk for each host."""
+        if not hosts:
+            return []
+        return [int(v or 0) for v in self.f.r.hmget(self.f.key("virt"), hosts)]
+
+    def spill(self, host: str, paths: list[str], pipe: redis.client.Pipeline) -> None:
+        """Append ``paths`` to the host's virtual queue; the Redis side happens when ``pipe`` (a
+        transaction) executes."""
+        end = int(self.f.r.hget(self.f.key("vend"), host) or 0)
+        with open(self.path(host), "ab") as fh:
+            fh.truncate(end)  # drop what an uncommitted spill left behind
+            fh.seek(end)
+            fh.write(("\n".join(paths) + "\n").encode())
+            new_end = fh.tell()
+        pipe.hset(self.f.key("vend"), host, new_end)
+        pipe.hincrby(self.f.key("virt"), host, len(paths))
+        self.spilled += len(paths)
+
+    def refill(self, host: str, ip: str, n: int) -> int:
+        """Move up to ``n`` of the host's oldest virtualized URLs to the end of its visit state."""
+        r = self.f.r
+        off = int(r.hget(self.f.key("voff"), host) or 0)
+        end = int(r.hget(self.f.key("vend"), host) or 0)
+        paths: list[str] = []
+        with open(self.path(host), "rb") as fh:
+            fh.seek(off)
+            while len(paths) < n and off < end:
+                line = fh.readline()
+                off += len(line)
+                paths.append(line.decode().rstrip("\n"))
+        with r.pipeline(transaction=True) as pipe:
+            self.f.add([(host, ip, paths)], pipe=pipe)
+            if off >= end:  # queue drained: forget it
+                pipe.hdel(self.f.key("voff"), host)
+                pipe.hdel(self.f.key("vend"), host)
+                pipe.hdel(self.f.key("virt"), host)
+            else:
+                pipe.hset(self.f.key("voff"), host, off)
+                pipe.hincrby(self.f.key("virt"), host, -len(paths))
+            pipe.execute()
+        if off >= end:
+            self.path(host).unlink(missing_ok=True)
+        self.refilled += len(paths)
+        return len(paths)
+
+    def limbo(self) -> list[tuple[str, int]]:
+        """Hosts with URLs on disk and fewer than half a budget in Redis: (host, queue length)."""
+        r = self.f.r
+        hosts = [h.decode() for h in r.hkeys(self.f.key("virt"))]
+        if not hosts:
+            return []
+        pipe = r.pipeline(transaction=False)
+        for h in hosts:
+            pipe.llen(self.f.key("vs:") + h)
+        return [(h, n) for h, n in zip(hosts, pipe.execute(), strict=True) if n < self.budget // 2]
+
+    def refill_limbo(self) -> int:
+        """Refill every host in the limbo up to its budget. Returns URLs moved."""
+        moved = 0
+        limbo = self.limbo()
+        ips = self.f.host_ips([h for h, _ in limbo])
+        for (host, qlen), ip in zip(limbo, ips, strict=True):
+            assert ip is not None, f"virtualized host {host} has no IP"
+            moved += self.refill(host, ip, self.budget - qlen)
+        return moved

@@ -1,0 +1,76 @@
+"""Sieve → distributor → workbench (+ virtualizer): every URL once, per-host FIFO, bounded Redis."""
+
+from __future__ import annotations
+
+import random
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+
+from actors.distributor import Distributor
+from actors.sieve import Sieve
+from actors.virtualizer import Virtualizer
+from actors.workbench import ROBOTS, Release, Workbench
+from policies.politeness import Politeness
+
+
+@pytest.fixture
+def client(redis_url):
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+def test_distribution_with_virtualizer(client, tmp_path) -> None:
+    rng = random.Random(11)
+    hosts = [f"http://s{i}.test" for i in range(12)] + ["http://nxdomain.test"]
+    stream = [f"{rng.choice(hosts)}/p{rng.randrange(60)}" for _ in range(3000)]
+    dns = {urlsplit(h).hostname: f"127.0.{i % 4}.1" for i, h in enumerate(hosts[:-1])}
+    dns["s11.test"] = "10.1.2.3"  # forbidden by the network policy below
+    sieve = Sieve(tmp_path / "sieve", batch_size=200)
+    for i in range(0, len(stream), 100):
+        sieve.enqueue(stream[i : i + 100])
+    wb = Workbench(client, "t:", Politeness(host_delay=0, ip_delay=0))
+    virt = Virtualizer(tmp_path / "virt", wb.frontier, budget=6)
+    resolved: list[str] = []
+
+    def resolve(names):
+        resolved.extend(names)
+        return {n: dns.get(n) for n in names}
+
+    dist = Distributor(wb, virt, front_size=1000, max_urls_per_host=40, batch=37,
+                       allows=lambda ip: ip.startswith("127."))
+    fetched: list[str] = []
+    failed: list[tuple[str, str]] = []
+    over = 0
+    max_len = 0
+    while True:
+        res = dist.step(sieve.read, resolve)
+        failed += res.failed
+        over += res.over_host_limit
+        got, _ = wb.acquire(1e12, 3)
+        for host, ip, path in got:
+            fetched.append(host + path)
+            wb.release([Release(host, ip, end=1.0)])
+        max_len = max([max_len] + [wb.frontier.queue_length(h) for h in hosts])
+        if not got and res.taken == 0 and res.refilled == 0 and sieve.exhausted(wb.frontier.sieve_offset()):
+            break
+    first_seen = list(dict.fromkeys(stream))
+    assert virt.spilled > 0 and virt.refilled == virt.spilled
+    assert max_len <= 6 + 1  # budget (+ the robots marker)
+    queued_names = [n for n in resolved if n not in ("nxdomain.test", "s11.test")]
+    assert len(queued_names) == len(set(queued_names)) == 11, "a queued host was resolved twice"
+    pages = [u for u in fetched if not u.endswith(ROBOTS)]
+    assert len(pages) == len(set(pages))
+    for h in hosts:
+        mine = [u for u in first_seen if u.startswith(h + "/")]
+        if h in ("http://nxdomain.test", "http://s11.test"):
+            kind = "dns" if "nxdomain" in h else "forbidden-network"
+            assert sorted(u for u, k in failed if k == kind) == sorted(mine)
+            continue
+        got_h = [u for u in fetched if u.startswith(h + "/") or u == h + ROBOTS]
+        assert got_h[0] == h + ROBOTS
+        assert got_h[1:] == mine[:40], h  # first-seen order, capped at max_urls_per_host
+    assert over == sum(max(0, len([u for u in first_seen if u.startswith(h + "/")]) - 40) for h in hosts[:11])
+    assert not list(virt.dir.glob("*.q")), "drained virtual queues are deleted"
