@@ -1,0 +1,276 @@
+"""Filters: composable predicates deciding what is fetched (prefetch, on URLs) and what is kept
+(postfetch, on fetch results), as BUbiNG's ``Filter``s are.
+
+A :class:`Filter` is a named predicate; ``a & b``, ``a | b`` and ``~a`` build new ones, and
+``explain(x)`` names the leaf filter that rejected ``x`` (for the report's "filtered" counts).
+
+Settings read by the factories (any object with attributes, or a mapping; a missing one takes
+the default; documented in docs/fetching.md):
+
+======================== ================================== ==========================================
+setting                  default                            prefetch / postfetch
+======================== ================================== ==========================================
+allowed_schemes          ("http", "https")                  prefetch: scheme in the list
+host_suffixes            () — any host                      prefetch: host equals or ends with ``.suffix``
+max_url_length           2048                               prefetch: len(url) ≤ this
+max_duplicate_segments   3                                  prefetch: no run of path segments repeated
+                                                            this many times in a row (traps like
+                                                            ``/a/b/a/b/a/b/``); 0 disables
+max_depth                16                                 prefetch: number of path segments ≤ this
+exclude_extensions       ()                                 prefetch: path does not end with one
+                                                            (e.g. ``("jpg", "zip")``)
+allowed_content_types    ("text/html",                      postfetch: media type in the list
+                          "application/xhtml+xml",          (``text/*`` wildcards allowed)
+                          "text/plain")
+accept_missing_content_type False                           postfetch: accept a response without
+                                                            Content-Type
+======================== ================================== ==========================================
+
+(The maximum number of URLs per host is counted by the frontier, not here.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULTS: dict[str, Any] = {
+    "allowed_schemes": ("http", "https"),
+    "host_suffixes": (),
+    "max_url_length": 2048,
+    "max_duplicate_segments": 3,
+    "max_depth": 16,
+    "exclude_extensions": (),
+    "allowed_content_types": ("text/html", "application/xhtml+xml", "text/plain"),
+    "accept_missing_content_type": False,
+}
+
+
+def setting(settings: Any, name: str) -> Any:
+    """``settings.name`` (or ``settings[name]`` for a mapping), else the documented default."""
+    if settings is None:
+        return DEFAULTS[name]
+    if isinstance(settings, Mapping):
+        value = settings.get(name)
+    else:
+        value = getattr(settings, name, None)
+    return DEFAULTS[name] if value is None else value
+
+
+def _as_tuple(value: str | Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(v.strip() for v in value if v and v.strip())
+
+
+class Filter(Generic[T]):
+    """A named predicate. Subclasses implement ``apply``; combine with ``&``, ``|``, ``~``."""
+
+    name = "filter"
+
+    def apply(self, x: T) -> bool:
+        raise NotImplementedError
+
+    def __call__(self, x: T) -> bool:
+        return self.apply(x)
+
+    def explain(self, x: T) -> str | None:
+        """None if ``x`` is accepted, else the name of a filter that rejected it."""
+        return None if self.apply(x) else self.name
+
+    def __and__(self, other: Filter[T]) -> Filter[T]:
+        return And(self, other)
+
+    def __or__(self, other: Filter[T]) -> Filter[T]:
+        return Or(self, other)
+
+    def __invert__(self) -> Filter[T]:
+        return Not(self)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Predicate(Filter[T]):
+    """A filter from a plain function."""
+
+    def __init__(self, fn: Callable[[T], bool], name: str) -> None:
+        self.fn = fn
+        self.name = name
+
+    def apply(self, x: T) -> bool:
+        return bool(self.fn(x))
+
+
+class And(Filter[T]):
+    def __init__(self, *parts: Filter[T]) -> None:
+        assert parts
+        self.parts = [q for p in parts for q in (p.parts if isinstance(p, And) else [p])]
+        self.name = "(" + " and ".join(p.name for p in self.parts) + ")"
+
+    def apply(self, x: T) -> bool:
+        return all(p.apply(x) for p in self.parts)
+
+    def explain(self, x: T) -> str | None:
+        for p in self.parts:
+            why = p.explain(x)
+            if why is not None:
+                return why
+        return None
+
+
+class Or(Filter[T]):
+    def __init__(self, *parts: Filter[T]) -> None:
+        assert parts
+        self.parts = [q for p in parts for q in (p.parts if isinstance(p, Or) else [p])]
+        self.name = "(" + " or ".join(p.name for p in self.parts) + ")"
+
+    def apply(self, x: T) -> bool:
+        return any(p.apply(x) for p in self.parts)
+
+
+class Not(Filter[T]):
+    def __init__(self, inner: Filter[T], name: str | None = None) -> None:
+        self.inner = inner
+        self.name = name or f"not {inner.name}"
+
+    def apply(self, x: T) -> bool:
+        return not self.inner.apply(x)
+
+
+class Accept(Filter[Any]):
+    name = "true"
+
+    def apply(self, x: Any) -> bool:
+        return True
+
+
+# ---- prefetch filters (on canonical URLs) ---------------------------------------------------
+
+
+def _path_segments(url: str) -> list[str]:
+    path = urlsplit(url).path
+    return [s for s in path.split("/") if s]
+
+
+def has_repeated_segments(segments: Sequence[str], times: int) -> bool:
+    """True if some run of k ≥ 1 consecutive segments occurs ``times`` times back to back
+    (``a/b/a/b/a/b`` has ``a/b`` three times; ``x/x/x`` has ``x`` three times)."""
+    n = len(segments)
+    if times < 2:
+        return times == 1 and n > 0
+    for k in range(1, n // times + 1):
+        for start in range(0, n - k * times + 1):
+            first = segments[start : start + k]
+            if all(segments[start + j * k : start + (j + 1) * k] == first for j in range(1, times)):
+                return True
+    return False
+
+
+class SchemeIn(Filter[str]):
+    def __init__(self, schemes: Sequence[str]) -> None:
+        self.schemes = frozenset(s.lower() for s in schemes)
+        self.name = "scheme"
+
+    def apply(self, url: str) -> bool:
+        return url.split(":", 1)[0].lower() in self.schemes
+
+
+class HostSuffix(Filter[str]):
+    """Host equals a suffix or ends with ``.suffix`` (``example.test`` admits ``www.example.test``)."""
+
+    def __init__(self, suffixes: Sequence[str]) -> None:
+        self.suffixes = tuple(s.lower().strip(".") for s in suffixes)
+        self.name = "host-suffix"
+
+    def apply(self, url: str) -> bool:
+        host = (urlsplit(url).hostname or "").rstrip(".")
+        return any(host == s or host.endswith("." + s) for s in self.suffixes)
+
+
+class MaxURLLength(Filter[str]):
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.name = "url-length"
+
+    def apply(self, url: str) -> bool:
+        return len(url) <= self.limit
+
+
+class DuplicateSegmentsLessThan(Filter[str]):
+    """BUbiNG's trap filter: rejects paths with a run of segments repeated ``times`` times in a row."""
+
+    def __init__(self, times: int) -> None:
+        assert times >= 2
+        self.times = times
+        self.name = "duplicate-segments"
+
+    def apply(self, url: str) -> bool:
+        return not has_repeated_segments(_path_segments(url), self.times)
+
+
+class MaxDepth(Filter[str]):
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.name = "depth"
+
+    def apply(self, url: str) -> bool:
+        return len(_path_segments(url)) <= self.depth
+
+
+class PathEndsWithOneOf(Filter[str]):
+    def __init__(self, extensions: Sequence[str]) -> None:
+        self.suffixes = tuple("." + e.lower().lstrip(".") for e in extensions)
+        self.name = "extension"
+
+    def apply(self, url: str) -> bool:
+        return urlsplit(url).path.lower().endswith(self.suffixes)
+
+
+def build_prefetch(settings: Any = None) -> Filter[str]:
+    """The URL filter of ``settings`` (see the module doc): a callable url → bool with ``explain``."""
+    parts: list[Filter[str]] = [SchemeIn(_as_tuple(setting(settings, "allowed_schemes")))]
+    suffixes = _as_tuple(setting(settings, "host_suffixes"))
+    if suffixes:
+        parts.append(HostSuffix(suffixes))
+    parts.append(MaxURLLength(int(setting(settings, "max_url_length"))))
+    times = int(setting(settings, "max_duplicate_segments"))
+    if times >= 2:
+        parts.append(DuplicateSegmentsLessThan(times))
+    parts.append(MaxDepth(int(setting(settings, "max_depth"))))
+    extensions = _as_tuple(setting(settings, "exclude_extensions"))
+    if extensions:
+        parts.append(Not(PathEndsWithOneOf(extensions), name="extension"))
+    return And(*parts)
+
+
+# ---- postfetch filters (on FetchResults) ----------------------------------------------------
+
+
+class ContentTypeIn(Filter[Any]):
+    """Media type (``FetchResult.ctype``) in the list; ``type/*`` wildcards; "" per ``accept_missing``."""
+
+    def __init__(self, types: Sequence[str], accept_missing: bool = False) -> None:
+        self.exact = frozenset(t.lower() for t in types if not t.endswith("/*"))
+        self.prefixes = tuple(t.lower()[:-1] for t in types if t.endswith("/*"))
+        self.accept_missing = accept_missing
+        self.name = "content-type"
+
+    def apply(self, fr: Any) -> bool:
+        ctype = (fr.ctype or "").lower()
+        if not ctype:
+            return self.accept_missing
+        return ctype in self.exact or ctype.startswith(self.prefixes)
+
+
+def build_postfetch(settings: Any = None) -> Filter[Any]:
+    """The FetchResult filter of ``settings``: which fetched pages are parsed (others are
+    stored but not parsed)."""
+    types = _as_tuple(setting(settings, "allowed_content_types"))
+    return ContentTypeIn(types, bool(setting(settings, "accept_missing_content_type")))
