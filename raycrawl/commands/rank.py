@@ -1,0 +1,307 @@
+"""``raycrawl rank``: PageRank, CheiRank, 2DRank and κ of a crawl's graph or of any BV graph.
+
+``raycrawl rank DIR`` reads the crawl's graph ``DIR/graph/bv.*`` (and its URL map) and writes
+``DIR/ranks.parquet``, ``DIR/rank.json``, ``DIR/rank-density.png`` (and ``DIR/ranks.tsv`` with
+``--format tsv``); ``raycrawl rank --graph BASENAME --out DIR`` does the same for any WebGraph BV
+graph. See docs/ranking.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+log = logging.getLogger(__name__)
+
+CRAWL_GRAPH = Path("graph") / "bv"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "rank",
+        help="PageRank, CheiRank, 2DRank and the correlator kappa of a crawl's graph or a BV graph",
+        description="Power-iterate the Google matrix (alpha, dangling columns 1/N) of the graph and of "
+        "its reverse; write ranks.parquet (node url pagerank cheirank K Kstar K2), rank.json, "
+        "rank-density.png and print the top nodes (see docs/ranking.md).",
+    )
+    p.add_argument("dir", type=Path, nargs="?", help="crawl output directory (reads DIR/graph/bv.*)")
+    p.add_argument("--graph", metavar="BASENAME", help="rank this WebGraph BV graph instead of a crawl's")
+    p.add_argument("--out", type=Path, help="output directory (default DIR; required with --graph)")
+    p.add_argument("--alpha", type=float, default=0.85, help="damping factor α, 0 < α < 1 (default 0.85)")
+    p.add_argument("--tol", type=float, default=1e-10, help="stop when the L1 change is below this (default 1e-10)")
+    p.add_argument("--max-iter", type=int, default=1000, help="iteration cap (default 1000)")
+    p.add_argument(
+        "--personalize",
+        type=Path,
+        metavar="FILE",
+        help="personalization vector: lines 'NODE_OR_URL [WEIGHT]' (weight 1 if omitted, '#' comments)",
+    )
+    p.add_argument("--format", choices=("parquet", "tsv"), default="parquet", help="also write ranks.tsv with 'tsv'")
+    p.add_argument("--distributed", action="store_true", help="run each iteration as Ray tasks over row blocks")
+    p.add_argument("--blocks", type=int, default=2, help="row blocks (Ray tasks per iteration) with --distributed")
+    p.add_argument("--address", default=None, help="Ray cluster address for --distributed (default: local)")
+    p.add_argument("--hits", type=float, default=None, metavar="C",
+                   help="also compute personalized HITS with supersource weight C (authority/hub columns)")
+    p.add_argument("--spectrum", type=int, default=0, metavar="K",
+                   help="also compute invariant subspaces and the K top core eigenvalues at α=1 (slow)")
+    p.add_argument("--top", type=int, default=10, help="how many top nodes to print (default 10)")
+    p.add_argument("--no-png", action="store_true", help="skip the density plot")
+    p.set_defaults(func=handle)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+def load_graph(basename: str | Path):
+    """The ``LinkMatrix`` of a BV graph. Raises UserError if it is missing or corrupt."""
+    from storage.bvgraph import BVGraph
+    from tasks.pagerank import LinkMatrix
+
+    basename = str(basename)
+    if not Path(basename + ".properties").exists():
+        raise UserError(f"no BV graph at {basename} ({basename}.properties not found)")
+    g = BVGraph.load(basename)
+    try:
+        indptr, indices = g.to_csr()
+    except (ValueError, IndexError) as e:  # a decoder that ran off the end of a corrupt stream
+        raise UserError(f"{basename}: corrupt graph ({e})") from e
+    if len(indptr) != g.num_nodes + 1 or indptr[-1] != len(indices):
+        raise UserError(f"{basename}: corrupt graph (decoded structure does not match its properties)")
+    return LinkMatrix.from_successors(indptr, indices)
+
+
+def url_lookup(graph_dir: Path) -> tuple[Callable[[int], str | None] | None, Callable[[str], int | None] | None]:
+    """``(url_of, id_of)`` from the URL map next to a crawl's graph, or ``(None, None)`` if there is none."""
+    try:
+        from storage import urlmap
+    except ImportError:  # pragma: no cover - the graph stage not installed
+        return None, None
+    cls = getattr(urlmap, "UrlMap", None)
+    if cls is None:
+        return None, None
+    candidates = [p for p in sorted(graph_dir.glob("*")) if "url" in p.name.lower() and p.is_file()]
+    for path in candidates:
+        try:
+            m = cls.open(path)
+        except Exception as e:  # noqa: BLE001 - not a URL map; try the next candidate
+            log.debug("%s is not a URL map: %s", path, e)
+            continue
+        url_of = getattr(m, "url_of", None)
+        id_of = getattr(m, "id_of", None)
+        return url_of, id_of
+    return None, None
+
+
+_LINE = re.compile(r"^(\S+)(?:\s+(\S+))?\s*$")
+_COMMENT = re.compile(r"(^|\s)#.*$")  # '#' starts a comment only at a word start (URLs keep theirs)
+
+
+def read_personalization(path: Path, n: int, id_of: Callable[[str], int | None] | None = None):
+    """The personalization vector from FILE (lines ``NODE_OR_URL [WEIGHT]``). Raises UserError on bad input."""
+    import numpy as np
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read personalization file {path}: {e}") from e
+    p = np.zeros(n)
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = _COMMENT.sub("", raw).strip()
+        if not line:
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise UserError(f"{path}:{lineno}: expected 'NODE_OR_URL [WEIGHT]', got {raw!r}")
+        key, weight = m.group(1), m.group(2)
+        try:
+            w = float(weight) if weight is not None else 1.0
+        except ValueError:
+            raise UserError(f"{path}:{lineno}: weight {weight!r} is not a number") from None
+        if not np.isfinite(w) or w < 0:
+            raise UserError(f"{path}:{lineno}: weight must be finite and >= 0, got {weight}")
+        if key.isdigit():
+            node = int(key)
+        else:
+            node = id_of(key) if id_of is not None else None
+            if node is None:
+                raise UserError(f"{path}:{lineno}: URL {key!r} is not in the graph's URL map"
+                                if id_of is not None else f"{path}:{lineno}: {key!r} is not a node id "
+                                "(and the graph has no URL map)")
+        if not 0 <= node < n:
+            raise UserError(f"{path}:{lineno}: node {node} out of range [0, {n})")
+        p[node] += w
+    if p.sum() <= 0:
+        raise UserError(f"{path}: the personalization has no positive weight")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def run_rank(
+    basename: Path,
+    out_dir: Path,
+    *,
+    alpha: float = 0.85,
+    tol: float = 1e-10,
+    max_iter: int = 1000,
+    personalize: Path | None = None,
+    fmt: str = "parquet",
+    distributed: bool = False,
+    blocks: int = 2,
+    address: str | None = None,
+    hits: float | None = None,
+    spectrum: int = 0,
+    top: int = 10,
+    png: bool = True,
+) -> tuple[object, dict, Callable[[int], str | None] | None]:
+    """Rank the graph at ``basename``; write all outputs to ``out_dir``. Returns ``(RankSet, summary, url_of)``."""
+    from tasks import rank_output
+    from tasks.ranks2d import compute_ranks
+
+    if not 0.0 < alpha < 1.0:
+        raise UserError(f"--alpha must be in (0, 1), got {alpha}")
+    if not tol > 0:
+        raise UserError(f"--tol must be > 0, got {tol}")
+    if max_iter < 1 or blocks < 1 or top < 0 or spectrum < 0:
+        raise UserError("--max-iter and --blocks must be >= 1, --top and --spectrum >= 0")
+    t0 = time.perf_counter()
+    matrix = load_graph(basename)
+    load_s = time.perf_counter() - t0
+    url_of, id_of = url_lookup(Path(basename).parent)
+    pers = read_personalization(personalize, matrix.num_nodes, id_of) if personalize else None
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create output directory {out_dir}: {e.strerror or e}") from e
+
+    started_ray = False
+    if distributed:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                     **({} if address else {"num_cpus": max(1, min(blocks, 2))}))
+            started_ray = True
+    try:
+        rs = compute_ranks(matrix, alpha=alpha, tol=tol, max_iter=max_iter, personalization=pers,
+                           distributed=distributed, num_blocks=blocks)
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    extra: dict = {
+        "graph": str(basename),
+        "arcs": matrix.num_arcs,
+        "dangling": len(matrix.dangling),
+        "personalized": pers is not None,
+        "distributed": distributed,
+        "blocks": blocks if distributed else 1,
+        "load_seconds": round(load_s, 3),
+    }
+    table_extra = {}
+    if hits is not None:
+        from tasks.hits import personalized_hits
+
+        h = personalized_hits(matrix, c=hits, personalization=pers)
+        extra["hits"] = {"c": hits, "iterations": h.iterations, "converged": h.converged}
+        table_extra = {"authority": h.authority, "hub": h.hub}
+    if spectrum:
+        from tasks.spectrum import google_spectrum
+
+        extra["spectrum"] = google_spectrum(matrix, k=spectrum).as_dict(top=spectrum)
+    summary = rank_output.rank_summary(rs, url_of, top=max(top, 20), extra=extra)
+    if table_extra:
+        _write_parquet_with(rs, out_dir, url_of, table_extra)
+    else:
+        rank_output.write_parquet(rs, out_dir, url_of)
+    if fmt == "tsv":
+        rank_output.write_tsv(rs, out_dir, url_of)
+    rank_output.write_json(summary, out_dir)
+    if png:
+        rank_output.write_density_png(rs, out_dir, title=f"{Path(basename).name}: N={rs.num_nodes:,} κ={rs.kappa:.3f}")
+    return rs, summary, url_of
+
+
+def _write_parquet_with(rs, out_dir: Path, url_of, columns: dict) -> None:
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.rank_output import ranks_table
+
+    table = ranks_table(rs, url_of)
+    for name, values in columns.items():
+        table = table.append_column(name, pa.array(values))
+    path = out_dir / "ranks.parquet"
+    pq.write_table(table, path.with_name("ranks.parquet.tmp"))
+    os.replace(path.with_name("ranks.parquet.tmp"), path)
+
+
+def report_text(rs, summary: dict, url_of, top: int = 10) -> str:
+    """What the command prints: sizes, iterations, κ, then the top-k listings."""
+    from tasks.rank_output import format_top
+
+    pr, cr = summary["pagerank"], summary["cheirank"]
+    lines = [
+        f"graph {summary['graph']}: N={summary['N']:,} arcs={summary['arcs']:,} dangling={summary['dangling']:,}"
+        f"{' (personalized)' if summary['personalized'] else ''}",
+        f"PageRank: {pr['iterations']} iterations, {pr['seconds_per_iteration'] * 1e3:.2f} ms/iteration, "
+        f"final L1 residual {pr['residuals'][-1]:.2e}" if pr["residuals"] else "PageRank: empty graph",
+        f"CheiRank: {cr['iterations']} iterations, {cr['seconds_per_iteration'] * 1e3:.2f} ms/iteration, "
+        f"final L1 residual {cr['residuals'][-1]:.2e}" if cr["residuals"] else "CheiRank: empty graph",
+        f"kappa = {summary['kappa']:.4f}  (alpha={summary['alpha']}, tol={summary['tol']:g}, "
+        f"{'distributed, ' + str(summary['blocks']) + ' blocks' if summary['distributed'] else 'single process'})",
+    ]
+    if "spectrum" in summary:
+        s = summary["spectrum"]
+        lines.append(f"spectrum (alpha=1): N_s={s['N_s']} N_d={s['N_d']} d_max={s['d_max']} N_1={s['N_1']}, "
+                     f"top core |lambda|={abs(complex(*s['core_top'][0])) if s['core_top'] else 0:.6f}")
+    if top:
+        lines.append(format_top(rs, url_of, top))
+    return "\n".join(lines)
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.graph:
+        if args.dir is not None and args.out is None:
+            args.out = args.dir
+        if args.out is None:
+            raise UserError("--graph needs --out DIR")
+        basename = Path(args.graph)
+        out = args.out
+    else:
+        if args.dir is None:
+            raise UserError("give a crawl directory DIR or --graph BASENAME --out DIR")
+        if not args.dir.is_dir():
+            raise UserError(f"{args.dir} is not a directory")
+        basename = args.dir / CRAWL_GRAPH
+        if not Path(str(basename) + ".properties").exists():
+            raise UserError(f"no graph in {args.dir} ({basename}.properties missing): run `raycrawl graph` first")
+        out = args.out or args.dir
+    rs, summary, url_of = run_rank(
+        basename, out, alpha=args.alpha, tol=args.tol, max_iter=args.max_iter, personalize=args.personalize,
+        fmt=args.format, distributed=args.distributed, blocks=args.blocks, address=args.address, hits=args.hits,
+        spectrum=args.spectrum, top=args.top, png=not args.no_png,
+    )
+    print(report_text(rs, summary, url_of, args.top))
+    print(f"wrote {out / 'ranks.parquet'}{', ranks.tsv' if args.format == 'tsv' else ''}, rank.json"
+          f"{'' if args.no_png else ', rank-density.png'}")
+    return 0
+
+
+def demo_stage(crawl_dir: Path) -> str:
+    """The demo's rank stage: rank ``crawl_dir``'s graph, write the outputs there, return the report."""
+    crawl_dir = Path(crawl_dir)
+    rs, summary, url_of = run_rank(crawl_dir / CRAWL_GRAPH, crawl_dir, top=5)
+    return report_text(rs, summary, url_of, top=5)

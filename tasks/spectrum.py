@@ -1,0 +1,207 @@
+"""Spectrum of the Google matrix at α = 1 and its invariant subspaces (seed 003, part 1, §5, eq. 4).
+
+At α = 1, ``G = S`` (dangling columns = 1/N). A dangling node links to every node, so any node that
+can reach a dangling node can reach the whole graph: those nodes form the **core**. The other nodes
+— those that **cannot reach the core** — span subspaces invariant under S, and in the node order
+(subspace, core) S is block triangular, ``S = [[S_ss, S_sc], [0, S_cc]]`` (eq. 4). Hence:
+
+- every strongly connected component of the subspace part with no arc leaving it (a sink of the
+  SCC condensation, "an independent invariant subspace") is an irreducible stochastic block and
+  contributes exactly one eigenvalue λ = 1 (plus the other roots of unity if it is periodic);
+- the core block ``S_cc`` loses mass (dangling columns spread 1/N onto the subspace rows too), so its
+  eigenvalues have |λ| < 1 — unless the subspace part is empty and then S itself is irreducible.
+
+So ``N_1`` (the multiplicity of λ = 1) = ``N_d`` (number of sink subspaces) or 1 when ``N_d = 0``.
+The subspace eigenvalues come exactly from dense diagonalisation of each small SCC block, the core's
+largest ones from ARPACK's implicitly restarted Arnoldi on ``S_cc`` as a linear operator.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigs
+
+from tasks.pagerank import LinkMatrix, gather_sum
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SubspaceDecomposition:
+    """The split of the nodes into invariant subspaces and core (paper's Table 2 quantities)."""
+
+    core: np.ndarray  # bool mask: the node can reach a dangling node
+    component: np.ndarray  # SCC label of each node
+    sink_components: np.ndarray  # labels of the SCCs that are invariant subspaces (sinks, not core)
+
+    @property
+    def N_s(self) -> int:
+        """Total number of nodes in the subspace part (cannot reach the core)."""
+        return int((~self.core).sum())
+
+    @property
+    def N_d(self) -> int:
+        """Number of independent invariant subspaces (sink SCCs outside the core)."""
+        return len(self.sink_components)
+
+    @property
+    def d_max(self) -> int:
+        """Size of the largest independent invariant subspace (0 if none)."""
+        if not self.N_d:
+            return 0
+        sizes = np.bincount(self.component)
+        return int(sizes[self.sink_components].max())
+
+    @property
+    def N_1(self) -> int:
+        """Predicted multiplicity of the eigenvalue λ = 1 of S."""
+        return self.N_d if self.N_d else int(self.core.any())
+
+    def as_dict(self) -> dict[str, int]:
+        return {"N": len(self.core), "N_s": self.N_s, "N_d": self.N_d, "d_max": self.d_max, "N_1": self.N_1}
+
+
+def _successor_graph(matrix: LinkMatrix) -> sp.csr_matrix:
+    succ = matrix.reversed()
+    n = matrix.num_nodes
+    return sp.csr_matrix(
+        (np.ones(succ.num_arcs, dtype=np.int8), succ.pred_indices, succ.pred_indptr), shape=(n, n)
+    )
+
+
+def invariant_subspaces(matrix: LinkMatrix) -> SubspaceDecomposition:
+    """Core (nodes that reach a dangling node) and the sink SCCs among the other nodes."""
+    n = matrix.num_nodes
+    # Nodes that reach a dangling node: BFS over predecessor arcs from a virtual node linked to all
+    # dangling nodes (one BFS instead of one per dangling node).
+    pred = sp.csr_matrix(
+        (np.ones(matrix.num_arcs, dtype=np.int8), matrix.pred_indices, matrix.pred_indptr), shape=(n, n)
+    )
+    virtual = sp.csr_matrix(
+        (np.ones(len(matrix.dangling), dtype=np.int8), matrix.dangling, [0, len(matrix.dangling)]), shape=(1, n)
+    )
+    aug = sp.bmat([[pred, None], [virtual, None]], format="csr")
+    aug.resize((n + 1, n + 1))
+    reached = csgraph.breadth_first_order(aug, n, directed=True, return_predecessors=False)
+    core = np.zeros(n, dtype=bool)
+    core[reached[reached < n]] = True
+    _, comp = csgraph.connected_components(_successor_graph(matrix), directed=True, connection="strong")
+    # A component is a sink if no arc leaves it.
+    succ = matrix.reversed()
+    src = np.repeat(np.arange(n), np.diff(succ.pred_indptr))
+    leaving = comp[src] != comp[succ.pred_indices]
+    not_sink = np.zeros(comp.max() + 1 if n else 0, dtype=bool)
+    not_sink[comp[src[leaving]]] = True
+    subspace_comps = np.unique(comp[~core])
+    sinks = subspace_comps[~not_sink[subspace_comps]]
+    return SubspaceDecomposition(core, comp, sinks)
+
+
+def _block(matrix: LinkMatrix, nodes: np.ndarray) -> np.ndarray:
+    """Dense S restricted to ``nodes`` (rows and columns); no dangling node is ever in a subspace."""
+    pos = {int(v): i for i, v in enumerate(nodes)}
+    b = np.zeros((len(nodes), len(nodes)))
+    for i, v in enumerate(nodes):
+        for j in matrix.pred_indices[matrix.pred_indptr[v] : matrix.pred_indptr[v + 1]]:
+            if int(j) in pos:
+                b[i, pos[int(j)]] = matrix.inv_outdegree[j]
+    return b
+
+
+def subspace_eigenvalues(matrix: LinkMatrix, dec: SubspaceDecomposition, max_block: int = 400) -> np.ndarray:
+    """Exact eigenvalues of S_ss: dense eigenvalues of each SCC diagonal block of the subspace part.
+
+    Blocks larger than ``max_block`` nodes are skipped (logged); size-1 blocks without a self-loop give 0.
+    """
+    out: list[np.ndarray] = []
+    sub_nodes = np.flatnonzero(~dec.core)
+    if not len(sub_nodes):
+        return np.zeros(0, dtype=complex)
+    order = np.argsort(dec.component[sub_nodes], kind="stable")
+    nodes_sorted = sub_nodes[order]
+    labels = dec.component[nodes_sorted]
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    ends = np.r_[starts[1:], len(labels)]
+    skipped = 0
+    for s, e in zip(starts, ends, strict=True):
+        nodes = nodes_sorted[s:e]
+        if len(nodes) > max_block:
+            skipped += len(nodes)
+            continue
+        out.append(np.linalg.eigvals(_block(matrix, nodes)).astype(complex))
+    if skipped:
+        log.warning("subspace spectrum: skipped %d nodes in blocks larger than %d", skipped, max_block)
+    return np.concatenate(out) if out else np.zeros(0, dtype=complex)
+
+
+def core_operator(matrix: LinkMatrix, core: np.ndarray) -> LinearOperator:
+    """``S_cc`` (α = 1, dangling columns 1/N) restricted to the core nodes, as a linear operator."""
+    n = matrix.num_nodes
+    idx = np.flatnonzero(core)
+    dangling_core = np.intersect1d(matrix.dangling, idx)
+    full = np.zeros(n)
+    out = np.empty(n)
+
+    def matvec(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x).ravel()
+        if np.iscomplexobj(x):
+            return matvec(x.real) + 1j * matvec(x.imag)
+        full[:] = 0.0
+        full[idx] = x
+        gather_sum(matrix.pred_indptr, matrix.pred_indices, full * matrix.inv_outdegree, out)
+        return out[idx] + full[dangling_core].sum() / n
+
+    return LinearOperator((len(idx), len(idx)), matvec=matvec, dtype=np.float64)
+
+
+def core_eigenvalues(matrix: LinkMatrix, core: np.ndarray, k: int = 20, tol: float = 1e-9) -> np.ndarray:
+    """The ``k`` largest-modulus eigenvalues of ``S_cc`` by Arnoldi (ARPACK), sorted by decreasing |λ|.
+
+    Small cores (< k + 2 nodes) are diagonalised densely. Returns what converged if ARPACK stops early.
+    """
+    m = int(core.sum())
+    if m == 0:
+        return np.zeros(0, dtype=complex)
+    op = core_operator(matrix, core)
+    if m < k + 2 or m <= 64:
+        vals = np.linalg.eigvals(op @ np.eye(m))
+    else:
+        try:
+            vals = eigs(op, k=k, which="LM", return_eigenvectors=False, tol=tol, maxiter=max(1000, 10 * m))
+        except ArpackNoConvergence as exc:
+            log.warning("ARPACK converged only %d of %d eigenvalues", len(exc.eigenvalues), k)
+            vals = exc.eigenvalues
+    vals = np.asarray(vals, dtype=complex)
+    return vals[np.argsort(-np.abs(vals), kind="stable")][:k]
+
+
+@dataclass
+class Spectrum:
+    decomposition: SubspaceDecomposition
+    subspace: np.ndarray  # exact eigenvalues of S_ss
+    core: np.ndarray  # top eigenvalues of S_cc (Arnoldi)
+
+    def as_dict(self, top: int = 10) -> dict:
+        def fmt(v: np.ndarray) -> list[list[float]]:
+            v = v[np.argsort(-np.abs(v), kind="stable")][:top]
+            return [[round(float(z.real), 12), round(float(z.imag), 12)] for z in v]
+
+        unit = int((np.abs(self.subspace - 1.0) < 1e-8).sum() + (np.abs(self.core - 1.0) < 1e-8).sum())
+        return {
+            **self.decomposition.as_dict(),
+            "unit_eigenvalues_found": unit,
+            "core_top": fmt(self.core),
+            "subspace_top": fmt(self.subspace),
+        }
+
+
+def google_spectrum(matrix: LinkMatrix, k: int = 20, max_block: int = 400) -> Spectrum:
+    """Invariant subspaces + their exact eigenvalues + the ``k`` top core eigenvalues (the slow path)."""
+    dec = invariant_subspaces(matrix)
+    log.info("spectrum: N_s=%d N_d=%d d_max=%d core=%d", dec.N_s, dec.N_d, dec.d_max, int(dec.core.sum()))
+    return Spectrum(dec, subspace_eigenvalues(matrix, dec, max_block), core_eigenvalues(matrix, dec.core, k))
