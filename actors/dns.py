@@ -10,7 +10,8 @@ Three sources of answers:
 
 Answers are cached: a hit for ``positive_ttl`` seconds, a failure (NXDOMAIN, no A record, timeout)
 for ``negative_ttl`` seconds, so a dead name costs one query per TTL however many URLs it has.
-Concurrent lookups of one name share a single query.
+Concurrent lookups of one name share a single query. (c-ares keeps its own cache of answers for
+their DNS TTL, capped at an hour, so with a server the TTLs here are lower bounds on re-query intervals.)
 """
 
 from __future__ import annotations

@@ -266,12 +266,9 @@ class Fetcher:
             ) as resp:
                 fr.request_head = self._request_head(parts, resp.request_info.headers)
                 self._take_head(fr, resp)
-                declared = resp.content_length
-                if declared is not None and declared > max_body:
-                    fr.error, fr.truncated = "too-large", True
-                    resp.close()  # don't drain gigabytes just to keep the connection
-                else:
-                    await self._read_body(fr, resp, max_body)
+                # Even when Content-Length announces too much, the first max_body bytes are kept
+                # (robots.txt needs its first 500 KiB; a truncated page is still worth its links).
+                await self._read_body(fr, resp, max_body)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - the contract is "never raises", errors are data

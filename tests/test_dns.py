@@ -1,0 +1,138 @@
+"""Resolver against a real DNS server (dnslib on a random loopback UDP port) and a hosts file."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from dnslib import QTYPE, RCODE, RR, A
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
+
+from actors.dns import Resolver, parse_dns_server, parse_hosts_file
+from raycrawl.errors import UserError
+
+ZONE = {f"h{i}.test": f"127.0.{i // 250}.{i % 250 + 1}" for i in range(300)}
+
+
+class ZoneResolver(BaseResolver):
+    """Answers A queries from ZONE, NXDOMAIN otherwise; counts queries per name; can stall."""
+
+    def __init__(self) -> None:
+        self.queries: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.stall: set[str] = set()
+
+    def resolve(self, request, handler):
+        name = str(request.q.qname).rstrip(".").lower()
+        with self.lock:
+            self.queries[name] = self.queries.get(name, 0) + 1
+        if name in self.stall:
+            return None  # dnslib sends nothing: the client times out
+        reply = request.reply()
+        if name in ZONE and request.q.qtype == QTYPE.A:
+            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(ZONE[name]), ttl=0))  # ttl 0: c-ares's own cache stays out
+        elif name not in ZONE:
+            reply.header.rcode = RCODE.NXDOMAIN
+        return reply
+
+
+@pytest.fixture(scope="module")
+def dns_server():
+    zone = ZoneResolver()
+    server = DNSServer(zone, port=0, address="127.0.0.1", logger=DNSLogger("-request,-reply,-truncated,-error,-recv,-send,-data"))
+    server.start_thread()
+    yield zone, server.server.server_address[1]
+    server.stop()
+
+
+async def test_answers_match_zone_and_cache(dns_server):
+    zone, port = dns_server
+    zone.queries.clear()
+    r = Resolver(dns_server=("127.0.0.1", port))
+    names = list(ZONE)
+    answers = await r.resolve_many(names + ["missing.test", "H1.TEST.", "h2.test:8080"])
+    assert {n: answers[n] for n in names} == ZONE
+    assert answers["missing.test"] is None
+    assert answers["H1.TEST."] == ZONE["h1.test"] and answers["h2.test:8080"] == ZONE["h2.test"]
+    # second round: all from the cache, positive and negative
+    again = await r.resolve_many(names + ["missing.test"])
+    assert again == {**ZONE, "missing.test": None}
+    assert all(zone.queries[n] == 1 for n in names) and zone.queries["missing.test"] == 1
+    await r.close()
+
+
+async def test_concurrent_lookups_share_one_query(dns_server):
+    zone, port = dns_server
+    zone.queries.clear()
+    r = Resolver(dns_server=("127.0.0.1", port))
+    out = await asyncio.gather(*(r.resolve("h7.test") for _ in range(50)))
+    assert out == [ZONE["h7.test"]] * 50 and zone.queries["h7.test"] == 1
+    await r.close()
+
+
+async def test_ttls_expire(dns_server):
+    zone, port = dns_server
+    zone.queries.clear()
+    r = Resolver(dns_server=("127.0.0.1", port), positive_ttl=0.2, negative_ttl=0.2)
+    assert await r.resolve("h3.test") == ZONE["h3.test"] and await r.resolve("nx.test") is None
+    await r.resolve("h3.test")
+    await r.resolve("nx.test")
+    assert zone.queries["h3.test"] == 1 and zone.queries["nx.test"] == 1
+    await asyncio.sleep(0.3)
+    await r.resolve("h3.test")
+    await r.resolve("nx.test")
+    assert zone.queries["h3.test"] == 2 and zone.queries["nx.test"] == 2
+    await r.close()
+
+
+async def test_timeout_is_negative_answer(dns_server):
+    zone, port = dns_server
+    zone.stall.add("slow.test")
+    r = Resolver(dns_server=("127.0.0.1", port), timeout=0.3, tries=1)
+    try:
+        assert await asyncio.wait_for(r.resolve("slow.test"), 5) is None
+        assert r.cached("slow.test") == (True, None)
+    finally:
+        zone.stall.discard("slow.test")
+        await r.close()
+
+
+async def test_ip_literals_not_queried(dns_server):
+    zone, port = dns_server
+    zone.queries.clear()
+    r = Resolver(dns_server=("127.0.0.1", port))
+    assert await r.resolve("127.0.0.9") == "127.0.0.9"
+    assert await r.resolve("[::1]") is None  # IPv6 is never dialed
+    assert zone.queries == {}
+    await r.close()
+
+
+async def test_hosts_file_only(tmp_path, dns_server):
+    zone, _ = dns_server
+    zone.queries.clear()
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# websim\n127.0.0.2  a.test www.a.test  # trailing comment\n\n127.0.0.3 B.test\n::1 v6.test\n"
+                     "127.0.0.4 a.test\n")
+    r = Resolver(hosts_file=str(hosts))
+    assert await r.resolve_many(["a.test", "www.a.test", "b.test", "v6.test", "h1.test"]) == {
+        "a.test": "127.0.0.2", "www.a.test": "127.0.0.2", "b.test": "127.0.0.3", "v6.test": None, "h1.test": None}
+    assert zone.queries == {}  # nothing went to DNS
+
+
+def test_bad_inputs_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="cannot read"):
+        parse_hosts_file(tmp_path / "nope")
+    bad = tmp_path / "bad"
+    bad.write_text("127.0.0.1 ok.test\nnot-an-ip x.test\n")
+    with pytest.raises(UserError, match=":2:"):
+        parse_hosts_file(bad)
+    lonely = tmp_path / "lonely"
+    lonely.write_text("127.0.0.1\n")
+    with pytest.raises(UserError):
+        Resolver(hosts_file=str(lonely))
+    assert parse_dns_server("127.0.0.1:5353") == ("127.0.0.1", 5353)
+    assert parse_dns_server("127.0.0.1") == ("127.0.0.1", 53)
+    for spec in ("localhost:53", "127.0.0.1:0", "127.0.0.1:x", "1.2.3.4:70000"):
+        with pytest.raises(UserError):
+            parse_dns_server(spec)
