@@ -192,3 +192,91 @@ def _load_offsets(path: Path, n: int, graph_bits: int) -> np.ndarray:
     if n and offsets[-1] > graph_bits:
         raise UserError(f"{path}: offsets run past the end of the .graph file (truncated graph?)")
     return offsets[:n].astype(np.int64)
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+def csr_from_arcs(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the arcs ``src[i] -> dst[i]``: lists sorted, duplicate arcs dropped."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if len(src) != len(dst):
+        raise ValueError("src and dst differ in length")
+    if len(src) and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_nodes):
+        raise ValueError("arc endpoint out of range")
+    key = np.unique(src * max(num_nodes, 1) + dst)
+    s, d = np.divmod(key, max(num_nodes, 1))
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(s, minlength=num_nodes), out=indptr[1:])
+    return indptr, d.astype(np.int32 if num_nodes < 2**31 else np.int64)
+
+
+def transpose_csr(num_nodes: int, indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the transpose (predecessor lists), lists sorted."""
+    src = np.repeat(np.arange(num_nodes, dtype=np.int64), np.diff(indptr))
+    dst = np.asarray(indices, dtype=np.int64)
+    order = np.lexsort((src, dst))
+    tindptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_nodes), out=tindptr[1:])
+    return tindptr, src[order].astype(indices.dtype)
+
+
+def store(basename: str | Path, indptr: np.ndarray, indices: np.ndarray, *, window: int = 7,
+          max_ref_count: int = 3, min_interval: int = 4, zeta_k: int = 3) -> dict[str, object]:
+    """Write a BV graph ``basename.{graph,offsets,properties}`` from CSR arrays.
+
+    Successor lists must be strictly increasing and within ``[0, n)`` (``csr_from_arcs``
+    makes them so). Parameters are WebGraph's (defaults: its ``-w 7 -m 3 -i 4``, ζ3).
+    Returns the properties written."""
+    from storage import bv_writer
+    from storage.codes import bytes_from_words, write_gamma_sequence
+
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    n = len(indptr) - 1
+    m = int(indptr[-1]) if n >= 0 else 0
+    assert n >= 0 and indptr[0] == 0 and len(indices) == m, "malformed CSR"
+    assert window >= 0 and max_ref_count >= 1 and min_interval >= 0 and zeta_k >= 1
+    if m:
+        src = np.repeat(np.arange(n), np.diff(indptr))
+        if indices.min() < 0 or indices.max() >= n:
+            raise ValueError("successor out of range")
+        if np.any((np.diff(indices) <= 0) & (np.diff(src) == 0)):
+            raise ValueError("successor lists must be strictly increasing (use csr_from_arcs)")
+    refs, total = bv_writer.choose_references(indptr, indices, window, max_ref_count, min_interval, zeta_k)
+    words, offsets, stats = bv_writer.encode_graph(indptr, indices, refs, total, window, min_interval, zeta_k)
+    nbits = int(offsets[-1])
+    assert nbits == total, "encoder and cost model disagree"
+    basename = str(basename)
+    Path(basename).parent.mkdir(parents=True, exist_ok=True)
+    Path(basename + ".graph").write_bytes(bytes_from_words(words, nbits, align=1))
+    gap_words, gap_bits = write_gamma_sequence(np.diff(offsets, prepend=0))
+    Path(basename + ".offsets").write_bytes(bytes_from_words(gap_words, gap_bits, align=1))
+    st = [int(v) for v in stats]
+    props: dict[str, object] = {
+        "graphclass": "it.unimi.dsi.webgraph.BVGraph",
+        "version": 0,
+        "nodes": n,
+        "arcs": m,
+        "windowsize": window,
+        "maxrefcount": max_ref_count,
+        "minintervallength": min_interval,
+        "zetak": zeta_k,
+        "compressionflags": "",
+        "bitsperlink": f"{nbits / m:.3f}" if m else "0",
+        "bitspernode": f"{nbits / n:.3f}" if n else "0",
+        "avgdist": f"{st[bv_writer.ST_SUM_REF] / n:.3f}" if n else "0",
+        "copiedarcs": st[bv_writer.ST_COPIED],
+        "intervalisedarcs": st[bv_writer.ST_INTERVALISED],
+        "residualarcs": st[bv_writer.ST_RESIDUAL_ARCS],
+        "bitsforoutdegrees": st[bv_writer.ST_OUTDEG],
+        "bitsforreferences": st[bv_writer.ST_REF],
+        "bitsforblocks": st[bv_writer.ST_BLOCKS],
+        "bitsforintervals": st[bv_writer.ST_INTERVALS],
+        "bitsforresiduals": st[bv_writer.ST_RESIDUALS],
+        "length": nbits,
+    }
+    write_properties(basename + ".properties", props)
+    log.info("stored %s: %d nodes, %d arcs, %.3f bits/link", basename, n, m, nbits / m if m else 0.0)
+    return props

@@ -80,7 +80,7 @@ def clz64(x):
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def msb64(x):
     """Index of the most significant set bit of a positive int64."""
     return 63 - clz64(np.uint64(x))
@@ -95,7 +95,7 @@ def read_bits(words, pos, n):
     return np.int64(v), pos + n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def read_unary(words, pos):
     n = 0
     limit = (len(words) - 2) * 64
@@ -140,12 +140,12 @@ def nat2int(x):
     return x >> 1 if x & 1 == 0 else -((x + 1) >> 1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def int2nat(x):
     return 2 * x if x >= 0 else -2 * x - 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def write_bits(buf, pos, value, n):
     """Write the ``n`` (0 ≤ n ≤ 63) low bits of ``value``."""
     if n == 0 or len(buf) == 0:
@@ -162,19 +162,19 @@ def write_bits(buf, pos, value, n):
     return pos + n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def write_unary(buf, pos, n):
     # Zeros are already in the (zero-initialised) buffer: only the final one is set.
     pos += n
     return write_bits(buf, pos, 1, 1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def len_gamma(n):
     return 2 * msb64(n + 1) + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def write_gamma(buf, pos, n):
     x = n + 1
     msb = msb64(x)
@@ -182,7 +182,7 @@ def write_gamma(buf, pos, n):
     return write_bits(buf, pos, x, msb)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def len_zeta(n, k):
     x = n + 1
     h = msb64(x) // k
@@ -191,7 +191,7 @@ def len_zeta(n, k):
     return h + 1 + (hk + k - 1 if x - left < left else hk + k)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def write_zeta(buf, pos, n, k):
     x = n + 1
     h = msb64(x) // k
