@@ -1,0 +1,95 @@
+"""``raycrawl websim serve|audit``: run the in-vitro web, audit a request log against its manifest."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("websim", help="the in-vitro web: serve it, audit a crawl's request log",
+                              description="The in-vitro web (see docs/websim.md).")
+    sub = p.add_subparsers(dest="websim_command", metavar="ACTION")
+
+    s = sub.add_parser("serve", help="serve a synthetic web on loopback until Ctrl-C")
+    s.add_argument("--hosts", type=int, default=1000, help="number of hosts (default 1000)")
+    s.add_argument("--ips", type=int, default=100, help="loopback addresses 127.0.1.1... to spread them over (default 100)")
+    s.add_argument("--seed", type=int, default=7, help="generation seed (default 7)")
+    s.add_argument("--epoch", type=int, default=0, help="version of the web: K applies K rounds of changes (default 0)")
+    s.add_argument("--pages-per-host-mean", type=float, default=25.0, help="mean pages per plain host (default 25)")
+    s.add_argument("--port", type=int, default=0, help="TCP port on every IP (default: a free one)")
+    s.add_argument("--dns-port", type=int, default=0, help="UDP port of the DNS server (default: a free one)")
+    s.add_argument("--slow-delay", type=float, default=None, help="seconds slow hosts wait before answering (1.5)")
+    s.add_argument("--out", type=Path, required=True, help="directory for manifest, request log, hosts and seeds files")
+    s.add_argument("--ready-file", type=Path, default=None, help=argparse.SUPPRESS)
+    s.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
+    s.set_defaults(func=_serve)
+
+    a = sub.add_parser("audit", help="check a request log for politeness, robots and duplicate-fetch violations")
+    a.add_argument("log", type=Path, help="requests.log written by websim")
+    a.add_argument("--manifest", type=Path, default=None,
+                   help="manifest.jsonl.gz (default: the one next to the log)")
+    a.add_argument("--host-delay", type=float, required=True, help="required seconds between requests to a host")
+    a.add_argument("--ip-delay", type=float, required=True, help="required seconds between requests to an IP")
+    a.add_argument("--tolerance", type=float, default=0.002, help="clock tolerance in seconds (default 0.002)")
+    a.add_argument("--show", type=int, default=10, help="violations to list (default 10)")
+    a.set_defaults(func=_audit)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from websim.model import WebModel
+    from websim.server import SLOW_DELAY, serve_forever
+
+    if args.hosts < 1 or args.ips < 1 or args.epoch < 0 or args.pages_per_host_mean < 1:
+        raise UserError("--hosts, --ips and --pages-per-host-mean must be >= 1, --epoch >= 0")
+    if args.ips > 254 * 254:
+        raise UserError("--ips: at most 64516 loopback addresses")
+    if not 0 <= args.port < 65536 or not 0 <= args.dns_port < 65536:
+        raise UserError("--port/--dns-port must be in 0..65535")
+    model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean)
+
+    def announce(info: dict) -> None:
+        if args.quiet:
+            return
+        print(f"websim: {args.hosts} hosts on {len(info['ips'])} IPs ({info['ips'][0]}..{info['ips'][-1]}), "
+              f"port {info['port']}", flush=True)
+        print(f"  DNS server   {info['dns'][0]}:{info['dns'][1]} (UDP)")
+        print(f"  seeds        {info['seeds']}")
+        print(f"  hosts file   {info['hosts_file']}")
+        print(f"  manifest     {info['manifest']}")
+        print(f"  request log  {info['request_log']}")
+        print("Ctrl-C to stop.", flush=True)
+
+    try:
+        asyncio.run(serve_forever(model, args.out, args.port, args.dns_port, args.ready_file, announce,
+                                  args.slow_delay if args.slow_delay is not None else SLOW_DELAY))
+    except OSError as exc:
+        raise UserError(f"cannot serve: {exc}") from exc
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from websim.audit import audit
+    from websim.manifest import load_manifest
+    from websim.request_log import read_request_log
+
+    manifest_path = args.manifest or args.log.parent / "manifest.jsonl.gz"
+    if not args.log.is_file():
+        raise UserError(f"{args.log}: no such request log")
+    if not manifest_path.is_file():
+        raise UserError(f"{manifest_path}: no such manifest (give --manifest)")
+    if args.host_delay < 0 or args.ip_delay < 0 or args.tolerance < 0:
+        raise UserError("delays and tolerance must be >= 0")
+    try:
+        manifest = load_manifest(manifest_path)
+        records = read_request_log(args.log)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UserError(str(exc)) from exc
+    report = audit(records, manifest, args.host_delay, args.ip_delay, args.tolerance)
+    print(report.summary(args.show))
+    return 0 if report.ok else 1

@@ -1,0 +1,225 @@
+"""The ground-truth manifest of one served web: what every URL is, links to, and is labelled.
+
+File: ``manifest.jsonl.gz`` — gzip'd JSON lines, each an object with a ``type`` field:
+
+* ``meta`` (first line): hosts, ips, seed, epoch, port, pages_per_host_mean, seeds (URLs),
+  user_agent, topics (names), popular_terms, nxdomain_hosts, dead_ip, dns ([ip, port]).
+* ``host``: host, ip, role, topic, robots (kind), rules (for ``raycrawl``: list of
+  [allow|disallow, pattern], disallow_all, crawl_delay), crawl_delay, spam, fault, trap
+  ({kind, entry, pattern, param} or null), mirror_of, farm, pages.
+* ``page``: url (canonical, per :func:`raycrawl.urls.canonicalize`), host, kind (html, pdf,
+  png, binary, redirect, error, reset, oversized, bomb), status (expected; 0 = connection
+  reset), ctype, topic, links (canonical out-link URLs, unique, document order), allowed
+  (robots verdict for ``raycrawl``), labels, location (redirects), cluster (duplicate cluster
+  id or null), changed (epochs in which the page changed), removed_in.
+* ``cluster``: id, kind (``exact``: same visible text; ``near``: mirror with small edits;
+  ``near_miss``: heavier edits — *not* duplicates), urls (first is the original), jaccard
+  (4-word-shingle Jaccard of each url with the first, on ``raycrawl.text.tokens(visible_text)``).
+
+Session-id hosts write ``?sid=…`` on their links; the manifest gives those links without it.
+Trap pages (calendars, repeated segments) are infinite and appear only as their host's ``trap``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raycrawl.urls import canonicalize, host_of, split_host
+from websim.model import CALENDAR_ENTRY, DEAD_IP, WebModel, repeat_segment
+from websim.render import Renderer, jaccard, shingles
+from websim.robots import USER_AGENT, Rules, allowed
+
+_CTYPE = {"html": "text/html", "pdf": "application/pdf", "png": "image/png", "binary": "text/html",
+          "redirect": "text/html", "error": "text/html", "oversized": "text/html", "bomb": "text/html"}
+
+
+def trap_info(model: WebModel, host_name: str) -> dict | None:
+    """Where a trap host's infinite URL space starts and what it looks like."""
+    host = model.by_name[host_name]
+    match host.trap:
+        case "calendar":
+            return {"kind": "calendar", "entry": CALENDAR_ENTRY, "pattern": r"^/calendar/\d{4}/\d{2}/$",
+                    "param": None}
+        case "repeat":
+            seg = repeat_segment(model, host)
+            return {"kind": "repeat", "entry": f"/{seg}", "pattern": f"^/({re.escape(seg)})+$", "param": None}
+        case "session":
+            return {"kind": "session", "entry": None, "pattern": r"[?&]sid=", "param": "sid"}
+    return None
+
+
+def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | None = None) -> list[dict]:
+    """All manifest records for ``model`` served on ``renderer.port``."""
+    url = renderer.url
+    records: list[dict] = [{
+        "type": "meta", "hosts": model.n_hosts, "ips": model.n_ips, "seed": model.seed, "epoch": model.epoch,
+        "port": renderer.port, "pages_per_host_mean": model.pages_per_host_mean,
+        "seeds": [url(h, p) for h, p in model.seeds()], "user_agent": USER_AGENT,
+        "topics": [model.vocab.topic_name(t) for t in range(model.vocab.topics)],
+        "popular_terms": list(model.vocab.popular_terms), "nxdomain_hosts": model.nxdomain_hosts,
+        "dead_ip": DEAD_IP, "dns": list(dns) if dns else None,
+    }]
+    clusters: list[dict] = []
+    cluster_of: dict[str, int] = {}
+    exact: dict[str, list[str]] = {}
+    for host in model.hosts:
+        for page in host.pages.values():
+            if page.copy_of:
+                root = page.copy_of
+                while (src := model.by_name[root[0]].pages[root[1]]).copy_of:
+                    root = src.copy_of
+                exact.setdefault(url(*root), []).append(url(host.name, page.path))
+    for root, copies in exact.items():
+        cid = len(clusters)
+        members = [root, *copies]
+        clusters.append({"type": "cluster", "id": cid, "kind": "exact", "urls": members,
+                         "jaccard": [1.0] * len(members)})
+        for u in members:
+            cluster_of[u] = cid
+    for host in model.hosts:
+        for page in host.pages.values():
+            if page.edit_of:
+                src_host = model.by_name[page.edit_of[0]]
+                a = shingles(renderer.words(src_host, src_host.pages[page.edit_of[1]]))
+                b = shingles(renderer.words(host, page))
+                cid = len(clusters)
+                kind = "near" if host.role == "mirror" else "near_miss"
+                members = [url(*page.edit_of), url(host.name, page.path)]
+                clusters.append({"type": "cluster", "id": cid, "kind": kind, "urls": members,
+                                 "jaccard": [1.0, round(jaccard(a, b), 4)]})
+                if kind == "near":
+                    cluster_of.setdefault(members[0], cid)
+                    cluster_of[members[1]] = cid
+    for host in model.hosts:
+        rules = host.rules
+        records.append({
+            "type": "host", "host": host.name, "ip": host.ip, "role": host.role, "topic": host.topic,
+            "robots": host.robots, "rules": rules.to_json(), "crawl_delay": rules.crawl_delay,
+            "spam": host.spam, "fault": host.fault, "trap": trap_info(model, host.name),
+            "mirror_of": host.mirror_of, "farm": host.farm, "pages": len(host.pages),
+        })
+    for host in model.hosts:
+        rules = host.rules
+        for page in host.pages.values():
+            u = url(host.name, page.path)
+            status = 404 if page.removed_in is not None else page.status
+            records.append({
+                "type": "page", "url": u, "host": host.name, "kind": page.kind, "status": status,
+                "ctype": _CTYPE.get(page.kind), "topic": page.topic,
+                "links": list(dict.fromkeys(url(h, p) for h, p in page.links)),
+                "allowed": allowed(rules, page.path), "labels": page.labels,
+                "location": url(*page.location) if page.location else None, "cluster": cluster_of.get(u),
+                "changed": page.changed, "removed_in": page.removed_in,
+            })
+    records.extend(clusters)
+    return records
+
+
+def write_manifest(records: list[dict], path: str | Path) -> Path:
+    path = Path(path)
+    tmp = path.with_suffix(".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as f:
+        for rec in records:
+            f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    tmp.replace(path)
+    return path
+
+
+@dataclass
+class Manifest:
+    """The loaded ground truth. ``pages`` maps canonical URL -> page record; ``hosts`` maps host
+    name -> host record (see the module docstring for the fields)."""
+
+    meta: dict
+    hosts: dict[str, dict] = field(default_factory=dict)
+    pages: dict[str, dict] = field(default_factory=dict)
+    clusters: list[dict] = field(default_factory=list)
+    _rules: dict[str, Rules] = field(default_factory=dict, repr=False)
+
+    @property
+    def port(self) -> int:
+        return self.meta["port"]
+
+    @property
+    def seeds(self) -> list[str]:
+        return self.meta["seeds"]
+
+    def host_name(self, url_or_netloc: str) -> str:
+        """Host name (no port) of a URL or a Host header value."""
+        netloc = host_of(url_or_netloc) if "://" in url_or_netloc else url_or_netloc
+        return netloc.rsplit(":", 1)[0].lower().rstrip(".") if not netloc.startswith("[") else netloc
+
+    def rules(self, host: str) -> Rules | None:
+        """The robots rules binding ``raycrawl`` on ``host`` (None for hosts outside the web)."""
+        if host not in self._rules:
+            rec = self.hosts.get(host)
+            if rec is None:
+                return None
+            self._rules[host] = Rules.from_json(rec["rules"])
+        return self._rules[host]
+
+    def crawl_delay(self, host: str) -> float:
+        rules = self.rules(host)
+        return (rules.crawl_delay or 0.0) if rules else 0.0
+
+    def allowed(self, url: str) -> bool:
+        """Robots verdict for any canonical URL of the web (traps included)."""
+        rules = self.rules(self.host_name(url))
+        return True if rules is None else allowed(rules, split_host(url)[1])
+
+    def html_pages(self) -> list[dict]:
+        return [p for p in self.pages.values() if p["kind"] == "html" and p["status"] == 200]
+
+    def reachable(self, obey_robots: bool = True, seeds: list[str] | None = None) -> set[str]:
+        """Manifest URLs reachable from the seeds by following links (and redirects), skipping
+        disallowed URLs when ``obey_robots``; unreachable hosts' pages are reached but not expanded."""
+        start = [u for u in (seeds or self.seeds) if u in self.pages]
+        seen: set[str] = set()
+        queue = deque(start)
+        while queue:
+            u = queue.popleft()
+            if u in seen or (obey_robots and not self.allowed(u)):
+                continue
+            seen.add(u)
+            rec = self.pages[u]
+            host = self.hosts.get(rec["host"], {})
+            if host.get("fault") in ("hang", "dead"):
+                continue
+            nxt = list(rec["links"]) + ([rec["location"]] if rec["location"] else [])
+            queue.extend(v for v in nxt if v in self.pages and v not in seen)
+        return seen
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read a manifest written by :func:`write_manifest`. Raises ValueError on a foreign file."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "manifest.jsonl.gz"
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            first = json.loads(f.readline())
+            if first.get("type") != "meta":
+                raise ValueError(f"{path}: not a websim manifest (no meta line)")
+            m = Manifest(first)
+            for line in f:
+                rec = json.loads(line)
+                kind = rec["type"]
+                if kind == "page":
+                    m.pages[rec["url"]] = rec
+                elif kind == "host":
+                    m.hosts[rec["host"]] = rec
+                elif kind == "cluster":
+                    m.clusters.append(rec)
+    except (OSError, EOFError, json.JSONDecodeError, KeyError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable websim manifest ({exc})") from exc
+    return m
+
+
+def canonical(url: str) -> str | None:
+    """Re-exported so callers compare URLs exactly as the manifest spells them."""
+    return canonicalize(url)

@@ -1,0 +1,520 @@
+"""The synthetic web graph: hosts, pages, links, labels — a pure function of (hosts, ips, seed, epoch).
+
+Nothing here knows the port or renders HTML (see :mod:`websim.render`). Structure:
+
+* Host sizes are power-law (Pareto α≈1.3, scaled to ``pages_per_host_mean``); host popularity is
+  Zipf in the host index, so host 0 is the most linked-to. Hosts 0..seeds-1 are the seeds.
+* Inside a host, pages form a spanning tree rooted at ``/`` (every page reachable from the home
+  page) with local parents, plus power-law extra out-links (Pareto α≈1.6) that stay on the host
+  with probability ``intra_host``, mostly to nearby pages; cross-host links go preferentially to
+  popular hosts. Every host gets at least one link from an earlier host, so everything is
+  reachable from the seeds (robots rules permitting).
+* Special hosts (roles) carry the traps, faults, duplicates and spam; special resources (redirect
+  chains, 5xx, oversized pages…) are sprinkled on plain hosts.
+* Epoch K = epoch K-1 plus edits, link changes, new and removed pages, each drawn from a random
+  stream of its own, so epoch 0 is identical whatever K is asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+from websim.robots import KINDS, Rules, rules_for
+from websim.vocabulary import Vocabulary, build_vocabulary
+
+log = logging.getLogger(__name__)
+
+#: Address handed out for hosts whose server is down (nothing listens there: connection refused).
+DEAD_IP = "127.255.255.254"
+
+ROLES = (
+    "plain", "mirror", "near_miss", "exact_mirror", "link_farm", "keyword_stuffing", "copied_content",
+    "slow", "hang", "dead", "calendar", "repeat", "session",
+)
+SPAM_ROLES = ("link_farm", "keyword_stuffing", "copied_content")
+FAULT_ROLES = ("slow", "hang", "dead")
+TRAP_ROLES = ("calendar", "repeat", "session")
+# Share of hosts per special role (at least one each once the web has >= 30 hosts).
+_ROLE_SHARE = {
+    "mirror": 0.02, "near_miss": 0.01, "exact_mirror": 0.005, "link_farm": 0.012, "keyword_stuffing": 0.01,
+    "copied_content": 0.01, "slow": 0.005, "hang": 0.003, "dead": 0.003, "calendar": 0.003, "repeat": 0.003,
+    "session": 0.003,
+}
+# Special resources on plain hosts, per 100 hosts (at least one each).
+_RESOURCE_SHARE = {
+    "error": 2.0, "reset": 0.5, "redirect_chain": 1.0, "redirect_loop": 0.5, "redirect_cross": 0.5,
+    "oversized": 0.3, "chunked_oversized": 0.3, "bomb": 0.2, "binary": 0.5, "pdf": 1.0, "png": 1.0,
+    "nxdomain_link": 0.5,
+}
+_ROBOTS_WEIGHTS = {"missing": 30, "allow_all": 15, "basic": 25, "agent_groups": 5, "agent_excluded": 2,
+                   "wildcards": 10, "error_5xx": 3, "redirect": 5, "garbage": 5}
+CHARSETS = ("iso-8859-1", "windows-1251", "shift_jis")
+SESSION_PARAM = "sid"
+CALENDAR_ENTRY = "/calendar/2026/01/"
+
+
+@dataclass(slots=True)
+class Page:
+    """One URL of a host. ``links`` are (host name, path) targets, unique, in document order."""
+
+    path: str
+    kind: str = "html"      # html | pdf | png | binary | redirect | error | reset | oversized | bomb
+    topic: int = 0
+    status: int = 200
+    links: list[tuple[str, str]] = field(default_factory=list)
+    paras: list[int] = field(default_factory=list)   # paragraph versions (html): an edit bumps one
+    labels: list[str] = field(default_factory=list)  # malformed, charset:X, base_href, print_view...
+    parent: str | None = None                        # tree parent path (its link is never removed)
+    location: tuple[str, str] | None = None          # redirect target
+    copy_of: tuple[str, str] | None = None           # exact copy of that page's content
+    edit_of: tuple[str, str] | None = None           # near-duplicate of that page...
+    edit_words: int = 0                              # ...with this many words replaced
+    target_jaccard: float = 1.0                      # the 4-shingle Jaccard the edits aim at
+    copied_paras: list[tuple[str, str, int]] = field(default_factory=list)  # copied-content spam
+    charset: str = "utf-8"
+    changed: list[int] = field(default_factory=list)  # epochs in which the content changed
+    removed_in: int | None = None
+
+
+@dataclass(slots=True)
+class Host:
+    idx: int
+    name: str
+    ip: str
+    topic: int
+    role: str
+    robots: str
+    crawl_delay: float | None
+    pages: dict[str, Page] = field(default_factory=dict)
+    mirror_of: str | None = None
+    farm: int | None = None  # link-farm group
+
+    @property
+    def spam(self) -> str | None:
+        return self.role if self.role in SPAM_ROLES else None
+
+    @property
+    def fault(self) -> str | None:
+        return self.role if self.role in FAULT_ROLES else None
+
+    @property
+    def trap(self) -> str | None:
+        return self.role if self.role in TRAP_ROLES else None
+
+    @property
+    def rules(self) -> Rules:
+        return rules_for(self.robots, self.crawl_delay)
+
+
+def repeat_segment(model: WebModel, host: Host) -> str:
+    """The two segments a repeat-trap host's relative link keeps appending (``w1/w2/``)."""
+    words = model.vocab.topic_words[host.topic]
+    return f"{words[5]}/{words[6]}/"
+
+
+def ip_address(i: int) -> str:
+    """The i-th served loopback address: 127.0.1.1, 127.0.1.2, ... (254 per /24, from 127.0.1.0/24)."""
+    assert 0 <= i < 254 * 254
+    return f"127.0.{1 + i // 254}.{1 + i % 254}"
+
+
+class WebModel:
+    """The deterministic synthetic web. Build with :meth:`generate`."""
+
+    def __init__(self, hosts: int, ips: int, seed: int, epoch: int, pages_per_host_mean: float,
+                 vocab: Vocabulary) -> None:
+        self.n_hosts, self.n_ips, self.seed, self.epoch = hosts, ips, seed, epoch
+        self.pages_per_host_mean = pages_per_host_mean
+        self.vocab = vocab
+        self.hosts: list[Host] = []
+        self.by_name: dict[str, Host] = {}
+        self.nxdomain_hosts: list[str] = []
+        self.n_seeds = 0
+
+    # ------------------------------------------------------------------ public
+    @classmethod
+    def generate(cls, hosts: int = 1000, ips: int = 100, seed: int = 7, epoch: int = 0,
+                 pages_per_host_mean: float = 25.0) -> WebModel:
+        """The web for these parameters (same arguments, same web)."""
+        if hosts < 1 or ips < 1 or epoch < 0 or pages_per_host_mean < 1:
+            raise ValueError("hosts, ips and pages_per_host_mean must be >= 1 and epoch >= 0")
+        if ips > 254 * 254:
+            raise ValueError("at most 64516 loopback addresses")
+        model = cls(hosts, ips, seed, epoch, pages_per_host_mean, build_vocabulary(seed))
+        model._build()
+        for k in range(1, epoch + 1):
+            model._evolve(k)
+        model._finalize()
+        return model
+
+    def seeds(self) -> list[tuple[str, str]]:
+        """(host, path) of the seed pages: the home pages of the most popular hosts."""
+        return [(h.name, "/") for h in self.hosts[: self.n_seeds]]
+
+    def page(self, host: str, path: str) -> Page | None:
+        h = self.by_name.get(host)
+        return h.pages.get(path) if h else None
+
+    # ------------------------------------------------------------------ build
+    def _rng(self, *key: object) -> random.Random:
+        return random.Random("|".join(map(str, (self.seed, *key))))
+
+    def _build(self) -> None:
+        rng = self._rng("structure")
+        H = self.n_hosts
+        self.n_seeds = max(1, min(10, H // 20))
+        roles = ["plain"] * H
+        if H >= 30:
+            pool = list(range(self.n_seeds, H))
+            rng.shuffle(pool)
+            for role, share in _ROLE_SHARE.items():
+                count = max(1, round(share * H))
+                if role == "link_farm":
+                    count = max(3, count)
+                for _ in range(count):
+                    if len(pool) <= H // 2:
+                        break
+                    roles[pool.pop()] = role
+        ip_of = list(range(H))
+        rng.shuffle(ip_of)
+        vocab = self.vocab
+        robots_kinds = list(_ROBOTS_WEIGHTS)
+        robots_cum = list(accumulate(_ROBOTS_WEIGHTS.values()))
+        forced_kinds = list(KINDS)  # every kind appears at least once
+        for i in range(H):
+            topic = rng.randrange(vocab.topics)
+            word = vocab.topic_words[topic][rng.randrange(40)]
+            name = f"{'www.' if rng.random() < 0.2 else ''}{word}{i}.test"
+            role = roles[i]
+            if i < self.n_seeds:
+                robots = "basic" if i % 2 else "missing"
+            elif forced_kinds and role == "plain":
+                robots = forced_kinds.pop()
+            else:
+                robots = robots_kinds[bisect_right(robots_cum, rng.random() * robots_cum[-1])]
+            delay = None
+            if robots not in ("missing", "error_5xx", "garbage") and rng.random() < 0.12:
+                delay = rng.choice((0.25, 0.5, 1.0))
+            ip = DEAD_IP if role == "dead" else ip_address(ip_of[i] % self.n_ips)
+            host = Host(i, name, ip, topic, role, robots, delay)
+            self.hosts.append(host)
+            self.by_name[name] = host
+        self.nxdomain_hosts = [f"gone{k}.test" for k in range(max(1, H // 200))]
+
+        sizes = self._host_sizes(rng)
+        host_cum = list(accumulate(1.0 / (i + 1) ** 0.9 for i in range(H)))
+        for host, size in zip(self.hosts, sizes, strict=True):
+            if host.role in ("plain", "keyword_stuffing", "calendar", "repeat", "session", "slow"):
+                self._make_pages(host, size if host.role == "plain" else min(size, 15))
+            elif host.role in ("hang", "dead"):
+                self._make_pages(host, 3)
+        for host in self.hosts:
+            if host.role == "calendar":
+                host.pages["/"].links.append((host.name, CALENDAR_ENTRY))
+            elif host.role == "repeat":
+                host.pages["/"].links.append((host.name, "/" + repeat_segment(self, host)))
+        self._make_link_farms(rng)
+        self._make_links(rng, host_cum)
+        self._make_mirrors(rng)
+        self._make_copied(rng, host_cum)
+        self._make_resources(rng)
+        self._connect_hosts(rng, host_cum)
+
+    def _host_sizes(self, rng: random.Random) -> list[int]:
+        alpha = 1.3
+        raw = [(1.0 - rng.random()) ** (-1.0 / alpha) for _ in range(self.n_hosts)]
+        cap = 40 * self.pages_per_host_mean
+        scale = self.pages_per_host_mean / (sum(min(r, cap) for r in raw) / len(raw))
+        sizes = [max(1, min(int(cap), round(r * scale))) for r in raw]
+        # Popular hosts (low index) tend to be big: sort descending, then shuffle lightly.
+        sizes.sort(reverse=True)
+        for i in range(len(sizes) - 1):
+            if rng.random() < 0.3:
+                sizes[i], sizes[i + 1] = sizes[i + 1], sizes[i]
+        return sizes
+
+    def _make_pages(self, host: Host, n: int) -> None:
+        rng = self._rng("pages", host.name)
+        words = self.vocab.topic_words[host.topic]
+        dirs = ["/"]
+        n_dirs = max(1, int(n ** 0.5))
+        used: set[str] = set()
+        for _ in range(n_dirs - 1):
+            parent = rng.choice(dirs)
+            d = f"{parent}{rng.choice(words[:200])}/"
+            if d not in used:
+                used.add(d)
+                dirs.append(d)
+        if n >= 6:
+            dirs += ["/private/", "/tmp/"]
+        home = Page("/", topic=host.topic, paras=[0] * rng.randint(2, 4))
+        host.pages["/"] = home
+        order = ["/"]
+        i = 0
+        while len(order) < n:
+            i += 1
+            d = rng.choice(dirs)
+            r = rng.random()
+            if d == "/private/" and r < 0.4:
+                path = f"{d}open-{rng.choice(words)}-{i}.html"
+            elif r < 0.05:
+                path = f"{d}list?page={i}"
+            elif r < 0.07:
+                path = f"{d}list?sort=name&page={i}"
+            elif r < 0.09:
+                path = f"{d}{rng.choice(words)}-{i}/"
+            else:
+                path = f"{d}{rng.choice(words)}-{i}.html"
+            if path in host.pages:
+                continue
+            topic = host.topic if rng.random() < 0.9 else rng.randrange(self.vocab.topics)
+            k = len(order)
+            # Local parents: mostly one of the few pages created just before.
+            parent = order[rng.randrange(max(0, k - 6), k)] if rng.random() < 0.7 else order[rng.randrange(k)]
+            page = Page(path, topic=topic, paras=[0] * rng.randint(2, 5), parent=parent)
+            if rng.random() < 0.03:
+                page.labels.append("malformed")
+            if rng.random() < 0.05:
+                page.labels.append("base_href")
+            if host.role == "plain" and rng.random() < 0.02:
+                page.charset = rng.choice(CHARSETS)
+                page.labels.append(f"charset:{page.charset}")
+                if rng.random() < 0.5:
+                    page.labels.append("charset_in_meta_only")
+            host.pages[path] = page
+            host.pages[parent].links.append((host.name, path))
+            order.append(path)
+        if host.role == "plain" and n >= 8 and rng.random() < 0.5:
+            # A printer-friendly view: same text, different markup and URL (an exact duplicate).
+            src = order[rng.randrange(1, len(order))]
+            view = f"{src.split('?')[0]}?view=print"
+            if view not in host.pages:
+                host.pages[view] = Page(view, topic=host.pages[src].topic, copy_of=(host.name, src),
+                                        labels=["print_view"])
+                host.pages[src].links.append((host.name, view))
+
+    def _make_link_farms(self, rng: random.Random) -> None:
+        farm_hosts = [h for h in self.hosts if h.role == "link_farm"]
+        groups = [farm_hosts[i: i + 4] for i in range(0, len(farm_hosts), 4)]
+        for g, group in enumerate(groups):
+            for h in group:
+                h.farm = g
+                self._make_pages(h, rng.randint(15, 30))
+            targets = [(h.name, p) for h in group for p in h.pages]
+            boosted = (group[0].name, "/")
+            for h in group:
+                for page in h.pages.values():
+                    for t in rng.sample(targets, min(len(targets), 15)):
+                        if t not in page.links and t != (h.name, page.path):
+                            page.links.append(t)
+                    if boosted not in page.links and boosted != (h.name, page.path):
+                        page.links.append(boosted)
+
+    def _make_links(self, rng: random.Random, host_cum: list[float]) -> None:
+        content = [h for h in self.hosts if h.pages and h.role not in ("link_farm",)]
+        linkable = [h for h in self.hosts if h.pages]
+        for host in content:
+            paths = list(host.pages)
+            n = len(paths)
+            for k, path in enumerate(paths):
+                page = host.pages[path]
+                if page.copy_of:
+                    continue
+                degree = min(150, int(3 * (1.0 - rng.random()) ** (-1.0 / 1.6)))
+                for _ in range(max(0, degree - len(page.links))):
+                    if rng.random() < 0.88 or len(linkable) == 1:
+                        j = min(n - 1, max(0, k + rng.randint(-8, 8))) if rng.random() < 0.6 else rng.randrange(n)
+                        target = (host.name, paths[j])
+                    else:
+                        other = self.hosts[bisect_right(host_cum, rng.random() * host_cum[-1])]
+                        if not other.pages or other is host:
+                            continue
+                        tp = "/" if rng.random() < 0.4 else rng.choice(list(other.pages))
+                        target = (other.name, tp)
+                    if target != (host.name, path) and target not in page.links:
+                        page.links.append(target)
+
+    def _pick_origin(self, rng: random.Random, taken: set[str]) -> Host | None:
+        cands = [h for h in self.hosts if h.role == "plain" and 3 <= len(h.pages) <= 80 and h.name not in taken]
+        return rng.choice(cands[: max(1, len(cands) // 2)]) if cands else None
+
+    def _make_mirrors(self, rng: random.Random) -> None:
+        taken: set[str] = set()
+        for host in self.hosts:
+            if host.role not in ("mirror", "near_miss", "exact_mirror"):
+                continue
+            origin = self._pick_origin(rng, taken)
+            if origin is None:
+                host.role = "plain"
+                self._make_pages(host, 5)
+                continue
+            taken.add(origin.name)
+            host.mirror_of, host.topic = origin.name, origin.topic
+            copied = {p for p, pg in origin.pages.items() if pg.kind == "html" and not pg.copy_of}
+            for path in copied:
+                src = origin.pages[path]
+                page = Page(path, topic=src.topic, parent=src.parent, paras=[],
+                            labels=[lab for lab in src.labels if lab in ("base_href",)])
+                page.links = [((host.name if (h == origin.name and p in copied) else h), p) for h, p in src.links]
+                if host.role == "exact_mirror":
+                    page.copy_of = (origin.name, path)
+                else:
+                    page.edit_of = (origin.name, path)  # edit_words fixed later by the renderer
+                    lo, hi = (0.90, 0.99) if host.role == "mirror" else (0.5, 0.85)
+                    page.target_jaccard = rng.uniform(lo, hi)
+                host.pages[path] = page
+
+    def _make_copied(self, rng: random.Random, host_cum: list[float]) -> None:
+        sources = [(h.name, p) for h in self.hosts[: max(3, self.n_hosts // 10)] if h.role == "plain"
+                   for p, pg in h.pages.items() if pg.kind == "html" and not pg.copy_of]
+        for host in self.hosts:
+            if host.role != "copied_content":
+                continue
+            if not sources:
+                host.role = "plain"
+                self._make_pages(host, 5)
+                continue
+            n = rng.randint(8, 20)
+            home = Page("/", topic=host.topic, paras=[0, 0])
+            host.pages["/"] = home
+            for i in range(1, n):
+                path = f"/article-{i}.html"
+                page = Page(path, topic=host.topic, parent="/")
+                if rng.random() < 0.3:
+                    page.copy_of = rng.choice(sources)   # verbatim copy: an exact duplicate
+                else:
+                    for _ in range(rng.randint(2, 4)):
+                        h, p = rng.choice(sources)
+                        src = self.by_name[h].pages[p]
+                        page.copied_paras.append((h, p, rng.randrange(len(src.paras))))
+                    page.links = [rng.choice(sources) for _ in range(3)]
+                home.links.append((host.name, path))
+                host.pages[path] = page
+
+    def _make_resources(self, rng: random.Random) -> None:
+        plain = [h for h in self.hosts if h.role == "plain" and h.robots not in ("error_5xx", "agent_excluded")]
+        if not plain:
+            return
+        per = self.n_hosts / 100
+        for kind, share in _RESOURCE_SHARE.items():
+            for k in range(max(1, round(share * per))):
+                host = rng.choice(plain)
+                src = rng.choice(list(host.pages))
+                new: list[Page] = []
+                match kind:
+                    case "error":
+                        status = rng.choice((500, 502, 503))
+                        new.append(Page(f"/err/e{k}-{status}.html", kind="error", status=status))
+                    case "reset":
+                        new.append(Page(f"/err/reset{k}.html", kind="reset", status=0))
+                    case "redirect_chain":
+                        length = rng.randint(2, 7)
+                        final = rng.choice([p for p in host.pages if host.pages[p].kind == "html"])
+                        for s in range(length, 0, -1):
+                            nxt = f"/go/chain{k}/{s - 1}" if s > 1 else final
+                            new.append(Page(f"/go/chain{k}/{s}", kind="redirect", status=rng.choice((301, 302, 307, 308)),
+                                            location=(host.name, nxt), labels=[f"redirect_chain:{length}"]))
+                    case "redirect_loop":
+                        a, b = f"/go/loop{k}/a", f"/go/loop{k}/b"
+                        new.append(Page(a, kind="redirect", status=302, location=(host.name, b), labels=["redirect_loop"]))
+                        new.append(Page(b, kind="redirect", status=302, location=(host.name, a), labels=["redirect_loop"]))
+                    case "redirect_cross":
+                        other = rng.choice(plain)
+                        new.append(Page(f"/go/away{k}", kind="redirect", status=301, location=(other.name, "/"),
+                                        labels=["redirect_cross_host"]))
+                    case "oversized":
+                        new.append(Page(f"/big/huge{k}.html", kind="oversized", labels=["content_length"]))
+                    case "chunked_oversized":
+                        new.append(Page(f"/big/stream{k}.html", kind="oversized", labels=["chunked"]))
+                    case "bomb":
+                        new.append(Page(f"/big/bomb{k}.html", kind="bomb"))
+                    case "binary":
+                        new.append(Page(f"/files/blob{k}.html", kind="binary"))
+                    case "pdf":
+                        new.append(Page(f"/docs/paper{k}.pdf", kind="pdf"))
+                    case "png":
+                        new.append(Page(f"/img/figure{k}.png", kind="png"))
+                    case "nxdomain_link":
+                        host.pages[src].links.append((self.nxdomain_hosts[k % len(self.nxdomain_hosts)], "/"))
+                for page in new:
+                    if page.path in host.pages:
+                        continue
+                    page.topic = host.topic
+                    host.pages[page.path] = page
+                if new and new[0].path in host.pages:
+                    host.pages[src].links.append((host.name, new[0].path))
+
+    def _connect_hosts(self, rng: random.Random, host_cum: list[float]) -> None:
+        """Give every host an inbound link from an earlier content host, so the seeds reach it."""
+        donors: list[Host] = []
+        for host in self.hosts:
+            if host.idx >= self.n_seeds and host.pages and donors:
+                k = bisect_right(host_cum, rng.random() * host_cum[len(donors) - 1])
+                donor = donors[min(k, len(donors) - 1)]
+                pages = [p for p in donor.pages.values() if p.kind == "html" and not p.copy_of]
+                src = rng.choice(pages)
+                if (host.name, "/") not in src.links:
+                    src.links.append((host.name, "/"))
+            if host.role in ("plain", "keyword_stuffing") and host.pages:
+                donors.append(host)
+
+    def _finalize(self) -> None:
+        """Copies and mirrors follow their source's links as of this epoch (so exact copies stay exact)."""
+        for host in self.hosts:
+            for page in host.pages.values():
+                src_key = page.copy_of or page.edit_of
+                if src_key is None or host.role == "copied_content":
+                    continue
+                src = self.by_name[src_key[0]].pages[src_key[1]]
+                if host.mirror_of:
+                    page.links = [((host.name if (h == src_key[0] and p in host.pages) else h), p)
+                                  for h, p in src.links]
+                else:
+                    page.links = list(src.links)  # a print view keeps even the link to itself
+            if host.role == "copied_content":
+                for page in host.pages.values():
+                    if page.copy_of:
+                        src = self.by_name[page.copy_of[0]].pages[page.copy_of[1]]
+                        page.links = list(src.links)
+
+    # ------------------------------------------------------------------ epochs
+    def _evolve(self, k: int) -> None:
+        rng = self._rng("epoch", k)
+        for host in self.hosts:
+            if host.role not in ("plain", "keyword_stuffing", "copied_content", "session", "calendar", "repeat"):
+                continue
+            paths = [p for p, pg in host.pages.items() if pg.kind == "html" and pg.removed_in is None]
+            for path in paths:
+                page = host.pages[path]
+                r = rng.random()
+                if r < 0.08 and page.paras:
+                    page.paras[rng.randrange(len(page.paras))] += 1
+                    page.changed.append(k)
+                elif r < 0.13:
+                    removable = [t for t in page.links if t[0] == host.name and host.pages.get(t[1]) is not None
+                                 and host.pages[t[1]].parent != path]
+                    if removable:
+                        page.links.remove(rng.choice(removable))
+                    target = (host.name, rng.choice(paths))
+                    if target != (host.name, path) and target not in page.links:
+                        page.links.append(target)
+                    page.changed.append(k)
+                elif r < 0.135 and path != "/" and not any(
+                        q.parent == path for q in host.pages.values() if q.removed_in is None):
+                    page.removed_in, page.status = k, 404
+            n_new = sum(1 for _ in range(len(paths)) if rng.random() < 0.03)
+            for j in range(n_new):
+                parent = rng.choice(paths)
+                word = rng.choice(self.vocab.topic_words[host.topic][:200])
+                path = f"/new/e{k}/{word}-{j}.html"
+                if path in host.pages:
+                    continue
+                host.pages[path] = Page(path, topic=host.topic, paras=[k] * rng.randint(2, 4), parent=parent,
+                                        changed=[k])
+                host.pages[parent].links.append((host.name, path))
+                host.pages[parent].changed.append(k)
+

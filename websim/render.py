@@ -1,0 +1,422 @@
+"""Rendering the model as HTTP responses: HTML in every legal link form, faults, binary bodies.
+
+A page's *content* (title, paragraphs, link blocks with anchor words) is a pure function of the
+model; its HTML adds markup variety on top (link forms, ``<base href>``, malformed markup,
+charsets, wrapper markup for exact copies) that never changes the visible words. Bodies are
+cached after the first render, so the server costs one dict lookup per repeated request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import random
+import struct
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from websim.model import SESSION_PARAM, Host, Page, WebModel
+from websim.robots import robots_body
+
+OVERSIZED_BYTES = 12 * 1024 * 1024
+BOMB_BYTES = 128 * 1024 * 1024   # what the gzip bomb inflates to
+_EXTRA_WORDS = {
+    "iso-8859-1": "café déjà naïve façade crème brûlée",
+    "windows-1251": "привет мир текст страница новости",
+    "shift_jis": "日本語 テキスト ページ 東京",
+}
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    ctype: str | None
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    stream_bytes: int = 0   # > 0: stream this many bytes (chunked, no Content-Length)
+    reset: bool = False     # abort the connection instead of answering
+
+
+@dataclass(slots=True)
+class Content:
+    title: list[str]
+    blocks: list[tuple[str, list]]  # ("p", words) | ("links", [(host, path, anchor words)])
+    extra: list[str]                # keyword stuffing / charset words, shown after the blocks
+
+
+def _h(*key: object) -> int:
+    return int.from_bytes(hashlib.blake2b("|".join(map(str, key)).encode(), digest_size=8).digest(), "big")
+
+
+class Renderer:
+    """Turns model pages into responses for a server listening on ``port``."""
+
+    def __init__(self, model: WebModel, port: int) -> None:
+        self.model, self.port = model, port
+        self.vocab = model.vocab
+        self._cache: dict[tuple[str, str], Response] = {}
+        self._tune_edits()
+
+    # ------------------------------------------------------------------ URLs
+    def netloc(self, host: str) -> str:
+        return host if self.port == 80 else f"{host}:{self.port}"
+
+    def url(self, host: str, path: str) -> str:
+        """The canonical URL of (host, path) — what :func:`raycrawl.urls.canonicalize` yields."""
+        return f"http://{self.netloc(host)}{path}"
+
+    # ------------------------------------------------------------------ content
+    def anchor(self, path: str) -> list[str]:
+        """Anchor words of a link depend only on the target path, so copies keep their text."""
+        bg = self.vocab.background
+        h = _h("anchor", path)
+        return [bg[h % 300], bg[(h >> 20) % 1500]]
+
+    def _para(self, host: str, path: str, topic: int, i: int, version: int) -> list[str]:
+        rng = random.Random(_h(self.model.seed, "para", host, path, i, version))
+        return self.vocab.sample(rng, topic, rng.randint(35, 80))
+
+    def content(self, host: Host, page: Page) -> Content:
+        """The visible content of an HTML page (before markup)."""
+        if page.copy_of:
+            src_host = self.model.by_name[page.copy_of[0]]
+            base = self.content(src_host, src_host.pages[page.copy_of[1]])
+            return Content(base.title, self._with_links(base, page), base.extra)
+        if page.edit_of:
+            src_host = self.model.by_name[page.edit_of[0]]
+            base = self.content(src_host, src_host.pages[page.edit_of[1]])
+            return Content(base.title, self._edited(self._with_links(base, page), host.name, page), base.extra)
+        rng = random.Random(_h(self.model.seed, "title", host.name, page.path))
+        title = self.vocab.sample(rng, page.topic, rng.randint(3, 6), topic_share=0.9)
+        paras: list[list[str]] = []
+        if page.copied_paras:
+            for h, p, i in page.copied_paras:
+                src = self.model.by_name[h].pages[p]
+                paras.append(self._para(h, p, src.topic, i, src.paras[i]))
+        else:
+            paras = [self._para(host.name, page.path, page.topic, i, v) for i, v in enumerate(page.paras)]
+        if host.role == "link_farm":
+            paras = [paras[0][:20] + list(rng.sample(self.vocab.popular_terms, 10))] if paras else []
+        blocks: list[tuple[str, list]] = []
+        links = page.links
+        per = -(-len(links) // max(1, len(paras))) if links else 0
+        for i, words in enumerate(paras or [[]]):
+            if words:
+                blocks.append(("p", words))
+            chunk = links[i * per:(i + 1) * per] if per else []
+            if chunk:
+                blocks.append(("links", [(h, p, self.anchor(p)) for h, p in chunk]))
+        extra: list[str] = []
+        if host.role == "keyword_stuffing":
+            pop = self.vocab.popular_terms
+            title = [pop[(_h(page.path, j) % 40)] for j in range(8)]
+            extra = [pop[_h(host.name, page.path, j) % len(pop)] for j in range(rng.randint(150, 300))]
+        if page.charset != "utf-8":
+            extra = _EXTRA_WORDS[page.charset].split()
+        return Content(title, blocks, extra)
+
+    def _with_links(self, base: Content, page: Page) -> list[tuple[str, list]]:
+        """The source's blocks with the link targets replaced by ``page``'s (same anchors)."""
+        out, k = [], 0
+        for kind, items in base.blocks:
+            if kind == "links":
+                items = [(h, p, a) for (h, p), (_, _, a) in zip(page.links[k:k + len(items)], items, strict=False)]
+                k += len(items)
+            out.append((kind, items))
+        if page.links[k:]:
+            out.append(("links", [(h, p, self.anchor(p)) for h, p in page.links[k:]]))
+        return out
+
+    def _edit_order(self, blocks: list[tuple[str, list]], host: str, page: Page) -> list[tuple[int, int]]:
+        slots = [(b, j) for b, (kind, items) in enumerate(blocks) if kind == "p" for j in range(len(items))]
+        random.Random(_h(self.model.seed, "edit", host, page.path)).shuffle(slots)
+        return slots
+
+    def _edited(self, blocks: list[tuple[str, list]], host: str, page: Page,
+                order: list[tuple[int, int]] | None = None) -> list[tuple[str, list]]:
+        """``blocks`` with ``page.edit_words`` paragraph words replaced (the first ones of a fixed
+        random order, so more edits always include fewer edits)."""
+        if order is None:
+            order = self._edit_order(blocks, host, page)
+        out = [(kind, list(items) if kind == "p" else items) for kind, items in blocks]
+        bg = self.vocab.background
+        for b, j in order[: page.edit_words]:
+            out[b][1][j] = bg[2000 + _h(host, page.path, b, j) % 2000]
+        return out
+
+    def words(self, host: Host, page: Page) -> list[str]:
+        """The visible words in document order (what ``raycrawl.text.tokens(visible_text(html))`` sees)."""
+        return _content_words(self.content(host, page))
+
+    def _tune_edits(self) -> None:
+        """Pick each near-duplicate's number of replaced words so its 4-shingle Jaccard with the
+        original lands near its target (measured, not estimated: short pages are granular)."""
+        for host in self.model.hosts:
+            for page in host.pages.values():
+                if not page.edit_of:
+                    continue
+                src_host = self.model.by_name[page.edit_of[0]]
+                src = src_host.pages[page.edit_of[1]]
+                orig = shingles(self.words(src_host, src))
+                base = self.content(src_host, src)
+                blocks = self._with_links(base, page)
+                order = self._edit_order(blocks, host.name, page)
+                n_words = len(order)
+                best, best_err = 1, 9.0
+                lo, hi = 1, max(1, n_words)
+                while lo <= hi:  # Jaccard falls as edits grow: bisect on the number of edits
+                    mid = (lo + hi) // 2
+                    page.edit_words = mid
+                    edited = Content(base.title, self._edited(blocks, host.name, page, order), base.extra)
+                    j = jaccard(orig, shingles(_content_words(edited)))
+                    if abs(j - page.target_jaccard) < best_err:
+                        best, best_err = mid, abs(j - page.target_jaccard)
+                    if j > page.target_jaccard:
+                        lo = mid + 1
+                    else:
+                        hi = mid - 1
+                page.edit_words = best
+
+    # ------------------------------------------------------------------ HTML
+    def _href(self, rng: random.Random, src_host: Host, page: Page, base_dir: str, target: tuple[str, str],
+              sid: str) -> str:
+        host, path = target
+        if host == src_host.name and src_host.role == "session":
+            # A fresh session id per visit: the id on each link depends on the id of the request.
+            path = f"{path}{'&' if '?' in path else '?'}{SESSION_PARAM}={_h('sid', sid, page.path, path) % 16**8:08x}"
+        r = rng.random()
+        if host != src_host.name:
+            if r < 0.15:
+                return f"//{self.netloc(host)}{path}"
+            if r < 0.3:
+                return f"http://{_mixed_case(rng, host)}:{self.port}{path}"
+            return f"http://{self.netloc(host)}{path}"
+        if r < 0.35:
+            return _relative(base_dir, path)
+        if r < 0.5:
+            return path
+        if r < 0.58:
+            return _relative(base_dir, path) + f"#sec{rng.randrange(5)}"
+        if r < 0.66:
+            rel = _relative(base_dir, path)
+            return rel if rel.startswith(("./", "../")) else "./" + rel
+        if r < 0.74:
+            return f"http://{_mixed_case(rng, host)}:{self.port}{path}"
+        if r < 0.82:
+            return f"//{self.netloc(host)}{path}#top"
+        if r < 0.9:
+            return _escape_one(rng, path)
+        return f"http://{self.netloc(host)}{path}"
+
+    def html(self, host: Host, page: Page, sid: str = "") -> str:
+        c = self.content(host, page)
+        rng = random.Random(_h(self.model.seed, "forms", host.name, page.path))
+        malformed = "malformed" in page.labels
+        variant = 1 + _h(host.name, page.path) % 3 if page.copy_of else 0
+        base_dir = page.path.split("?")[0].rsplit("/", 1)[0] + "/"
+        head = []
+        if page.charset != "utf-8":
+            head.append(f'<meta charset="{page.charset}">')
+        else:
+            head.append('<meta charset="utf-8">')
+        head.append(f"<title>{' '.join(c.title)}</title>")
+        if "base_href" in page.labels:
+            base_dir = f"/{self.vocab.topic_words[page.topic][3]}/based/"
+            head.append(f'<base href="http://{self.netloc(host.name)}{base_dir}">')
+        if host.role == "keyword_stuffing":
+            head.append(f'<meta name="keywords" content="{", ".join(c.title)}">')
+        parts = ["<!DOCTYPE html>", '<html lang="en"><head>', *head, "</head><body>"]
+        if variant:
+            parts.append("<!-- exact copy -->" + "<div class=\"wrap\">" * variant)
+        parts.append(f"<h1>{' '.join(c.title)}</h1>")
+        for kind, items in c.blocks:
+            if kind == "p":
+                parts.append(f"<p>{' '.join(items)}" + ("" if malformed else "</p>"))
+            else:
+                lis = []
+                for h, p, a in items:
+                    href = html.escape(self._href(rng, host, page, base_dir, (h, p), sid), quote=True)
+                    if malformed and rng.random() < 0.3 and '"' not in href and " " not in href:
+                        lis.append(f"<li><a href={href}><b><i>{' '.join(a)}</b></i></a>")
+                    else:
+                        lis.append(f'<li><a href="{href}">{" ".join(a)}</a></li>')
+                parts.append("<ul>" + "".join(lis) + "</ul>")
+        if c.extra:
+            hidden = ' style="display:none"' if host.role == "keyword_stuffing" else ""
+            parts.append(f"<div{hidden}>{' '.join(c.extra)}</div>")
+        if not malformed:
+            parts.append('<p class="foot"><a href="mailto:webmaster@example.test"></a>'
+                         '<a href="javascript:void(0)"></a></p>')
+        if variant:
+            parts.append("</div>" * variant)
+        if malformed:
+            parts.append("</div></span><table><tr><td>")
+        else:
+            parts.append("</body></html>")
+        return "\n".join(parts) if variant != 2 else "".join(parts)
+
+    # ------------------------------------------------------------------ responses
+    def response(self, host: Host, page: Page, sid: str = "") -> Response:
+        """The response for ``page``; ``sid`` is the session id of the request (session-id hosts)."""
+        if sid:
+            return self._render(host, page, sid)  # unbounded key space: not cached
+        key = (host.name, page.path)
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = self._render(host, page)
+        return cached
+
+    def _render(self, host: Host, page: Page, sid: str = "") -> Response:
+        if page.removed_in is not None:
+            return not_found()
+        match page.kind:
+            case "html":
+                text = self.html(host, page, sid)
+                if page.charset == "utf-8":
+                    return Response(200, "text/html; charset=utf-8", text.encode())
+                ctype = "text/html" if "charset_in_meta_only" in page.labels else f"text/html; charset={page.charset}"
+                return Response(200, ctype, text.encode(page.charset))
+            case "redirect":
+                assert page.location is not None
+                loc = self.url(*page.location)
+                return Response(page.status, "text/html", f'<a href="{loc}">moved</a>'.encode(), (("Location", loc),))
+            case "error":
+                headers = (("Retry-After", "120"),) if page.status == 503 else ()
+                return Response(page.status, "text/html", b"<html><body>server error</body></html>", headers)
+            case "reset":
+                return Response(0, None, reset=True)
+            case "oversized":
+                if "chunked" in page.labels:
+                    return Response(200, "text/html", stream_bytes=OVERSIZED_BYTES)
+                return Response(200, "text/html", oversized_body())
+            case "bomb":
+                return Response(200, "text/html", gzip_bomb(), (("Content-Encoding", "gzip"),))
+            case "binary":
+                rnd = random.Random(_h(self.model.seed, "binary", host.name, page.path))
+                return Response(200, "text/html", rnd.randbytes(4096))
+            case "pdf":
+                return Response(200, "application/pdf", tiny_pdf())
+            case "png":
+                return Response(200, "image/png", tiny_png())
+        raise AssertionError(f"unknown page kind {page.kind}")
+
+    def robots(self, host: Host) -> Response:
+        """``/robots.txt`` (and ``/robots-moved.txt`` for the redirected kind)."""
+        match host.robots:
+            case "missing":
+                return not_found()
+            case "error_5xx":
+                return Response(503, "text/html", b"<html><body>unavailable</body></html>")
+            case "redirect":
+                loc = self.url(host.name, "/robots-moved.txt")
+                return Response(301, "text/html", b"moved", (("Location", loc),))
+            case "garbage":
+                return Response(200, "text/html", (robots_body("garbage", None) or "").encode())
+        body = robots_body(host.robots, host.crawl_delay)
+        assert body is not None
+        return Response(200, "text/plain", body.encode())
+
+    def moved_robots(self, host: Host) -> Response | None:
+        if host.robots != "redirect":
+            return None
+        return Response(200, "text/plain", (robots_body("redirect", host.crawl_delay) or "").encode())
+
+    # ------------------------------------------------------------------ traps
+    def calendar(self, host: Host, year: int, month: int) -> Response:
+        prev_y, prev_m = (year, month - 1) if month > 1 else (year - 1, 12)
+        next_y, next_m = (year, month + 1) if month < 12 else (year + 1, 1)
+        words = self._para(host.name, f"cal{month}", host.topic, 0, 0)[:30]
+        body = (f"<html><head><title>Calendar {year} {month:02d}</title></head><body><h1>{year}-{month:02d}</h1>"
+                f"<p>{' '.join(words)}</p><a href=\"/calendar/{prev_y}/{prev_m:02d}/\">previous</a> "
+                f"<a href=\"../../{next_y}/{next_m:02d}/\">next</a> <a href=\"/\">home</a></body></html>")
+        return Response(200, "text/html; charset=utf-8", body.encode())
+
+    def repeat(self, host: Host, path: str, seg: str) -> Response:
+        body = (f"<html><head><title>{seg}</title></head><body><p>{' '.join(self.anchor(path))}</p>"
+                f"<a href=\"{seg}\">more</a> <a href=\"/\">home</a></body></html>")
+        return Response(200, "text/html; charset=utf-8", body.encode())
+
+
+def _content_words(c: Content) -> list[str]:
+    out = list(c.title) * 2  # <title> and <h1>
+    for kind, items in c.blocks:
+        if kind == "p":
+            out.extend(items)
+        else:
+            for _, _, a in items:
+                out.extend(a)
+    out.extend(c.extra)
+    return out
+
+
+def not_found() -> Response:
+    return Response(404, "text/html", b"<html><body>not found</body></html>")
+
+
+def shingles(words: list[str], k: int = 4) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + k]) for i in range(max(1, len(words) - k + 1))}
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def _mixed_case(rng: random.Random, host: str) -> str:
+    return "".join(ch.upper() if rng.random() < 0.5 else ch for ch in host)
+
+
+def _escape_one(rng: random.Random, path: str) -> str:
+    """Percent-encode one unreserved letter: the same URL after canonicalisation."""
+    idx = [i for i, ch in enumerate(path) if ch.isalpha() and "?" not in path[:i]]
+    if not idx:
+        return path
+    i = rng.choice(idx)
+    return f"{path[:i]}%{ord(path[i]):02X}{path[i + 1:]}"
+
+
+def _relative(base_dir: str, target: str) -> str:
+    """A relative reference from a document in ``base_dir`` (ends with /) to the path ``target``."""
+    tpath, sep, query = target.partition("?")
+    tdir, _, name = tpath.rpartition("/")
+    bseg = [s for s in base_dir.split("/") if s]
+    tseg = [s for s in tdir.split("/") if s]
+    common = 0
+    while common < min(len(bseg), len(tseg)) and bseg[common] == tseg[common]:
+        common += 1
+    rel = "../" * (len(bseg) - common) + "".join(s + "/" for s in tseg[common:]) + name + sep + query
+    if not rel or rel.startswith("?"):
+        rel = "./" + rel
+    return rel
+
+
+@lru_cache(maxsize=1)
+def oversized_body() -> bytes:
+    para = b"<p>" + b"filler text " * 80 + b"</p>\n"
+    return b"<html><body>" + para * (OVERSIZED_BYTES // len(para)) + b"</body></html>"
+
+
+@lru_cache(maxsize=1)
+def gzip_bomb() -> bytes:
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"\0" * (1 << 20)
+    out = [comp.compress(b"<html><body>")]
+    out += [comp.compress(chunk) for _ in range(BOMB_BYTES >> 20)]
+    out.append(comp.flush())
+    return b"".join(out)
+
+
+@lru_cache(maxsize=1)
+def tiny_pdf() -> bytes:
+    return (b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
+            b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 72 72]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n")
+
+
+@lru_cache(maxsize=1)
+def tiny_png() -> bytes:
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    raw = b"".join(b"\0" + bytes(range(0, 256, 32)) for _ in range(8))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))

@@ -1,0 +1,80 @@
+"""The request log: one line per request the in-vitro web answered (or dropped).
+
+Format (text, UTF-8, tab-separated, one header line starting with ``#``)::
+
+    start  end  ip  host  target  status  bytes
+
+* ``start`` — wall-clock seconds (``time.time()``, 6 decimals) when the server began handling the
+  request (request line and headers parsed);
+* ``end`` — when the last byte of the response was handed to the socket (for a dropped or hung
+  connection: when the server gave up or the client went away);
+* ``ip`` — the local address of the socket, i.e. the IP the client dialed;
+* ``host`` — the Host header as sent (``-`` if none); ``target`` — path and query as sent;
+* ``status`` — HTTP status, ``0`` when no response was sent (connection reset, hang);
+* ``bytes`` — body bytes sent (compressed size for the gzip bomb).
+
+Lines are buffered in memory and appended to the file every second, on SIGUSR1 and on stop.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HEADER = "# websim request log v1\tstart\tend\tip\thost\ttarget\tstatus\tbytes\n"
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRequest:
+    start: float
+    end: float
+    ip: str
+    host: str
+    target: str
+    status: int
+    bytes: int
+
+
+class RequestLogWriter:
+    """Buffered appender; :meth:`flush` writes everything recorded so far."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._buf: list[str] = []
+        self.count = 0
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.write(HEADER)
+
+    def record(self, start: float, end: float, ip: str, host: str, target: str, status: int, nbytes: int) -> None:
+        # Header values come from clients: keep one record per line whatever they sent.
+        host = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in host) or "-"
+        target = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in target) or "-"
+        self._buf.append(f"{start:.6f}\t{end:.6f}\t{ip}\t{host}\t{target}\t{status}\t{nbytes}\n")
+        self.count += 1
+
+    def flush(self) -> None:
+        if self._buf:
+            buf, self._buf = self._buf, []
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.writelines(buf)
+
+
+def read_request_log(path: str | Path) -> list[LoggedRequest]:
+    """All records of a request log, in file order (which is completion order)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+        if not first.startswith("# websim request log"):
+            raise ValueError(f"{path}: not a websim request log")
+        for n, line in enumerate(f, start=2):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 7:
+                raise ValueError(f"{path}:{n}: expected 7 tab-separated fields, got {len(parts)}")
+            out.append(LoggedRequest(float(parts[0]), float(parts[1]), parts[2], parts[3], parts[4],
+                                     int(parts[5]), int(parts[6])))
+    return out
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,286 @@
+"""The in-vitro web's HTTP server: one aiohttp app, one port, bound to each served loopback IP.
+
+Virtual hosting by the Host header. Every request is logged (see :mod:`websim.request_log`)
+with the local address of its socket, so the audit knows which IP the client dialed.
+:class:`WebsimServer` runs in the current event loop; :func:`serve_forever` is the process
+entry point used by ``raycrawl websim serve`` and by :class:`websim.Websim`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import signal
+import socket
+import struct
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from raycrawl.urls import canonicalize, split_host
+from websim.dns import hosts_file_text, start_dns
+from websim.manifest import build_records, write_manifest
+from websim.model import SESSION_PARAM, Host, WebModel, ip_address, repeat_segment
+from websim.render import Renderer, Response, not_found
+from websim.request_log import RequestLogWriter
+
+log = logging.getLogger(__name__)
+
+#: Seconds a "slow" host waits before answering.
+SLOW_DELAY = 1.5
+#: A hung request is abandoned by the server after this long (the client normally gives up first).
+HANG_LIMIT = 300.0
+_CALENDAR = re.compile(r"^/calendar/(\d{4})/(\d{2})/$")
+_STREAM_CHUNK = 64 * 1024
+
+
+def _bind_all(ips: list[str], port: int) -> list[socket.socket]:
+    socks = []
+    try:
+        for ip in ips:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            socks.append(s)
+            s.bind((ip, port))
+            s.listen(1024)
+            s.setblocking(False)
+    except OSError:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+def bind_port(ips: list[str], port: int = 0, attempts: int = 50) -> tuple[int, list[socket.socket]]:
+    """Listening sockets on ``port`` for every IP; with port 0, a port free on all of them."""
+    if port:
+        return port, _bind_all(ips, port)
+    for _ in range(attempts):
+        probe = socket.socket()
+        probe.bind((ips[0], 0))
+        candidate = probe.getsockname()[1]
+        probe.close()
+        try:
+            return candidate, _bind_all(ips, candidate)
+        except OSError:
+            continue
+    raise OSError(f"no port free on all of {len(ips)} addresses after {attempts} attempts")
+
+
+class WebsimServer:
+    """Serves ``model`` on the loopback IPs; ``start()``/``stop()`` inside a running event loop."""
+
+    def __init__(self, model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
+                 slow_delay: float = SLOW_DELAY) -> None:
+        self.model = model
+        self.out_dir = Path(out_dir)
+        self.requested_port, self.dns_port = port, dns_port
+        self.slow_delay = slow_delay
+        self.port = 0
+        self.dns_address: tuple[str, int] | None = None
+        self.renderer: Renderer | None = None
+        self.log: RequestLogWriter | None = None
+        self._runner: web.AppRunner | None = None
+        self._dns_transport: asyncio.DatagramTransport | None = None
+        self._flusher: asyncio.Task | None = None
+        self._repeat: dict[str, str] = {}
+        self.ips = [ip_address(i) for i in range(model.n_ips)]
+
+    @property
+    def paths(self) -> dict[str, Path]:
+        d = self.out_dir
+        return {"manifest": d / "manifest.jsonl.gz", "request_log": d / "requests.log", "hosts_file": d / "hosts",
+                "seeds": d / "seeds.txt", "info": d / "websim.json"}
+
+    async def start(self) -> dict:
+        """Bind, write manifest/hosts/seeds files, start serving. Returns the info dict."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        port, socks = bind_port(self.ips, self.requested_port)
+        self.port = port
+        self.renderer = Renderer(self.model, port)
+        self._repeat = {h.name: "/" + repeat_segment(self.model, h) for h in self.model.hosts if h.trap == "repeat"}
+        records = {h.name: h.ip for h in self.model.hosts}
+        self._dns_transport, _ = await start_dns(records, self.ips[0], self.dns_port)
+        self.dns_address = self._dns_transport.get_extra_info("sockname")[:2]
+        paths = self.paths
+        write_manifest(build_records(self.model, self.renderer, self.dns_address), paths["manifest"])
+        paths["hosts_file"].write_text(hosts_file_text(records))
+        seeds = [self.renderer.url(h, p) for h, p in self.model.seeds()]
+        paths["seeds"].write_text("".join(s + "\n" for s in seeds))
+        self.log = RequestLogWriter(paths["request_log"])
+        app = web.Application(client_max_size=1 << 20)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        for s in socks:
+            await web.SockSite(self._runner, s, shutdown_timeout=1.0).start()
+        self._flusher = asyncio.get_running_loop().create_task(self._flush_every(1.0))
+        info = {"port": port, "ips": self.ips, "dns": list(self.dns_address),
+                **{k: str(v) for k, v in paths.items()}, "seed_urls": seeds}
+        tmp = paths["info"].with_suffix(".tmp")
+        tmp.write_text(json.dumps(info, indent=1))
+        tmp.replace(paths["info"])
+        log.info("websim serving %d hosts on %d IPs, port %d, DNS %s", self.model.n_hosts, len(self.ips), port,
+                 self.dns_address)
+        return info
+
+    async def stop(self) -> None:
+        if self._flusher:
+            self._flusher.cancel()
+        if self._runner:
+            await self._runner.cleanup()
+        if self._dns_transport:
+            self._dns_transport.close()
+        if self.log:
+            self.log.flush()
+
+    def flush(self) -> None:
+        if self.log:
+            self.log.flush()
+
+    async def _flush_every(self, period: float) -> None:
+        while True:
+            await asyncio.sleep(period)
+            self.flush()
+
+    # ------------------------------------------------------------------ requests
+    def lookup(self, host: Host, target: str) -> Response:
+        """The response for ``target`` (path and query as sent) on ``host``, faults aside."""
+        assert self.renderer is not None
+        canon = canonicalize("http://h.test" + (target if target.startswith("/") else "/" + target))
+        if canon is None:
+            return Response(400, "text/plain", b"bad request target")
+        path = split_host(canon)[1]
+        if path == "/robots.txt":
+            return self.renderer.robots(host)
+        if path == "/robots-moved.txt":
+            return self.renderer.moved_robots(host) or not_found()
+        sid = ""
+        if host.trap == "session" and "?" in path:
+            base, _, query = path.partition("?")
+            kept = []
+            for pair in query.split("&"):
+                if pair.startswith(SESSION_PARAM + "="):
+                    sid = pair[len(SESSION_PARAM) + 1:]
+                else:
+                    kept.append(pair)
+            path = base + ("?" + "&".join(kept) if kept else "")
+        page = host.pages.get(path)
+        if page is not None:
+            return self.renderer.response(host, page, sid)
+        if host.trap == "calendar" and (m := _CALENDAR.match(path)):
+            year, month = int(m.group(1)), int(m.group(2))
+            if 1 <= month <= 12 and 1000 <= year <= 9999:
+                return self.renderer.calendar(host, year, month)
+        if host.trap == "repeat":
+            seg = self._repeat[host.name]
+            if path.startswith(seg) and path == seg * (len(path) // len(seg)):
+                return self.renderer.repeat(host, path, seg[1:])
+        return not_found()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        start = time.time()
+        assert self.log is not None
+        transport = request.transport
+        sockname = transport.get_extra_info("sockname") if transport else None
+        ip = sockname[0] if sockname else "-"
+        host_header = request.headers.get("Host", "")
+        target = request.raw_path
+        name = host_header.rsplit(":", 1)[0].lower().rstrip(".") if host_header else ""
+        host = self.model.by_name.get(name)
+        status, nbytes = 0, 0
+        try:
+            if host is None:
+                resp = Response(404, "text/plain", b"no such host here")
+            elif host.fault == "hang":
+                await self._hang(request)
+                raise _Dropped
+            else:
+                if host.fault == "slow":
+                    await asyncio.sleep(self.slow_delay)
+                resp = self.lookup(host, target)
+            if resp.reset:
+                _reset(request)
+                raise _Dropped
+            if resp.stream_bytes:
+                out = web.StreamResponse(status=resp.status, headers={"Content-Type": resp.ctype or "text/html"})
+                await out.prepare(request)
+                status = resp.status
+                chunk = b"<html><body>" + b"x" * (_STREAM_CHUNK - 12)
+                try:
+                    while nbytes < resp.stream_bytes:
+                        await out.write(chunk)
+                        nbytes += len(chunk)
+                    await out.write_eof()
+                except (ConnectionError, RuntimeError):
+                    pass  # the client stopped reading: what a size-capped crawler does
+                return out
+            headers = dict(resp.headers)
+            if resp.ctype:
+                headers["Content-Type"] = resp.ctype
+            out = web.Response(status=resp.status, body=resp.body, headers=headers)
+            status, nbytes = resp.status, len(resp.body)
+            try:
+                await out.prepare(request)
+                await out.write_eof()
+            except (ConnectionError, RuntimeError):
+                status = 0
+            return out
+        except _Dropped:
+            raise asyncio.CancelledError from None
+        finally:
+            self.log.record(start, time.time(), ip, host_header, target, status, nbytes)
+
+    async def _hang(self, request: web.Request) -> None:
+        """Accept, read the request, never answer; return when the client goes away."""
+        deadline = time.monotonic() + HANG_LIMIT
+        while time.monotonic() < deadline:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return
+            await asyncio.sleep(0.05)
+        _reset(request)
+
+
+class _Dropped(Exception):
+    """No response is sent for this request."""
+
+
+def _reset(request: web.Request) -> None:
+    """Close the connection with a TCP RST (SO_LINGER 0), as a crashing server would."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+async def serve_forever(model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
+                        ready_file: str | Path | None = None, announce=None,
+                        slow_delay: float = SLOW_DELAY) -> None:
+    """Run until SIGINT/SIGTERM; SIGUSR1 flushes the request log. Writes ``ready_file`` (the
+    info JSON) once serving, and calls ``announce(info)`` if given."""
+    server = WebsimServer(model, out_dir, port, dns_port, slow_delay=slow_delay)
+    info = await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, server.flush)
+    if announce:
+        announce(info)
+    if ready_file:
+        tmp = Path(str(ready_file) + ".tmp")
+        tmp.write_text(json.dumps(info))
+        tmp.replace(ready_file)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
