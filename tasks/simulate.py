@@ -1,0 +1,317 @@
+"""Focused-crawl simulation: replay a crawl over the stored graph and summaries (seed 000, §1).
+
+No network: "fetching" node v means looking up its successors in the graph and its summary in
+the archive. A Mercator frontier (:class:`policies.frontier_policy.MercatorFrontier`: priority
+front queues, per-host back queues, simulated politeness) decides the order; the *policy* decides
+priorities:
+
+* ``bfs`` — one front queue: breadth-first, the crawl order of a generic crawler;
+* ``best-first`` — a discovered link gets the priority level of the best page it was found on,
+  i.e. the classifier score of that (already fetched) page quantised to ``levels`` levels.
+
+The harvest rate after t pages is (relevant pages among the first t) / t, measured with the
+ground truth of the :class:`tasks.relevance.Relevance`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from policies.frontier_policy import MercatorFrontier
+from raycrawl.errors import UserError
+from tasks.relevance import Relevance
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("bfs", "best-first")
+
+
+@dataclass
+class Collection:
+    """What a simulation replays: the graph (CSR successors) and the host of every node."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    host: np.ndarray  # host id per node
+    url_of: Callable[[int], str] | None = None
+    id_of: Callable[[str], int | None] | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.indptr) - 1
+
+
+@dataclass
+class Curve:
+    """Harvest over time of one simulated crawl."""
+
+    policy: str
+    pages: np.ndarray       # pages fetched at each checkpoint
+    relevant: np.ndarray    # relevant pages among them
+    sim_time: np.ndarray    # simulated clock at each checkpoint
+    elapsed_s: float
+    info: dict = field(default_factory=dict)
+
+    @property
+    def harvest_rate(self) -> np.ndarray:
+        return self.relevant / np.maximum(self.pages, 1)
+
+    @property
+    def fetched(self) -> int:
+        return int(self.pages[-1]) if len(self.pages) else 0
+
+    @property
+    def pages_per_minute(self) -> float:
+        return 60.0 * self.fetched / max(self.elapsed_s, 1e-9)
+
+
+def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: list[int], *,
+             levels: int = 10, back_queues: int = 64, delay: float = 4.0, checkpoints: int = 200,
+             trace: list | None = None) -> Curve:
+    """Replay ``budget`` fetches from ``seeds`` with ``policy``; returns the harvest curve.
+
+    ``trace``, if a list, receives (node, simulated time the fetch ended) for every fetch.
+    """
+    if policy not in POLICIES:
+        raise UserError(f"unknown policy {policy!r} (use {', '.join(POLICIES)})")
+    if budget < 1:
+        raise UserError("--budget must be ≥ 1")
+    if not seeds:
+        raise UserError("no seed nodes to start from")
+    n = coll.num_nodes
+    assert len(rel.truth) == n == len(rel.score) == len(coll.host)
+    t0 = time.perf_counter()
+    nlev = levels if policy == "best-first" else 1
+    # Level a fetched page passes on to its links (read only after the page is fetched).
+    level_of = np.minimum((rel.score * nlev).astype(np.int64), nlev - 1).tolist() if nlev > 1 else None
+    truth = rel.truth.tolist()
+    indptr = coll.indptr.tolist()
+    indices = coll.indices
+    frontier = MercatorFrontier(coll.host.tolist(), nlev, back_queues, delay)
+    best = [-1] * n  # best level a node was queued with
+    for s in seeds:
+        best[s] = nlev - 1
+        frontier.add(s, nlev - 1)
+    every = max(1, budget // checkpoints)
+    pages, relevant, clock = [], [], []
+    fetched = hits = 0
+    while fetched < budget:
+        v = frontier.next()
+        if v is None:
+            break
+        fetched += 1
+        hits += truth[v]
+        if trace is not None:
+            trace.append((v, frontier.now))
+        if fetched % every == 0:
+            pages.append(fetched)
+            relevant.append(hits)
+            clock.append(frontier.now)
+        lvl = level_of[v] if level_of is not None else 0
+        for w in indices[indptr[v] : indptr[v + 1]].tolist():
+            if lvl > best[w]:
+                best[w] = lvl
+                frontier.add(w, lvl)
+    if not pages or pages[-1] != fetched:
+        pages.append(fetched)
+        relevant.append(hits)
+        clock.append(frontier.now)
+    elapsed = time.perf_counter() - t0
+    if fetched < budget:
+        log.info("%s: frontier exhausted after %d pages (budget %d)", policy, fetched, budget)
+    return Curve(policy, np.array(pages), np.array(relevant), np.array(clock), elapsed,
+                 {"budget": budget, "seeds": len(seeds), "levels": nlev, "back_queues": back_queues,
+                  "delay": delay})
+
+
+# -- loading a crawl ---------------------------------------------------------------------------------
+
+
+def load_collection(crawl_dir: Path) -> Collection:
+    """The crawl's graph (``DIR/graph/`` BV graph if present, else the link records) and hosts."""
+    from raycrawl.commands.summaries import node_map
+    from raycrawl.urls import host_of
+
+    id_of, url_of, n, source = node_map(crawl_dir)
+    indptr = indices = None
+    graph = crawl_dir / "graph"
+    if (graph / "bv.properties").exists():
+        from storage.bvgraph import BVGraph
+
+        g = BVGraph.load(graph / "bv")
+        if g.num_nodes == n:
+            indptr, indices = g.to_csr()
+        else:
+            log.warning("graph has %d nodes, URL map %d: rebuilding arcs from link records", g.num_nodes, n)
+    if indptr is None:
+        from storage.link_records import iter_link_records
+
+        src, dst = [], []
+        for rec in iter_link_records(crawl_dir):
+            v = id_of(rec["url"])
+            if v is None:
+                continue
+            targets = list(rec.get("links") or ())
+            if rec.get("redirect"):
+                targets.append(rec["redirect"])
+            for u in targets:
+                w = id_of(u)
+                if w is not None:
+                    src.append(v)
+                    dst.append(w)
+        src_a, dst_a = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        order = np.lexsort((dst_a, src_a))
+        indices = dst_a[order]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src_a, minlength=n), out=indptr[1:])
+    hosts: dict[str, int] = {}
+    host = np.array([hosts.setdefault(host_of(url_of(i)) or "", len(hosts)) for i in range(n)], dtype=np.int64)
+    log.info("collection: %d nodes, %d arcs, %d hosts (%s)", n, len(indices), len(hosts), source)
+    return Collection(np.asarray(indptr, np.int64), np.asarray(indices, np.int64), host, url_of, id_of)
+
+
+def default_seeds(crawl_dir: Path, coll: Collection, k: int = 5) -> list[int]:
+    """The first ``k`` URLs the crawl fetched (its seeds come first)."""
+    from storage.link_records import iter_link_records
+
+    seeds: list[int] = []
+    for rec in iter_link_records(crawl_dir):
+        v = coll.id_of(rec["url"])
+        if v is not None and v not in seeds:
+            seeds.append(v)
+            if len(seeds) == k:
+                break
+    return seeds
+
+
+def read_labels(path: Path, coll: Collection) -> np.ndarray:
+    """Per-node labels from a ``url<TAB>label`` file (unknown URLs are ignored)."""
+    labels = np.full(coll.num_nodes, None, dtype=object)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UserError(f"--truth {path}: {exc.strerror}") from None
+    bad = 0
+    for line in lines:
+        url, sep, label = line.rstrip("\n").partition("\t")
+        if not sep:
+            bad += 1
+            continue
+        v = coll.id_of(url)
+        if v is not None:
+            labels[v] = label
+    if bad == len(lines):
+        raise UserError(f"--truth {path}: no url<TAB>label lines")
+    return labels
+
+
+# -- reporting ---------------------------------------------------------------------------------------
+
+
+def write_results(curves: list[Curve], rel: Relevance, out_dir: Path, title: str = "") -> dict:
+    """``harvest.tsv``, ``harvest.json`` and ``harvest.png`` (matplotlib Agg) in ``out_dir``."""
+    import json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "harvest.tsv", "w") as f:
+        f.write("policy\tpages\trelevant\tharvest_rate\tsim_time\n")
+        for c in curves:
+            for p, r, h, t in zip(c.pages.tolist(), c.relevant.tolist(), c.harvest_rate.tolist(),
+                                  c.sim_time.tolist(), strict=True):
+                f.write(f"{c.policy}\t{p}\t{r}\t{h:.6f}\t{t:.1f}\n")
+    summary = {
+        "relevance": rel.spec,
+        "relevance_info": rel.info,
+        "policies": {c.policy: {"fetched": c.fetched, "relevant": int(c.relevant[-1]),
+                                "harvest_rate": float(c.harvest_rate[-1]),
+                                "mean_harvest_rate": float(c.harvest_rate.mean()),
+                                "replay_pages_per_minute": c.pages_per_minute, **c.info} for c in curves},
+    }
+    (out_dir / "harvest.json").write_text(json.dumps(summary, indent=1) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for c in curves:
+        ax.plot(c.pages, c.harvest_rate, label=f"{c.policy} (final {c.harvest_rate[-1]:.3f})")
+    ax.set_xlabel("pages fetched")
+    ax.set_ylabel("harvest rate (relevant / fetched)")
+    ax.set_ylim(0, 1)
+    ax.set_title(title or f"focused-crawl simulation: {rel.spec}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "harvest.png", dpi=110)
+    plt.close(fig)
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    lines = [f"relevance {summary['relevance']}: {summary['relevance_info']}"]
+    for name, p in summary["policies"].items():
+        lines.append(f"{name:>10}: {p['fetched']} pages, {p['relevant']} relevant, harvest {p['harvest_rate']:.3f} "
+                     f"(mean over time {p['mean_harvest_rate']:.3f}), {p['replay_pages_per_minute']:,.0f} pages/min")
+    return "\n".join(lines)
+
+
+# -- an in-vitro collection straight from the websim model (ground-truth topics) ----------------------
+
+
+def websim_corpus(model, renderer=None) -> tuple[Collection, list[dict], np.ndarray]:
+    """(collection, document records, topic label per node) of a :class:`websim.model.WebModel`.
+
+    Nodes are the model's HTML pages, numbered in URL sort-key order like a crawl's graph; arcs
+    are their links to other HTML pages; records hold each page's visible words counted through
+    the text pipeline (ready for :func:`storage.summaries.build_archive`); labels are the pages'
+    topic names — the relevance ground truth websim knows and a crawl does not.
+    """
+    from collections import Counter
+
+    from raycrawl import text
+    from websim.render import Renderer
+
+    try:
+        from storage.urlmap import url_sort_key
+    except ImportError:
+        url_sort_key = None
+    renderer = renderer or Renderer(model, 80)
+    pages = [(h, p) for h in model.hosts for p in h.pages.values() if p.kind == "html"]
+    urls = [f"http://{h.name}{p.path}" for h, p in pages]
+    order = sorted(range(len(urls)), key=(lambda i: url_sort_key(urls[i])) if url_sort_key else urls.__getitem__)
+    node_of = {(pages[i][0].name, pages[i][1].path): v for v, i in enumerate(order)}
+    n = len(order)
+    hosts: dict[str, int] = {}
+    host = np.empty(n, np.int64)
+    labels = np.empty(n, dtype=object)
+    src, dst, records = [], [], []
+    for v, i in enumerate(order):
+        h, p = pages[i]
+        host[v] = hosts.setdefault(h.name, len(hosts))
+        labels[v] = model.vocab.topic_name(p.topic)
+        for target in p.links:
+            w = node_of.get(target)
+            if w is not None:
+                src.append(v)
+                dst.append(w)
+        words = renderer.words(h, p)
+        records.append({"url": urls[i], "length": len(words),
+                        "terms": dict(Counter(text.stems(words)))})
+    src_a, dst_a = np.array(src, np.int64), np.array(dst, np.int64)
+    o = np.lexsort((dst_a, src_a))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src_a, minlength=n), out=indptr[1:])
+    index = {urls[i]: v for v, i in enumerate(order)}
+    coll = Collection(indptr, dst_a[o], host, lambda v: urls[order[v]], index.get)
+    return coll, records, labels
+
+
+def websim_seeds(model, coll: Collection) -> list[int]:
+    return [v for v in (coll.id_of(f"http://{h}{p}") for h, p in model.seeds()) if v is not None]
