@@ -165,11 +165,13 @@ class Parser:
             if canonicalize(candidate) is not None:
                 base = candidate
         seen: set[str] = set()
+        seen_raw: set[str] = set()  # canonicalisation is most of the cost: do each spelling once
         links: list[str] = []
 
         def add(raw: str | None) -> None:
-            if raw is None:  # href="" is a link to the page itself, as in a browser
+            if raw is None or raw in seen_raw:  # href="" is a link to the page itself, as in a browser
                 return
+            seen_raw.add(raw)
             url = canonicalize(raw, base=base)
             if url is not None and url not in seen:
                 seen.add(url)
