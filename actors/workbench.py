@@ -100,11 +100,15 @@ class Workbench:
         Returns each host's remaining queue length."""
         items = []
         front = []
+        cdelays = []
+        pol = self.politeness
         for rel in releases:
             if rel.end is None:
                 hn, ipn = -1.0, -1.0
             else:
                 hn, ipn = self.politeness.host_next(rel.end, rel.crawl_delay), self.politeness.ip_next(rel.end)
+            if rel.crawl_delay:
+                cdelays.append((rel.host, pol.effective_host_delay(rel.crawl_delay)))
             if rel.not_before is not None:
                 hn = max(hn, rel.not_before)
             items.append((rel.host, rel.ip, hn, ipn))
@@ -112,6 +116,8 @@ class Workbench:
                 front.append((rel.host, rel.ip, list(rel.putback)))
         if not items:
             return []
+        if cdelays:  # for recover(): the delay a host busy at a crash must wait
+            self.frontier.r.hset(self.frontier.key("cdelay"), mapping=dict(cdelays))
         if not front:
             return list(self.frontier.release(items))
         # One transaction: a URL put back is re-queued and no longer in flight, never both or neither.
@@ -121,8 +127,11 @@ class Workbench:
             self.frontier.release(items, pipe=pipe)
             return list(pipe.execute()[-1])
 
-    def recover(self) -> int:
-        return self.frontier.recover()
+    def recover(self, now: float) -> int:
+        """After a crash: in-flight URLs back in front of their visit states; hosts and IPs that
+        had a request in flight wait a full delay from ``now`` (that response may just have ended)."""
+        pol = self.politeness
+        return self.frontier.recover(now, pol.host_delay, pol.ip_delay)
 
     # --- snapshots ---------------------------------------------------------------------------------
     def visit_state(self, host: str) -> VisitState:

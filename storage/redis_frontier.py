@@ -24,6 +24,7 @@ key                  type    content
 ``P voff``           hash    host → byte offset already read from its virtual queue
 ``P vend``           hash    host → committed end (bytes) of its virtual queue
 ``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
+``P robots``         hash    host → robots.txt rules (JSON of RobotsRules.to_dict), until expiry
 ``P digest``         hash    content digest (hex) → first URL with it (exact duplicates)
 ``P meta``           hash    started, settings of the crawl
 ==================== ======= =====================================================================
@@ -88,9 +89,11 @@ class RedisFrontier:
             args += [host, ip, len(paths), *paths]
         return self._scripts["add"](args=args, client=pipe or self.r)
 
-    def recover(self) -> int:
-        """Re-queue every in-flight URL and rebuild the workbench (after a crash). Returns how many."""
-        return int(self._scripts["recover"](args=[self.p]))
+    def recover(self, now: float, host_delay: float, ip_delay: float) -> int:
+        """Re-queue every in-flight URL and rebuild the workbench (after a crash); hosts and IPs
+        that were busy wait a full delay from ``now``. Returns how many URLs were re-queued."""
+        args = [self.p, repr(now), repr(host_delay), repr(ip_delay)]
+        return int(self._scripts["recover"](args=args))
 
     def commit(self, urls: list[str], counters: dict[str, int], digests: dict[str, str] | None = None) -> None:
         """Forget in-flight URLs whose results are stored, and add to the crawl counters, atomically;

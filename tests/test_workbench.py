@@ -122,7 +122,7 @@ def test_recover_requeues_in_flight(client) -> None:
     wb.release([Release(done[0], done[1], end=10.0)])
     wb.frontier.commit([done[0] + done[2]], {"pages": 1})
     # crash with two URLs in flight
-    assert wb.recover() == 2
+    assert wb.recover(10.0) == 2
     seen = [done[0] + done[2]]
     while True:
         got, _ = wb.acquire(1e9, 10)

@@ -1,0 +1,359 @@
+"""One crawling agent: the sieve, fetch, parser and store actors wired around the Redis workbench.
+
+The agent's own loop (in the calling process) is BUbiNG's glue: it drains finished visits from the
+fetch actors, has them parsed, decides what each one is (duplicate, redirect, error, page to follow),
+stores WARC + link records, offers the followed links (prefetch-filtered) to the sieve, and only
+then *commits* the batch in Redis (in-flight entries dropped, counters added, AOF synced). The
+distributor then moves URLs from the sieve and the virtual queues to the workbench.
+
+Crash semantics (kill -9 of everything, then ``--resume``): a visit is committed only after its
+records and its links are durable, so after a crash the in-flight set holds exactly the visits
+that may have to be redone; :meth:`RedisFrontier.recover` puts them back in front of their visit
+states. The sieve offset moves atomically with the URLs it hands to the workbench. Hence no URL is
+lost and none is fetched twice, except visits in flight (or drained but uncommitted) at the kill.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from actors.distributor import Distributor
+from actors.fetch_loop import Outcome
+from actors.virtualizer import Virtualizer
+from actors.workbench import Workbench
+from policies.politeness import Politeness
+from raycrawl.errors import UserError
+from raycrawl.progress import Progress
+from raycrawl.report import build_report, write_report
+from raycrawl.settings import Settings
+from raycrawl.urls import canonicalize
+from storage.warc import warc_date
+
+log = logging.getLogger(__name__)
+
+
+def read_seeds(path: str | Path) -> list[str]:
+    """Canonical seed URLs of a seeds file (blank lines and ``#`` comments skipped).
+    A file with no valid URL is a UserError."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"seeds file not found: {p}")
+    seeds, bad = [], 0
+    for line in p.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        url = canonicalize(line)
+        if url is None:
+            bad += 1
+            log.warning("seeds: ignoring %r (not an http(s) URL)", line)
+        else:
+            seeds.append(url)
+    if not seeds:
+        raise UserError(f"no valid http(s) URL in seeds file {p}" + (f" ({bad} invalid lines)" if bad else ""))
+    return seeds
+
+
+def _near_dup_index(settings: Settings, redis_url: str):
+    """The near-duplicate checker of actors/shingler.py, if that module exists and is enabled."""
+    if not settings.near_dup:
+        return None
+    try:
+        from actors.shingler import NearDupIndex
+    except ImportError:
+        log.info("actors.shingler not available: near-duplicate check skipped")
+        return None
+    return NearDupIndex(redis_url=redis_url, key_prefix=settings.redis_prefix + "dedup")
+
+
+class Agent:
+    """Runs one crawl to the end (frontier empty or budget spent). ``run()`` returns the report."""
+
+    def __init__(self, settings: Settings, redis_url: str, progress: Progress | None = None) -> None:
+        from policies.filters import build_postfetch, build_prefetch
+        from policies.networks import NetworkPolicy
+
+        self.s = settings
+        self.out = Path(settings.out)
+        self.redis_url = redis_url
+        self.client = redis.Redis.from_url(redis_url)
+        self.wb = Workbench(self.client, settings.redis_prefix,
+                            Politeness(settings.host_delay, settings.ip_delay, settings.max_crawl_delay,
+                                       settings.retry_backoff))
+        self.f = self.wb.frontier
+        self.virt = Virtualizer(self.out / "virtualizer", self.f, settings.workbench_urls_per_host)
+        self.distributor = Distributor(self.wb, self.virt, front_size=settings.front_size,
+                                       max_front_size=settings.max_front_size,
+                                       max_urls_per_host=settings.max_urls_per_host, batch=settings.batch * 4,
+                                       allows=NetworkPolicy(settings.allow_networks).allows)
+        self.prefetch = build_prefetch(settings)
+        self.postfetch = build_postfetch(settings)
+        self.near = _near_dup_index(settings, redis_url)
+        self.progress = progress
+        self.run_pages = 0
+
+    # --- setup ---------------------------------------------------------------------------------------
+    def _prepare_state(self) -> None:
+        sieve_dir = self.out / "sieve"
+        has_state = sieve_dir.exists() or self.client.exists(self.f.key("meta"))
+        if self.s.resume:
+            if not has_state:
+                raise UserError(f"--resume: no crawl to resume in {self.out} (and its Redis)")
+            requeued = self.wb.recover(time.time())
+            log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
+        else:
+            if has_state:
+                raise UserError(f"{self.out} already holds a crawl: pass --resume to continue it, "
+                                "or choose another --out")
+            self.f.clear()
+            self.client.hset(self.f.key("meta"), mapping={"started": time.time(),
+                                                          "settings": json.dumps(self.s.to_dict())})
+
+    def _start_actors(self) -> None:
+        import ray
+
+        from actors.fetch_loop import fetch_actor_class
+        from actors.parser import ParserActor
+        from actors.sieve import sieve_actor_class
+        from actors.store_writer import store_actor_class
+
+        s = self.s
+        done = self.f.stats().get("pages", 0)
+        budget = max(0, s.max_pages - done) if s.max_pages else None
+        self.budget_left = budget
+        per_actor = None if budget is None else [budget // s.fetch_actors + (i < budget % s.fetch_actors)
+                                                  for i in range(s.fetch_actors)]
+        self.sieve = sieve_actor_class().remote(str(self.out / "sieve"), s.sieve_batch, s.url_cache)
+        FetchActor = fetch_actor_class()
+        self.fetchers = [FetchActor.remote(s, self.redis_url, None if per_actor is None else per_actor[i])
+                         for i in range(s.fetch_actors)]
+        self.parser = ray.remote(num_cpus=0)(ParserActor).remote(s.user_agent)
+        self.store = store_actor_class().remote(str(self.out), "agent0", s.warc_max_bytes)
+        ray.get([f.start.remote() for f in self.fetchers])
+
+    # --- the loop ------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        import ray
+
+        self._prepare_state()
+        self._start_actors()
+        if self.s.seeds:
+            seeds = [u for u in read_seeds(self.s.seeds) if self.prefetch(u)]
+            ray.get(self.sieve.enqueue.remote(seeds))
+        started = time.time()
+        stopped = "interrupted"
+        try:
+            stopped = self._loop()
+        finally:
+            elapsed = time.time() - started
+            self._shutdown()
+            report = build_report(self.f.stats(), elapsed=elapsed, run_pages=self.run_pages, stopped=stopped,
+                                  frontier=self.f.counts(),
+                                  extra={"required_front": self.distributor.required_front})
+            write_report(self.out / "report.json", report)
+        return report
+
+    def _loop(self) -> str:
+        import ray
+
+        read_sieve = lambda off, n: ray.get(self.sieve.read.remote(off, n))  # noqa: E731
+        resolve = lambda names: ray.get(self.fetchers[0].resolve_many.remote(names))  # noqa: E731
+        t0 = time.time()
+        while True:
+            outcomes: list[Outcome] = []
+            for batch in ray.get([f.drain.remote(self.s.batch, 0.1) for f in self.fetchers]):
+                outcomes += batch
+            if outcomes:
+                self._process(outcomes)
+            statuses = ray.get([f.status.remote() for f in self.fetchers])
+            if any(st["waited"] for st in statuses):
+                self.distributor.fetchers_waited()
+            budget_spent = self.s.max_pages and all(st["budget"] is not None and st["budget"] <= 0
+                                                    for st in statuses)
+            if not budget_spent:
+                res = self.distributor.step(read_sieve, resolve)
+                if res.failed:
+                    self._record_failures(res.failed)
+                if res.over_host_limit:
+                    self.f.commit([], {"filtered:max-urls-per-host": res.over_host_limit})
+            idle = all(st["idle"] for st in statuses)
+            if self.progress is not None and self.progress.due():
+                c = self.f.counts()
+                st = self.f.stats()
+                el = max(1e-9, time.time() - t0)
+                self.progress.show({"pages": st.get("pages", 0), "pages/s": f"{self.run_pages / el:.1f}",
+                                    "front": c["front"], "queued": c["queued"], "virtual": c["virtualized"],
+                                    "in-flight": sum(x["in_flight"] for x in statuses),
+                                    "errors": sum(v for k, v in st.items() if k.startswith("error:"))})
+            if idle and budget_spent:
+                return "budget spent"
+            if idle:
+                c = self.f.counts()
+                if (c["queued"] == 0 and c["hosts_busy"] == 0 and c["virtualized"] == 0
+                        and ray.get(self.sieve.exhausted.remote(self.f.sieve_offset()))):
+                    return "frontier empty"
+
+    def _record_failures(self, failed: list[tuple[str, str]]) -> None:
+        import ray
+
+        if self.s.max_pages:
+            # Failures count against the page budget like fetched pages.
+            ray.get(self.fetchers[0].consume_budget.remote(len(failed)))
+        now = time.time()
+        records = [_record(url, 0, "", now, "", 0, error=kind) for url, kind in failed]
+        from actors.fetcher import FetchResult
+
+        ray.get(self.store.write_batch.remote([(FetchResult(url=r["url"], ip=""), None, r) for r in records]))
+        counters = Counter({"pages": len(records), "status:0": len(records)})
+        counters.update(f"error:{kind}" for _, kind in failed)
+        self.run_pages += len(records)
+        self.f.commit([], counters)
+
+    def _process(self, outcomes: list[Outcome]) -> None:
+        """Parse, classify, store, follow links, commit: one batch of finished visits."""
+        import ray
+
+        counters: Counter[str] = Counter()
+        pages = [o for o in outcomes if o.kind == "page"]
+        to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300 and self.postfetch(o.fr)]
+        parsed = dict(zip([fr.url for fr in to_parse],
+                          ray.get(self.parser.parse_batch.remote(to_parse)) if to_parse else [], strict=True))
+        # Exact duplicates: the first URL with a digest owns it (HSETNX), shared by all agents.
+        dkey = self.f.key("digest")
+        with_digest = [(fr, parsed[fr.url]) for fr in to_parse if parsed[fr.url].digest]
+        pipe = self.client.pipeline(transaction=False)
+        for fr, pr in with_digest:
+            pipe.hsetnx(dkey, pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended)]))
+        for _, pr in with_digest:
+            pipe.hget(dkey, pr.digest.hex())
+        answers = pipe.execute()[len(with_digest):]
+        dup_of: dict[str, tuple[str, str, str]] = {}
+        for (fr, _), owner in zip(with_digest, answers, strict=True):
+            first_url, first_date = json.loads(owner)
+            if first_url != fr.url:
+                dup_of[fr.url] = (first_url, first_date, "exact")
+        if self.near is not None:
+            docs = [(fr.url, pr.text) for fr, pr in with_digest if fr.url not in dup_of and pr.text]
+            for (url, _), rep in zip(docs, self.near.check_and_add(docs), strict=True):
+                if rep is not None and rep != url:
+                    dup_of[url] = (rep, "", "near")
+        items = []
+        links: list[str] = []
+        for o in outcomes:
+            fr = o.fr
+            if o.kind == "robots":
+                counters["robots"] += 1
+                counters["bytes"] += len(fr.body)
+                items.append((fr, None, None))
+                continue
+            pr = parsed.get(fr.url)
+            rec = _record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=_error_kind(fr))
+            rec["redirect"] = fr.redirect
+            revisit = None
+            if pr is not None:
+                rec["digest"] = pr.digest
+                rec["title"] = pr.title
+                if fr.url in dup_of:
+                    rep, date, kind = dup_of[fr.url]
+                    rec["dup_of"], rec["dup_kind"] = rep, kind
+                    revisit = (rep, date or warc_date(fr.ended))
+                    counters[f"dup:{kind}"] += 1
+                else:
+                    rec["links"] = pr.links
+            if fr.redirect:
+                counters["redirects"] += 1
+                links.append(fr.redirect)
+            links += rec["links"]
+            counters["pages"] += 1
+            counters[f"status:{fr.status}"] += 1
+            if fr.status:
+                counters[f"ctype:{fr.ctype or 'none'}"] += 1
+            if rec["error"]:
+                counters[f"error:{rec['error']}"] += 1
+            if o.attempts > 1:
+                counters["retries"] += o.attempts - 1
+            counters["bytes"] += len(fr.body)
+            items.append((fr, revisit, rec))
+        follow = []
+        for url in links:
+            why = self.prefetch.explain(url)
+            if why is None:
+                follow.append(url)
+            else:
+                counters[f"filtered:{why}"] += 1
+        counters["links"] += len(follow)
+        store_ref = self.store.write_batch.remote(items)
+        sieve_ref = self.sieve.enqueue.remote(follow)
+        ray.get([store_ref, sieve_ref])
+        self.f.commit([o.key for o in outcomes], counters)
+        self.run_pages += counters["pages"]
+
+    def _shutdown(self) -> None:
+        import ray
+
+        try:
+            ray.get([f.stop.remote() for f in self.fetchers], timeout=60)
+            # Visits that finished while stopping are stored and committed too.
+            rest: list[Outcome] = []
+            for batch in ray.get([f.drain.remote(10**9, 0) for f in self.fetchers]):
+                rest += batch
+            if rest:
+                self._process(rest)
+            ray.get([self.store.close.remote(), self.sieve.close.remote()])
+        except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+            log.exception("agent shutdown incomplete")
+        for actor in [*self.fetchers, self.parser, self.store, self.sieve]:
+            ray.kill(actor)
+        if self.near is not None:
+            self.near.close()
+
+
+def _error_kind(fr) -> str | None:
+    if fr.error:
+        return fr.error
+    if 400 <= fr.status < 500:
+        return "http-4xx"
+    if fr.status >= 500:
+        return "http-5xx"
+    return None
+
+
+def _record(url: str, status: int, ctype: str, t: float, ip: str, size: int, error: str | None = None) -> dict:
+    return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
+            "dup_of": None, "dup_kind": None, "links": [], "redirect": None, "error": error, "title": "",
+            "warc": None, "epoch": 0}
+
+
+def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
+    """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
+    ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
+    import os
+
+    import ray
+
+    from raycrawl.redis_server import redis_url_for
+
+    out = Path(settings.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    with redis_url_for(settings.redis_url, out / "redis") as url:
+        # `raycrawl status --out DIR` finds the running crawl's Redis here.
+        (out / "redis-url").write_text(url + "\n")
+        started_ray = False
+        if not ray.is_initialized():
+            ray.init(address=settings.address, include_dashboard=False, log_to_driver=True,
+                     configure_logging=False, **({} if settings.address else {"num_cpus": 2}))
+            started_ray = True
+        try:
+            return Agent(settings, url, progress).run()
+        finally:
+            if started_ray:
+                ray.shutdown()
+            (out / "redis-url").unlink(missing_ok=True)

@@ -1,0 +1,253 @@
+"""The fetch loop: BUbiNG's fetching threads as one asyncio loop over the shared workbench.
+
+It acquires ready hosts from the workbench (Redis), fetches one URL per host — robots.txt first,
+then pages the robots rules allow — and releases each host as soon as its response has ENDED, so
+the next fetch of the host and of its IP is scheduled from the end of the response. Up to
+``concurrency`` fetches run at once; hosts and IPs are never fetched twice at a time because the
+workbench hands out each at most once until released.
+
+Completed exchanges wait in a buffer for the agent to :meth:`FetchLoop.drain`; they leave the
+workbench's in-flight set only when the agent commits them (after storing), so a crash re-fetches
+at most what was in flight or buffered. Transient failures (connect/timeout/reset, 429/5xx) go
+back to the front of their visit state with exponential back-off, up to ``max_retries`` times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import redis
+
+from actors.dns import Resolver
+from actors.fetcher import FetchResult
+from actors.workbench import ROBOTS, Release, Workbench
+from policies.politeness import Politeness
+from policies.robots import RobotsRules
+from raycrawl.settings import Settings, parse_hostport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """A finished visit: ``key`` is the in-flight key (host + path) to commit; ``kind`` is
+    "page" (a URL of the crawl, with a link record) or "robots" (a robots.txt exchange)."""
+
+    key: str
+    kind: str
+    fr: FetchResult
+    attempts: int = 1
+
+
+class FetchLoop:
+    """Plain asyncio class; :func:`fetch_actor_class` wraps it in a Ray actor."""
+
+    def __init__(self, settings: Settings, redis_url: str, budget: int | None = None) -> None:
+        self.s = settings
+        self.client = redis.Redis.from_url(redis_url)
+        self.politeness = Politeness(settings.host_delay, settings.ip_delay, settings.max_crawl_delay,
+                                     settings.retry_backoff)
+        self.wb = Workbench(self.client, settings.redis_prefix, self.politeness)
+        self.budget = budget  # page fetches this loop may still start (None = unlimited)
+        self.robots: dict[str, RobotsRules] = {}
+        self.attempts: dict[str, int] = {}
+        self.done: list[Outcome] = []
+        self.releases: list[Release] = []
+        self.tasks: set[asyncio.Task] = set()
+        self.earliest: float | None = None
+        self.waited = 0  # loop rounds with free slots and nothing ready (distributor feedback)
+        self.counters = {"requests": 0, "robots_requests": 0, "retries": 0}
+        self._wake = asyncio.Event()
+        self._stop = False
+        self._runner: asyncio.Task | None = None
+        self.fetcher = None
+        self.resolver = None
+
+    def _make_clients(self) -> None:
+        from actors.fetcher import Fetcher
+        from policies.networks import NetworkPolicy
+
+        s = self.s
+        self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,
+                                 hosts_file=s.resolve)
+        self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
+                               NetworkPolicy(s.allow_networks), resolver=self.resolver,
+                               max_connections=max(s.fetch_concurrency, 16))
+
+    # --- control -------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.fetcher is None:
+            self._make_clients()
+        self._runner = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop acquiring, wait for in-flight fetches, release their hosts."""
+        self._stop = True
+        self._wake.set()
+        if self._runner:
+            await self._runner
+        if self.fetcher:
+            await self.fetcher.close()
+        if self.resolver:
+            await self.resolver.close()
+
+    async def resolve_many(self, names: list[str]) -> dict[str, str | None]:
+        if self.resolver is None:
+            self._make_clients()
+        return await self.resolver.resolve_many(names)
+
+    def consume_budget(self, n: int) -> None:
+        if self.budget is not None:
+            self.budget -= n
+
+    async def drain(self, max_items: int, wait: float) -> list[Outcome]:
+        """Up to ``max_items`` finished visits, waiting up to ``wait`` s for the first one."""
+        deadline = time.monotonic() + wait
+        while not self.done and time.monotonic() < deadline and not (self.idle() and self._stop):
+            await asyncio.sleep(0.01)
+        out, self.done = self.done[:max_items], self.done[max_items:]
+        return out
+
+    def idle(self) -> bool:
+        """Nothing in flight, nothing buffered, nothing waiting to be released."""
+        return not self.tasks and not self.done and not self.releases
+
+    def status(self) -> dict[str, object]:
+        waited, self.waited = self.waited, 0
+        return {"in_flight": len(self.tasks), "buffered": len(self.done), "idle": self.idle(),
+                "earliest": self.earliest, "budget": self.budget, "waited": waited, **self.counters}
+
+    # --- the loop ------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            while True:
+                self._flush_releases()
+                if self._stop:
+                    if not self.tasks:
+                        return
+                else:
+                    self._acquire()
+                timeout = 0.05
+                if self.earliest is not None:
+                    timeout = min(timeout, max(0.001, self.earliest - time.time()))
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+        except Exception:
+            log.exception("fetch loop crashed")
+            raise
+
+    def _acquire(self) -> None:
+        slots = self.s.fetch_concurrency - len(self.tasks)
+        if self.budget is not None:
+            slots = min(slots, self.budget)
+        if slots <= 0:
+            return
+        got, self.earliest = self.wb.acquire(time.time(), slots)
+        if len(got) < slots and (self.earliest is None or self.earliest > time.time()):
+            self.waited += 1
+        for host, ip, path in got:
+            if path != ROBOTS and self.budget is not None:
+                self.budget -= 1
+            task = asyncio.create_task(self._visit(host, ip, path))
+            self.tasks.add(task)
+            task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("visit failed: %r", task.exception())
+        self._wake.set()
+
+    def _flush_releases(self) -> None:
+        if self.releases:
+            batch, self.releases = self.releases, []
+            self.wb.release(batch)
+
+    def _release(self, rel: Release) -> None:
+        self.releases.append(rel)
+        self._wake.set()
+
+    def _shared_rules(self, host: str) -> RobotsRules | None:
+        """Rules another fetch actor (or the crawl before a resume) stored in Redis."""
+        raw = self.client.hget(self.wb.frontier.key("robots"), host)
+        if raw is None:
+            return None
+        rules = self.robots[host] = RobotsRules.from_dict(json.loads(raw))
+        return rules
+
+    async def _visit(self, host: str, ip: str, path: str) -> None:
+        key = host + path
+        if path == ROBOTS:
+            fr, rules = await self.fetcher.fetch_robots(host, ip)
+            self.counters["robots_requests"] += 1 + len(fr.hops)
+            self.robots[host] = rules
+            self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
+            self._release(Release(host, ip, end=fr.ended, crawl_delay=rules.crawl_delay))
+            self.done.append(Outcome(key, "robots", fr))
+            return
+        rules = self.robots.get(host) or self._shared_rules(host)
+        now = time.time()
+        if rules is None or rules.expired(now):
+            # robots.txt first (again, once expired): it goes in front of this URL, politely.
+            if self.budget is not None:
+                self.budget += 1
+            self._release(Release(host, ip, end=None, putback=(ROBOTS, path)))
+            return
+        crawl_delay = rules.crawl_delay
+        if not rules.allowed(key):
+            self._release(Release(host, ip, end=None))
+            self.done.append(Outcome(key, "page", FetchResult(url=key, ip=ip, started=now, ended=now,
+                                                              error="robots")))
+            return
+        fr = await self.fetcher.fetch(key, ip)
+        self.counters["requests"] += 1
+        attempt = self.attempts.get(key, 0) + 1
+        if fr.transient and attempt <= self.s.max_retries:
+            self.attempts[key] = attempt
+            self.counters["retries"] += 1
+            if self.budget is not None:
+                self.budget += 1
+            log.debug("retry %d of %s after %s", attempt, key, fr.error or fr.status)
+            self._release(Release(host, ip, end=fr.ended, crawl_delay=crawl_delay, putback=(path,),
+                                  not_before=self.politeness.retry_next(fr.ended, attempt, crawl_delay)))
+            return
+        self.attempts.pop(key, None)
+        self._release(Release(host, ip, end=fr.ended, crawl_delay=crawl_delay))
+        self.done.append(Outcome(key, "page", fr, attempt))
+
+
+def fetch_actor_class():
+    """The Ray actor shell (async actor: one event loop runs the fetch loop and serves calls)."""
+    import ray
+
+    @ray.remote(num_cpus=0, max_concurrency=64)
+    class FetchActor:
+        def __init__(self, settings: Settings, redis_url: str, budget: int | None) -> None:
+            logging.basicConfig(level=logging.WARNING)
+            self.loop = FetchLoop(settings, redis_url, budget)
+
+        async def start(self) -> None:
+            await self.loop.start()
+
+        async def stop(self) -> None:
+            await self.loop.stop()
+
+        async def drain(self, max_items: int, wait: float) -> list[Outcome]:
+            return await self.loop.drain(max_items, wait)
+
+        async def resolve_many(self, names: list[str]) -> dict[str, str | None]:
+            return await self.loop.resolve_many(names)
+
+        async def consume_budget(self, n: int) -> None:
+            self.loop.consume_budget(n)
+
+        async def status(self) -> dict[str, object]:
+            return self.loop.status()
+
+    return FetchActor

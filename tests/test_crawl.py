@@ -1,0 +1,274 @@
+"""End-to-end crawls: `raycrawl crawl` against a small web served over loopback, audited from the
+server's own request log (politeness, robots, each URL once), and kill -9 + --resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from storage.link_records import iter_link_records
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTS = {f"h{i}.test": f"127.0.0.{2 + i // 2}" for i in range(6)}  # 6 hosts on 3 IPs
+ROBOTS = {"h2.test": "User-agent: *\nDisallow: /p3\nCrawl-delay: 0.4\n"}
+TRAP_HOST = "h1.test"
+
+
+def page_links(host: str, path: str) -> list[str] | None:
+    """The site model: out-links of a page (paths or absolute URLs), None = 404."""
+    i = int(host[1])
+    if path == "/":
+        others = [f"http://h{(i + d) % 6}.test:{{port}}/" for d in (1, 2)]
+        extra = ["/cal/0"] if host == TRAP_HOST else []
+        return ["/p1", "/p2", "/dup", "/old", "/missing", *others, *extra]
+    if path.startswith("/p") and path[2:].isdigit():
+        k = int(path[2:])
+        return [f"/p{k + 1}"] if k < 5 else ["/"]
+    if path == "/dup":
+        return ["/p5"]
+    if host == TRAP_HOST and path.startswith("/cal/"):
+        return [f"/cal/{int(path[5:]) + 1}"]
+    return None
+
+
+class MiniWeb:
+    """Six hosts on three loopback IPs, one port; logs every request with start and end times."""
+
+    def __init__(self, tmp: Path) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.2", 0))
+            self.port = s.getsockname()[1]
+        self.log: list[dict] = []
+        self.hosts_file = tmp / "hosts"
+        self.hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in HOSTS.items()))
+        self.seeds = tmp / "seeds.txt"
+        self.seeds.write_text(f"http://h0.test:{self.port}/\n# a comment\n\n")
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        start = time.time()
+        host = request.host.split(":")[0]
+        path = request.path_qs
+        ip = request.transport.get_extra_info("sockname")[0]
+        status, body, headers = 200, "", {}
+        if path == "/robots.txt":
+            body = ROBOTS.get(host, "")
+            status = 200 if host in ROBOTS else 404
+            ctype = "text/plain"
+        elif path == "/old":
+            status, headers, ctype = 301, {"Location": "/p1"}, "text/html"
+        else:
+            links = page_links(host, path)
+            ctype = "text/html"
+            if links is None:
+                status, body = 404, "<html><body>not here</body></html>"
+            elif path == "/dup":
+                body = "<html><head><title>Same</title></head><body><p>the very same words on every host" \
+                       "</p>" + "".join(f'<a href="{u}">x</a>' for u in links) + "</body></html>"
+            else:
+                body = (f"<html><head><title>{host}{path}</title></head><body><p>page {path} of {host} "
+                        f"{'words ' * (len(path) + int(host[1]) * 7)}</p>"
+                        + "".join(f'<a href="{u.format(port=self.port)}">link</a>' for u in links)
+                        + "</body></html>")
+        resp = web.Response(status=status, text=body, content_type=ctype, headers=headers)
+        await resp.prepare(request)
+        await resp.write_eof()
+        self.log.append({"host": host, "ip": ip, "path": path, "start": start, "end": time.time(),
+                         "status": status, "ua": request.headers.get("User-Agent", "")})
+        return resp
+
+    def __enter__(self) -> MiniWeb:
+        self.thread.start()
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", self.handle)
+
+        async def start():
+            self.runner = web.AppRunner(app, access_log=None)
+            await self.runner.setup()
+            for ip in sorted(set(HOSTS.values())):
+                await web.TCPSite(self.runner, ip, self.port).start()
+
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def reachable(port: int) -> set[str]:
+    """Independent BFS over the site model (robots obeyed, the trap and /dup's links excluded)."""
+    from urllib.parse import urljoin, urlsplit
+
+    seen, todo = set(), [f"http://h0.test:{port}/"]
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        parts = urlsplit(url)
+        host, path = parts.hostname, parts.path
+        if path == "/old":
+            todo.append(urljoin(url, "/p1"))
+            continue
+        if path == "/dup":
+            continue  # only the first /dup fetched is followed: do not count on any
+        for link in page_links(host, path) or []:
+            target = urljoin(url, link.format(port=port))
+            t = urlsplit(target)
+            if t.path.startswith("/cal/") or (t.hostname == "h2.test" and t.path.startswith("/p3")):
+                continue
+            todo.append(target)
+    return seen
+
+
+def audit(log: list[dict], host_delay: float, ip_delay: float) -> dict[str, int]:
+    """Politeness as the server saw it: gaps from the end of a response to the next request start."""
+    violations = {"host": 0, "ip": 0, "robots": 0, "twice": 0}
+    by_host, by_ip = defaultdict(list), defaultdict(list)
+    for r in log:
+        by_host[r["host"]].append(r)
+        by_ip[r["ip"]].append(r)
+    for host, rs in by_host.items():
+        rs.sort(key=lambda r: r["start"])
+        delay = max(host_delay, 0.4) if host in ROBOTS else host_delay
+        for a, b in zip(rs, rs[1:], strict=False):
+            if b["start"] - a["end"] < delay - 0.002:
+                violations["host"] += 1
+        paths = [r["path"] for r in rs]
+        violations["twice"] += len(paths) - len(set(paths))
+        if paths and paths[0] != "/robots.txt":
+            violations["robots"] += 1
+    for rs in by_ip.values():
+        rs.sort(key=lambda r: r["start"])
+        for a, b in zip(rs, rs[1:], strict=False):
+            if b["start"] - a["end"] < ip_delay - 0.002:
+                violations["ip"] += 1
+    violations["robots"] += sum(1 for r in log if r["host"] == "h2.test" and r["path"].startswith("/p3"))
+    return violations
+
+
+def crawl_cmd(web: MiniWeb, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds), "--out", str(out),
+            "--resolve", str(web.hosts_file), "--allow-networks", "127.0.0.0/8", "--host-delay", "0.2",
+            "--ip-delay", "0.05", "--max-urls-per-host", "30", *extra]
+
+
+def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_crawl_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "crawl"
+    with MiniWeb(tmp_path) as w:
+        proc = run(crawl_cmd(w, out, "--json"))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        log = list(w.log)
+        port = w.port
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopped"] == "frontier empty"
+    assert audit(log, 0.2, 0.05) == {"host": 0, "ip": 0, "robots": 0, "twice": 0}
+    fetched = {f"http://{r['host']}:{port}{r['path']}" for r in log if r["path"] != "/robots.txt"}
+    expected = reachable(port)
+    assert expected <= fetched, sorted(expected - fetched)
+    trap = [u for u in fetched if "/cal/" in u]
+    assert 0 < len(trap) <= 30
+    records = list(iter_link_records(out))
+    denied = [r["url"] for r in records if r["error"] == "robots"]
+    assert denied == [f"http://h2.test:{port}/p3"] and report["errors"]["robots"] == 1
+    # every fetched URL has one record (robots.txt has none), plus the robots-denied one
+    assert len(records) == report["pages"] == len(fetched) + 1
+    assert {r["url"] for r in records} == fetched | set(denied)
+    by_url = {r["url"]: r for r in records}
+    assert by_url[f"http://h3.test:{port}/old"]["redirect"] == f"http://h3.test:{port}/p1"
+    assert report["by_status"]["404"] == sum(1 for r in log if r["status"] == 404 and r["path"] != "/robots.txt")
+    dups = [r for r in records if r["dup_kind"] == "exact"]
+    assert len(dups) == sum(1 for u in fetched if u.endswith("/dup")) - 1  # all but the first
+    assert all(r["links"] == [] for r in dups)
+    assert report["duplicates"]["exact"] == len(dups)
+    assert list((out / "warc").glob("*.warc.gz"))
+    assert report["filtered"].get("max-urls-per-host", 0) > 0
+
+
+def test_crawl_user_errors(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("ftp://nope\n")
+    cases = [
+        ["--out", str(tmp_path / "o")],  # no seeds
+        ["--seeds", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")],
+        ["--seeds", str(seeds), "--out", str(tmp_path / "o"), "--dns-server", "nonsense"],
+        ["--seeds", str(seeds), "--out", str(tmp_path / "o"), "--allow-networks", "300.1.1.0/24"],
+        ["--seeds", str(seeds), "--out", str(tmp_path / "o"), "--host-delay", "-1"],
+        ["--out", str(tmp_path / "o"), "--resume"],
+    ]
+    for args in cases:
+        proc = run([sys.executable, "-m", "raycrawl", "crawl", *args], timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and "error" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_kill9_then_resume(tmp_path: Path) -> None:
+    """SIGKILL the whole crawl (CLI, Ray, embedded Redis) mid-way; --resume finishes it with no URL
+    lost and only URLs in flight at the kill fetched twice; politeness holds across the restart."""
+    import redis
+
+    from raycrawl.redis_server import EmbeddedRedis
+
+    out = tmp_path / "crawl"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    with MiniWeb(tmp_path) as w:
+        proc = subprocess.Popen(crawl_cmd(w, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, cwd=ROOT, start_new_session=True)
+        deadline = time.time() + 120
+        while len([r for r in w.log if r["path"] != "/robots.txt"]) < 25 and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        first = list(w.log)
+        time.sleep(0.5)
+        # What the crawl had in flight at the kill, as its (AOF-recovered) Redis remembers it.
+        server = EmbeddedRedis(out / "redis").start()
+        client = redis.Redis.from_url(server.url)
+        in_flight = {k.decode() for k in client.hkeys("rc:inflight")}
+        pages_before = int(client.hget("rc:stats", "pages") or 0)
+        client.close()
+        server.stop()
+        assert pages_before > 0
+        proc = run(crawl_cmd(w, out, "--resume", "--json"))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        log = list(w.log)
+        port = w.port
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopped"] == "frontier empty"
+    second = log[len(first):]
+    url = lambda r: f"http://{r['host']}:{port}{r['path']}"  # noqa: E731
+    before = {url(r) for r in first if r["path"] != "/robots.txt"}
+    after = [url(r) for r in second if r["path"] != "/robots.txt"]
+    twice = before & set(after)
+    assert twice <= in_flight, sorted(twice - in_flight)
+    assert len(after) == len(set(after))
+    assert reachable(port) <= before | set(after)
+    v = audit(log, 0.2, 0.05)
+    v["twice"] -= len(twice)
+    assert v == {"host": 0, "ip": 0, "robots": 0, "twice": 0}
+    records = list(iter_link_records(out))
+    assert {r["url"] for r in records} >= reachable(port)
