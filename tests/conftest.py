@@ -39,3 +39,13 @@ def ray_local():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def websim(tmp_path_factory):
+    """A running in-vitro web (60 hosts on 4 loopback IPs, seed 1), shared by the session.
+    Its request log accumulates across tests: audit a Websim of your own for exact counts."""
+    from websim import Websim
+
+    with Websim(hosts=60, ips=4, seed=1, out_dir=tmp_path_factory.mktemp("websim")) as web:
+        yield web

@@ -74,7 +74,7 @@ class Page:
     edit_of: tuple[str, str] | None = None           # near-duplicate of that page...
     edit_words: int = 0                              # ...with this many words replaced
     target_jaccard: float = 1.0                      # the 4-shingle Jaccard the edits aim at
-    copied_paras: list[tuple[str, str, int]] = field(default_factory=list)  # copied-content spam
+    copied_paras: list[tuple[str, str, int, int]] = field(default_factory=list)  # (host, path, para, version)
     charset: str = "utf-8"
     changed: list[int] = field(default_factory=list)  # epochs in which the content changed
     removed_in: int | None = None
@@ -390,7 +390,8 @@ class WebModel:
                     for _ in range(rng.randint(2, 4)):
                         h, p = rng.choice(sources)
                         src = self.by_name[h].pages[p]
-                        page.copied_paras.append((h, p, rng.randrange(len(src.paras))))
+                        i = rng.randrange(len(src.paras))
+                        page.copied_paras.append((h, p, i, src.paras[i]))  # a copy taken now: static
                     page.links = [rng.choice(sources) for _ in range(3)]
                 home.links.append((host.name, path))
                 host.pages[path] = page
@@ -470,6 +471,7 @@ class WebModel:
                 if src_key is None or host.role == "copied_content":
                     continue
                 src = self.by_name[src_key[0]].pages[src_key[1]]
+                page.changed = list(src.changed)  # copies and mirrors change with their source
                 if host.mirror_of:
                     page.links = [((host.name if (h == src_key[0] and p in host.pages) else h), p)
                                   for h, p in src.links]
@@ -479,7 +481,7 @@ class WebModel:
                 for page in host.pages.values():
                     if page.copy_of:
                         src = self.by_name[page.copy_of[0]].pages[page.copy_of[1]]
-                        page.links = list(src.links)
+                        page.links, page.changed = list(src.links), list(src.changed)
 
     # ------------------------------------------------------------------ epochs
     def _evolve(self, k: int) -> None:
@@ -495,6 +497,7 @@ class WebModel:
                     page.paras[rng.randrange(len(page.paras))] += 1
                     page.changed.append(k)
                 elif r < 0.13:
+                    before = list(page.links)
                     removable = [t for t in page.links if t[0] == host.name and host.pages.get(t[1]) is not None
                                  and host.pages[t[1]].parent != path]
                     if removable:
@@ -502,7 +505,8 @@ class WebModel:
                     target = (host.name, rng.choice(paths))
                     if target != (host.name, path) and target not in page.links:
                         page.links.append(target)
-                    page.changed.append(k)
+                    if page.links != before:
+                        page.changed.append(k)
                 elif r < 0.135 and path != "/" and not any(
                         q.parent == path for q in host.pages.values() if q.removed_in is None):
                     page.removed_in, page.status = k, 404

@@ -91,9 +91,9 @@ class Renderer:
         title = self.vocab.sample(rng, page.topic, rng.randint(3, 6), topic_share=0.9)
         paras: list[list[str]] = []
         if page.copied_paras:
-            for h, p, i in page.copied_paras:
+            for h, p, i, version in page.copied_paras:
                 src = self.model.by_name[h].pages[p]
-                paras.append(self._para(h, p, src.topic, i, src.paras[i]))
+                paras.append(self._para(h, p, src.topic, i, version))
         else:
             paras = [self._para(host.name, page.path, page.topic, i, v) for i, v in enumerate(page.paras)]
         if host.role == "link_farm":

@@ -87,10 +87,10 @@ def build_vocabulary(seed: int, topics: int = 16, background_size: int = 4000, t
                    for t in range(topics))
     bcum = tuple(accumulate(1.0 / (r + 1) ** exponent for r in range(background_size)))
     tcum = tuple(accumulate(1.0 / (r + 1) ** exponent for r in range(topic_size)))
-    # What users search for: the head of the background plus the head of every topic. Keyword
-    # stuffers repeat these.
+    # What users search for: content words of middling frequency (the head of a Zipf distribution
+    # is function-word-like), from the background and from every topic. Keyword stuffers repeat them.
     per_topic = max(1, (popular // 2) // topics)
-    pop = list(background[: popular - per_topic * topics])
+    pop = list(background[20: 20 + popular - per_topic * topics])
     for block in blocks:
-        pop.extend(block[:per_topic])
+        pop.extend(block[3: 3 + per_topic])
     return Vocabulary(background, blocks, bcum, tuple(tcum for _ in range(topics)), tuple(pop))
