@@ -95,11 +95,27 @@ class _PinnedResolver(AbstractResolver):
     """
 
     def __init__(self, policy: NetworkPolicy) -> None:
-        self.pins: dict[str, str] = {}
+        self.pins: dict[str, list[Any]] = {}  # host → [ip, fetches in flight]: dropped when none is
         self.policy = policy
 
+    def pin(self, host: str, ip: str) -> None:
+        entry = self.pins.get(host)
+        if entry is None:
+            self.pins[host] = [ip, 1]
+        else:
+            entry[0] = ip  # the latest answer wins; every pinned address passed the policy
+            entry[1] += 1
+
+    def unpin(self, host: str) -> None:
+        entry = self.pins.get(host)
+        assert entry is not None and entry[1] > 0, host
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self.pins[host]
+
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
-        ip = self.pins.get(host.lower())
+        entry = self.pins.get(host.lower())
+        ip = entry[0] if entry is not None else None
         if ip is None or not self.policy.allows(ip):
             raise OSError(f"no pinned (or no allowed) address for {host}")
         return [{"hostname": host, "host": ip, "port": port, "family": socket.AF_INET, "proto": 0,
@@ -254,10 +270,10 @@ class Fetcher:
         if _is_ip_literal(host):
             fr.ip = ip = host.strip("[]")  # aiohttp dials a literal directly: check what is dialed
         if not self.policy.allows(ip):
-            log.info("refusing %s: %s is outside the allowed networks (%s)", url, ip, self.policy.describe())
+            log.debug("refusing %s: %s is outside the allowed networks (%s)", url, ip, self.policy.describe())
             fr.error, fr.ended = "forbidden-network", time.time()
             return fr
-        self._pins.pins[host] = ip
+        self._pins.pin(host, ip)
         fr.request_head = self._request_head(parts, None)
         try:
             self.requests += 1
@@ -274,6 +290,8 @@ class Fetcher:
         except Exception as e:  # noqa: BLE001 - the contract is "never raises", errors are data
             fr.error = _classify(e)
             log.debug("fetch %s via %s: %s (%r)", url, ip, fr.error, e)
+        finally:
+            self._pins.unpin(host)
         fr.ended = time.time()
         return fr
 

@@ -82,6 +82,7 @@ class WarcStore:
         # Never append after a possibly torn tail left by a kill: resume in a fresh file.
         self.seq = int(existing[-1].name[len(prefix) + 1 : -len(SUFFIX)]) + 1 if existing else 0
         self._file: io.BufferedWriter | None = None
+        self._warcinfo_id = ""
         self.records = 0
         self.bytes = 0
 
@@ -99,8 +100,10 @@ class WarcStore:
             info = (f"software: {self.software}\r\nformat: WARC File Format 1.1\r\n"
                     f"conformsTo: https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
                     f"hostname: {socket.gethostname()}\r\n" + (f"operator: {self.operator}\r\n" if self.operator else ""))
+            self._warcinfo_id = _record_id()
             rec = self._record(WarcRecordType.warcinfo, info.encode("utf-8"), {
-                "WARC-Filename": self.name, "Content-Type": "application/warc-fields"}, http=False)
+                "WARC-Filename": self.name, "Content-Type": "application/warc-fields"}, http=False,
+                record_id=self._warcinfo_id)
             self._emit(rec)
         return self._file
 
@@ -144,7 +147,7 @@ class WarcStore:
         head = response_head(fr)
         payload_digest = sha1_b32(fr.body)
         response_id = _record_id()
-        common = {"WARC-Target-URI": fr.url, "WARC-Date": date}
+        common = {"WARC-Target-URI": fr.url, "WARC-Date": date, "WARC-Warcinfo-ID": self._warcinfo_id}
         if fr.ip:
             common["WARC-IP-Address"] = fr.ip
         request = self._record(WarcRecordType.request, fr.request_head or f"GET {fr.url} HTTP/1.1\r\n\r\n".encode(),

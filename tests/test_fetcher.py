@@ -306,3 +306,42 @@ def site_sync():
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
     loop.close()
+
+
+RAW_REPLIES = {
+    "garbage": b"SSH-2.0-OpenSSH_9.0\r\n\r\n",
+    "empty": b"",
+    "http10-eof": b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html>until eof</html>",
+    "huge-header": b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\nok",
+    "ftp-location": b"HTTP/1.1 302 Found\r\nLocation: ftp://files.test/x\r\nContent-Length: 0\r\n\r\n",
+    "short-body": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/html\r\n\r\nonly this",
+}
+
+
+@pytest.fixture
+async def raw_server():
+    """A bare TCP server answering each connection with RAW_REPLIES[first path segment], then closing."""
+
+    async def handle(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        key = head.split(b" ", 2)[1].decode().strip("/")
+        writer.write(RAW_REPLIES[key])
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    yield f"http://raw.test:{server.sockets[0].getsockname()[1]}"
+    server.close()
+    await server.wait_closed()
+
+
+async def test_misbehaving_servers_are_classified(raw_server, fetcher):
+    got = {key: await fetcher.fetch(f"{raw_server}/{key}", "127.0.0.1") for key in RAW_REPLIES}
+    assert got["garbage"].error == "bad-response" and got["garbage"].status == 0
+    assert got["empty"].error == "reset"
+    assert got["http10-eof"].error is None and got["http10-eof"].body == b"<html>until eof</html>"
+    assert got["http10-eof"].status_line == "HTTP/1.0 200 OK"
+    assert got["huge-header"].error == "bad-response"
+    assert got["ftp-location"].status == 302 and got["ftp-location"].redirect is None
+    assert got["short-body"].error == "reset" and got["short-body"].status == 200
+    assert fetcher._pins.pins == {}  # no address stays pinned once its fetches are over

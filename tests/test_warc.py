@@ -56,6 +56,7 @@ def test_request_response_readable_by_warcio_and_fastwarc(tmp_path):
             assert passed is True  # block and payload digests checked by warcio
             assert hdrs.get_header("WARC-IP-Address") == "127.0.0.1"
             assert offset == locs[i][1]
+            assert hdrs.get_header("WARC-Warcinfo-ID") == recs[0][5].get_header("WARC-Record-ID")
             assert http.get_header("Content-Type") == "text/html; charset=utf-8"
         if rtype == "request":
             assert body == b""  # GET: no request body, the head is the HTTP headers
