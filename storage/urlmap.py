@@ -26,8 +26,15 @@ goes straight to block ``i // block_size``.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +73,238 @@ def key_to_url(key: str) -> str:
     if port is not None:
         url += ":" + port
     return url + (path or "")
+
+
+# ---- the compressed map ------------------------------------------------------------------------
+
+MAGIC = b"RCURLMAP"
+VERSION = 1
+# magic, version, block_size, n, dictionary length, index offset, index length
+_HEADER = struct.Struct("<8sIIQIQQ")
+DEFAULT_BLOCK_SIZE = 32
+ZLIB_LEVEL = 9
+DICT_SIZE = 32768  # deflate's window: a larger preset dictionary could not be referenced
+_TOKEN = re.compile(rb"[a-z]+|[0-9]+|[^a-z0-9]+")
+
+
+def train_dictionary(coded_blocks: list[bytes], size: int = DICT_SIZE) -> bytes:
+    """A deflate preset dictionary: the tokens of (a sample of) the front-coded blocks that save
+    the most (count × length), most valuable last so their distances are shortest. Small blocks
+    cannot learn a site's vocabulary on their own; the shared dictionary gives it to them."""
+    counts: dict[bytes, int] = {}
+    for block in coded_blocks:
+        for tok in _TOKEN.findall(block):
+            if len(tok) >= 3:
+                counts[tok] = counts.get(tok, 0) + 1
+    ranked = sorted((t for t, c in counts.items() if c >= 2), key=lambda t: counts[t] * len(t), reverse=True)
+    out: list[bytes] = []
+    total = 0
+    for tok in ranked:
+        if total + len(tok) > size:
+            break
+        out.append(tok)
+        total += len(tok)
+    return b"".join(reversed(out))
+
+
+def _varint(v: int, out: bytearray) -> None:
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _front_code(keys: list[bytes]) -> bytes:
+    """``varint(lcp) varint(len(suffix)) suffix`` per key (lcp with the previous key, 0 first)."""
+    out = bytearray()
+    prev = b""
+    for k in keys:
+        lcp = 0
+        limit = min(len(prev), len(k))
+        while lcp < limit and prev[lcp] == k[lcp]:
+            lcp += 1
+        _varint(lcp, out)
+        _varint(len(k) - lcp, out)
+        out += k[lcp:]
+        prev = k
+    return bytes(out)
+
+
+def _front_decode(data: bytes, count: int, stop: bytes | None = None) -> list[bytes]:
+    """The first ``count`` keys of a front-coded block (all, or up to ``stop`` when given)."""
+    keys: list[bytes] = []
+    prev = b""
+    pos = 0
+    for _ in range(count):
+        lcp = data[pos]
+        pos += 1
+        if lcp & 0x80:
+            lcp, pos = _read_varint_tail(data, pos, lcp)
+        ln = data[pos]
+        pos += 1
+        if ln & 0x80:
+            ln, pos = _read_varint_tail(data, pos, ln)
+        prev = prev[:lcp] + data[pos : pos + ln]
+        pos += ln
+        keys.append(prev)
+        if stop is not None and prev >= stop:
+            break
+    return keys
+
+
+def _read_varint_tail(data: bytes, pos: int, first: int) -> tuple[int, int]:
+    v = first & 0x7F
+    shift = 7
+    while True:
+        b = data[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, pos
+        shift += 7
+
+
+class UrlMap:
+    """URL ⇄ node id over a file written by ``UrlMap.build`` (layout in the module doc).
+
+    Ids are ``0 .. len-1`` in sort-key order. Lookups decompress one block (``block_size``
+    URLs); the block index (first key and offset of every block) is held in memory."""
+
+    def __init__(self, path: Path, data: bytes, block_size: int, n: int, zdict: bytes,
+                 first_keys: list[bytes], offsets: list[int]) -> None:
+        self.path = path
+        self._zdict = zdict
+        self._data = data
+        self.block_size = block_size
+        self._n = n
+        self._first = first_keys
+        self._offsets = offsets  # nblocks + 1 entries: block i is data[offsets[i]:offsets[i+1]]
+        self._cache_id = -1
+        self._cache: list[bytes] = []
+
+    # ---- building ------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, urls: Iterable[str], path: str | Path, block_size: int = DEFAULT_BLOCK_SIZE) -> UrlMap:
+        """Write the map of the distinct ``urls`` to ``path`` and open it.
+
+        Duplicates are merged; ids are ranks in ``url_sort_key`` order. Written to a temporary
+        file and renamed, so a crash never leaves a half-written map under ``path``."""
+        if block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        keys = sorted({url_sort_key(u).encode("utf-8") for u in urls})
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        coded = [_front_code(keys[b : b + block_size]) for b in range(0, len(keys), block_size)]
+        # Sample ~2 MB of blocks to train on: enough to find the common tokens, and fast.
+        step = max(1, sum(map(len, coded)) // 2_000_000)
+        zdict = train_dictionary(coded[::step])
+        start = _HEADER.size + len(zdict)
+        body = bytearray()
+        index = bytearray()
+        offsets = []
+        for block in coded:
+            offsets.append(start + len(body))
+            # Raw deflate (wbits -15): no per-block header or checksum.
+            c = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict) \
+                if zdict else zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, -15, 9)
+            body += c.compress(block) + c.flush()
+        offsets.append(start + len(body))
+        _varint(len(offsets), index)
+        prev = 0
+        for off in offsets:
+            _varint(off - prev, index)
+            prev = off
+        index += _front_code([keys[b] for b in range(0, len(keys), block_size)])
+        index_z = zlib.compress(bytes(index), ZLIB_LEVEL)
+        header = _HEADER.pack(MAGIC, VERSION, block_size, len(keys), len(zdict), start + len(body), len(index_z))
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(header + zdict + bytes(body) + index_z)
+        tmp.replace(path)
+        log.info("url map %s: %d URLs, %d bytes (%.2f bytes/URL)", path, len(keys),
+                 tmp_size := path.stat().st_size, tmp_size / max(1, len(keys)))
+        return cls.open(path)
+
+    @classmethod
+    def open(cls, path: str | Path) -> UrlMap:
+        """Open a map file. Raises ``UserError`` if it is missing, truncated or corrupt."""
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise UserError(f"cannot read URL map {path}: {e.strerror or e}") from e
+        if len(data) < _HEADER.size:
+            raise UserError(f"URL map {path} is truncated")
+        magic, version, block_size, n, dict_len, index_off, index_len = _HEADER.unpack_from(data)
+        if magic != MAGIC or version != VERSION:
+            raise UserError(f"{path} is not a raycrawl URL map (version {VERSION})")
+        if index_off + index_len != len(data):
+            raise UserError(f"URL map {path} is truncated or corrupt (size mismatch)")
+        try:
+            index = zlib.decompress(data[index_off:])
+            nblocks_plus, pos = _read_varint_tail(index, 1, index[0]) if index[0] & 0x80 else (index[0], 1)
+            offsets = []
+            acc = 0
+            for _ in range(nblocks_plus):
+                v = index[pos]
+                pos += 1
+                if v & 0x80:
+                    v, pos = _read_varint_tail(index, pos, v)
+                acc += v
+                offsets.append(acc)
+            first = _front_decode(index[pos:], nblocks_plus - 1)
+        except (zlib.error, IndexError) as e:
+            raise UserError(f"URL map {path} is corrupt: {e}") from e
+        if len(first) != (n + block_size - 1) // block_size or offsets[-1] != index_off:
+            raise UserError(f"URL map {path} is corrupt (block index does not match)")
+        zdict = data[_HEADER.size : _HEADER.size + dict_len]
+        return cls(path, data, block_size, n, zdict, first, offsets)
+
+    # ---- access --------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _block(self, b: int) -> list[bytes]:
+        if b != self._cache_id:
+            count = min(self.block_size, self._n - b * self.block_size)
+            try:
+                d = zlib.decompressobj(-15, self._zdict) if self._zdict else zlib.decompressobj(-15)
+                raw = d.decompress(self._data[self._offsets[b] : self._offsets[b + 1]])
+                keys = _front_decode(raw, count)
+            except (zlib.error, IndexError) as e:
+                raise UserError(f"URL map {self.path}: block {b} is corrupt: {e}") from e
+            self._cache_id, self._cache = b, keys
+        return self._cache
+
+    def url_of(self, i: int) -> str:
+        """The URL with id ``i``. Raises IndexError if ``i`` is not in ``[0, len)``."""
+        if not 0 <= i < self._n:
+            raise IndexError(f"URL id {i} out of range [0, {self._n})")
+        b, j = divmod(i, self.block_size)
+        return key_to_url(self._block(b)[j].decode("utf-8"))
+
+    def id_of(self, url: str) -> int:
+        """The id of ``url``, or -1 if it is not in the map."""
+        key = url_sort_key(url).encode("utf-8")
+        b = bisect.bisect_right(self._first, key) - 1
+        if b < 0:
+            return -1
+        keys = self._block(b)
+        j = bisect.bisect_left(keys, key)
+        if j < len(keys) and keys[j] == key:
+            return b * self.block_size + j
+        return -1
+
+    def __iter__(self) -> Iterator[str]:
+        """URLs in id order."""
+        for b in range(len(self._first)):
+            for k in self._block(b):
+                yield key_to_url(k.decode("utf-8"))
+
+    def __contains__(self, url: object) -> bool:
+        return isinstance(url, str) and self.id_of(url) >= 0
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self._data)

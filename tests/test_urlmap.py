@@ -31,3 +31,75 @@ def test_sort_key_groups_hosts_and_subdomains():
 def test_bad_key():
     with pytest.raises(ValueError):
         key_to_url("NOT A KEY")
+
+
+def _urls(rng, n):
+    words = ["alpha", "beta", "gamma", "delta", "news", "index", "pub", "~user", "caf%C3%A9"]
+    hosts = [f"{rng.choice(['', 'www.', 'a.b.'])}h{rng.randrange(40)}.test" for _ in range(60)]
+    out = []
+    for _ in range(n):
+        path = "/".join(rng.choice(words) for _ in range(rng.randrange(0, 4)))
+        port = rng.choice(["", "", ":8080"])
+        scheme = rng.choice(["http", "http", "https"])
+        q = rng.choice(["", "", f"?page={rng.randrange(9)}"])
+        out.append(f"{scheme}://{rng.choice(hosts)}{port}/{path}{q}")
+    out += ["mailto:x@y.test", "http://h1.test", "http://127.0.0.1/", "http://[::1]:81/v6"]
+    return out
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 32, 5000])
+def test_map_round_trip(tmp_path, block_size):
+    import random
+
+    from storage.urlmap import UrlMap
+
+    urls = _urls(random.Random(block_size), 3000)
+    expected = sorted(set(urls), key=url_sort_key)
+    m = UrlMap.build(urls + urls[:100], tmp_path / "u.map", block_size=block_size)
+    assert len(m) == len(expected)
+    assert list(m) == expected
+    for i, u in enumerate(expected):
+        assert m.url_of(i) == u
+        assert m.id_of(u) == i
+    for absent in ["http://zzz.test/", "http://h1.test/nothere", "", "http://a.test/" + "x" * 500, "aaa"]:
+        assert m.id_of(absent) == -1
+    with pytest.raises(IndexError):
+        m.url_of(len(m))
+    reopened = UrlMap.open(tmp_path / "u.map")
+    assert reopened.url_of(len(m) - 1) == expected[-1] and reopened.block_size == block_size
+
+
+def test_empty_map(tmp_path):
+    from storage.urlmap import UrlMap
+
+    m = UrlMap.build([], tmp_path / "e.map")
+    assert len(m) == 0 and list(m) == [] and m.id_of("http://a.test/") == -1
+
+
+def test_corrupt_map_is_user_error(tmp_path):
+    import random
+
+    from raycrawl.errors import UserError
+    from storage.urlmap import UrlMap
+
+    urls = _urls(random.Random(9), 2000)
+    m = UrlMap.build(urls, tmp_path / "u.map", block_size=16)
+    data = (tmp_path / "u.map").read_bytes()
+    (tmp_path / "t.map").write_bytes(data[: len(data) - 10])
+    with pytest.raises(UserError, match="truncated|corrupt"):
+        UrlMap.open(tmp_path / "t.map")
+    (tmp_path / "x.map").write_bytes(b"garbage" * 10)
+    with pytest.raises(UserError):
+        UrlMap.open(tmp_path / "x.map")
+    with pytest.raises(UserError, match="cannot read"):
+        UrlMap.open(tmp_path / "missing.map")
+    # A damaged block is reported when touched; the others still work.
+    bad = bytearray(data)
+    start = m._offsets[3]
+    bad[start : start + 8] = b"\xff" * 8
+    (tmp_path / "b.map").write_bytes(bytes(bad))
+    b = UrlMap.open(tmp_path / "b.map")
+    assert b.url_of(0) == m.url_of(0)
+    with pytest.raises(UserError, match="block 3"):
+        for i in range(3 * 16, 4 * 16):
+            assert b.url_of(i) == m.url_of(i)
