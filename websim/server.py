@@ -102,7 +102,7 @@ class WebsimServer:
         port, socks = bind_port(self.ips, self.requested_port)
         self.port = port
         self.renderer = Renderer(self.model, port)
-        self._repeat = {h.name: "/" + repeat_segment(self.model, h) for h in self.model.hosts if h.trap == "repeat"}
+        self._repeat = {h.name: repeat_segment(self.model, h) for h in self.model.hosts if h.trap == "repeat"}
         records = {h.name: h.ip for h in self.model.hosts}
         self._dns_transport, _ = await start_dns(records, self.ips[0], self.dns_port)
         self.dns_address = self._dns_transport.get_extra_info("sockname")[:2]
@@ -177,9 +177,9 @@ class WebsimServer:
             if 1 <= month <= 12 and 1000 <= year <= 9999:
                 return self.renderer.calendar(host, year, month)
         if host.trap == "repeat":
-            seg = self._repeat[host.name]
-            if path.startswith(seg) and path == seg * (len(path) // len(seg)):
-                return self.renderer.repeat(host, path, seg[1:])
+            seg = self._repeat[host.name]  # "w1/w2/": the trap serves /w1/w2/, /w1/w2/w1/w2/, ...
+            if len(path) > 1 and path == "/" + seg * ((len(path) - 1) // len(seg)):
+                return self.renderer.repeat(host, path, seg)
         return not_found()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
