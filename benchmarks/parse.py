@@ -27,8 +27,7 @@ from actors.fetcher import FetchResult  # noqa: E402
 from actors.parser import Parser  # noqa: E402
 from storage.warc import WarcStore, response_head  # noqa: E402
 
-WORDS = ("crawler archive summary graph index spam rank focus page link host robot fetch parse store "
-         "sieve workbench frontier politeness delay agent").split()
+WORDS = ["crawler", "archive", "summary", "graph", "index", "spam", "rank", "focus", "page", "link", "host", "robot", "fetch", "parse", "store", "sieve", "workbench", "frontier", "politeness", "delay", "agent"]
 
 
 def make_page(rng: random.Random, kb: int, i: int) -> bytes:

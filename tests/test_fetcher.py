@@ -97,7 +97,7 @@ async def site():
     state = Site()
     app = web.Application()
     app.router.add_route("GET", "/{tail:.*}", state.handle)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
     await runner.setup()
     tcp = web.TCPSite(runner, "127.0.0.1", 0)
     await tcp.start()
@@ -286,7 +286,7 @@ def site_sync():
         state = Site()
         app = web.Application()
         app.router.add_route("GET", "/{tail:.*}", state.handle)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await runner.setup()
         tcp = web.TCPSite(runner, "127.0.0.1", 0)
         await tcp.start()
@@ -345,3 +345,51 @@ async def test_misbehaving_servers_are_classified(raw_server, fetcher):
     assert got["ftp-location"].status == 302 and got["ftp-location"].redirect is None
     assert got["short-body"].error == "reset" and got["short-body"].status == 200
     assert fetcher._pins.pins == {}  # no address stays pinned once its fetches are over
+
+
+def _self_signed(tmp_path, host: str):
+    """A throw-away certificate for ``host`` (cryptography is a dependency of Ray's stack)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+async def test_https_dials_pinned_ip_with_sni(tmp_path, fetcher):
+    import ssl
+
+    cert, key = _self_signed(tmp_path, "secure.test")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    sni: list[str | None] = []
+    ctx.sni_callback = lambda sock, name, c: sni.append(name)
+    state = Site()
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", state.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+    await tcp.start()
+    port = tcp._server.sockets[0].getsockname()[1]
+    try:
+        fr = await fetcher.fetch(f"https://secure.test:{port}/page", "127.0.0.1")
+    finally:
+        await runner.cleanup()
+    assert fr.error is None and fr.status == 200 and fr.body == PAGE
+    assert sni == ["secure.test"] and state.requests[0][1] == f"secure.test:{port}"

@@ -119,7 +119,7 @@ async def robots_site():
     state = RobotsSite()
     app = web.Application()
     app.router.add_route("GET", "/{tail:.*}", state.handle)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
     await runner.setup()
     tcp = web.TCPSite(runner, "127.0.0.1", 0)
     await tcp.start()

@@ -157,7 +157,7 @@ async def test_real_gzip_fetch_stored_decoded(tmp_path):
 
     app = web.Application()
     app.router.add_get("/", handle)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
