@@ -340,6 +340,36 @@ def test_cli_crawl_dir_layout(small_bv, tmp_path):
     assert (crawl / "ranks.parquet").exists()
 
 
+def test_cli_crawl_dir_with_url_map(small_bv, tmp_path, capsys):
+    """URLs from DIR/graph/urls.map fill the url column, the top listings, and resolve --personalize URLs."""
+    from storage.urlmap import UrlMap
+
+    g, m, base = small_bv
+    crawl = tmp_path / "crawl"
+    (crawl / "graph").mkdir(parents=True)
+    for f in base.parent.iterdir():
+        shutil.copy(f, crawl / "graph" / f.name)
+    umap = UrlMap.build([f"http://h{i % 5}.test/p{i}" for i in range(m.num_nodes)], crawl / "graph" / "urls.map")
+    target = "http://h3.test/p8"
+    pfile = tmp_path / "p.txt"
+    pfile.write_text("HTTP://H3.test/p8 1\n")  # not canonical: canonicalised before the lookup
+    assert main(["rank", str(crawl), "--personalize", str(pfile), "--format", "tsv", "--no-png", "--top", "3",
+                 "--tol", "1e-13"]) == 0
+    printed = capsys.readouterr().out
+    node = umap.id_of(target)
+    ref = nx_vector(nx.pagerank(g, personalization={node: 1.0}, tol=1e-15, max_iter=10_000), m.num_nodes)
+    t = pq.read_table(crawl / "ranks.parquet").to_pydict()
+    assert np.abs(np.array(t["pagerank"]) - ref).sum() < 1e-8
+    assert t["url"][node] == target and t["url"] == [umap.url_of(i) for i in range(m.num_nodes)]
+    top = int(np.argmax(ref))
+    assert umap.url_of(top) in printed.split("top 3 by PageRank:")[1].splitlines()[1]
+    rows = (crawl / "ranks.tsv").read_text().splitlines()
+    assert rows[node + 1].split("\t")[1] == target
+    (pfile).write_text("http://unknown.test/ 1\n")
+    assert main(["rank", str(crawl), "--personalize", str(pfile), "--no-png"]) == 2
+    assert "not in the graph's URL map" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path(str(CNR) + ".graph").exists(), reason="cnr-2000 not available")
 def test_cli_cnr2000(tmp_path, capsys):

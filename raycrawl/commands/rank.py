@@ -77,25 +77,30 @@ def load_graph(basename: str | Path):
     return LinkMatrix.from_successors(indptr, indices)
 
 
-def url_lookup(graph_dir: Path) -> tuple[Callable[[int], str | None] | None, Callable[[str], int | None] | None]:
-    """``(url_of, id_of)`` from the URL map next to a crawl's graph, or ``(None, None)`` if there is none."""
-    try:
-        from storage import urlmap
-    except ImportError:  # pragma: no cover - the graph stage not installed
-        return None, None
-    cls = getattr(urlmap, "UrlMap", None)
-    if cls is None:
-        return None, None
-    candidates = [p for p in sorted(graph_dir.glob("*")) if "url" in p.name.lower() and p.is_file()]
-    for path in candidates:
-        try:
-            m = cls.open(path)
-        except Exception as e:  # noqa: BLE001 - not a URL map; try the next candidate
-            log.debug("%s is not a URL map: %s", path, e)
+URLMAP_NAME = "urls.map"  # actors.graph_compressor.URLMAP: the crawl graph's URL map, next to bv.*
+
+
+def url_lookup(
+    basename: str | Path, num_nodes: int
+) -> tuple[Callable[[int], str | None] | None, Callable[[str], int | None] | None]:
+    """``(url_of, id_of)`` from the URL map next to a graph (``urls.map`` in its directory, or
+    ``BASENAME.urls.map``), or ``(None, None)`` when there is none. A map whose size differs from the
+    graph's is ignored with a warning (it would name the wrong nodes). A corrupt map is a UserError."""
+    from storage.urlmap import UrlMap
+
+    for path in (Path(basename).parent / URLMAP_NAME, Path(str(basename) + "." + URLMAP_NAME)):
+        if not path.exists():
             continue
-        url_of = getattr(m, "url_of", None)
-        id_of = getattr(m, "id_of", None)
-        return url_of, id_of
+        m = UrlMap.open(path)
+        if len(m) != num_nodes:
+            log.warning("%s has %d URLs but the graph %d nodes: ranking without URLs", path, len(m), num_nodes)
+            return None, None
+
+        def id_of(url: str, m=m) -> int | None:
+            i = m.id_of(url)
+            return i if i >= 0 else None
+
+        return m.url_of, id_of
     return None, None
 
 
@@ -129,7 +134,9 @@ def read_personalization(path: Path, n: int, id_of: Callable[[str], int | None] 
         if key.isdigit():
             node = int(key)
         else:
-            node = id_of(key) if id_of is not None else None
+            from raycrawl.urls import canonicalize
+
+            node = id_of(canonicalize(key) or key) if id_of is not None else None
             if node is None:
                 raise UserError(f"{path}:{lineno}: URL {key!r} is not in the graph's URL map"
                                 if id_of is not None else f"{path}:{lineno}: {key!r} is not a node id "
@@ -176,7 +183,7 @@ def run_rank(
     t0 = time.perf_counter()
     matrix = load_graph(basename)
     load_s = time.perf_counter() - t0
-    url_of, id_of = url_lookup(Path(basename).parent)
+    url_of, id_of = url_lookup(basename, matrix.num_nodes)
     pers = read_personalization(personalize, matrix.num_nodes, id_of) if personalize else None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
