@@ -33,8 +33,14 @@ from storage.sketch_store import MemorySketchStore, RedisSketchStore
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NUM_PERM = 128
-DEFAULT_ROWS_PER_BAND = 8  # 16 bands at 128 permutations: candidate probability 0.9998 at J = 0.9
+DEFAULT_NUM_PERM = 128  # sketches for candidate generation (post-crawl confirms with exact Jaccard)
+DEFAULT_BANDS = 16
+DEFAULT_ROWS = 8  # 16 bands × 8 rows: candidate probability 0.9998 at J = 0.9, 0.9993 at J = 0.88
+# Crawl time decides on the estimate alone, so it needs a sharper one within the same memory:
+# 512 permutations kept as 8-bit values (b-bit MinHash, Li & König) = 512 bytes, the size of 128
+# full 32-bit values, with half their variance (websim mirrors sit just above J = 0.9).
+CRAWL_NUM_PERM = 512
+CRAWL_SKETCH_BITS = 8
 DEFAULT_THRESHOLD = 0.9
 DEFAULT_K = 4
 # Written into the stored index: a change here must not silently mix old and new sketches.
@@ -120,15 +126,17 @@ def sketch_texts(texts: Sequence[str], num_perm: int = DEFAULT_NUM_PERM, k: int 
     return sketch_matrix(sh, num_perm, seed), np.array([len(s) > 0 for s in sh], dtype=bool)
 
 
-def band_keys(sketches: np.ndarray, bands: int) -> np.ndarray:
+def band_keys(sketches: np.ndarray, bands: int, rows: int | None = None) -> np.ndarray:
     """LSH band keys, shape ``(n, bands)`` uint64: a 64-bit hash of each band and its index.
 
-    Two sketches share key ``j`` exactly when their band ``j`` agrees (up to 2^-64 collisions).
+    Band ``j`` is sketch columns ``j·rows … (j+1)·rows − 1`` (the first ``bands·rows`` columns;
+    ``rows`` defaults to all of them). Two sketches share key ``j`` exactly when their band ``j``
+    agrees (up to 2^-64 collisions).
     """
     n, num_perm = sketches.shape
-    assert bands >= 1 and num_perm % bands == 0, "num_perm must be a multiple of bands"
-    rows = num_perm // bands
-    b = sketches.reshape(n, bands, rows).astype(np.uint64)
+    rows = rows or num_perm // bands
+    assert bands >= 1 and rows >= 1 and bands * rows <= num_perm, "bands × rows must be ≤ num_perm"
+    b = sketches[:, : bands * rows].reshape(n, bands, rows).astype(np.uint64)
     with np.errstate(over="ignore"):
         acc = np.broadcast_to(np.arange(1, bands + 1, dtype=np.uint64), (n, bands)).copy()
         for r in range(rows):
@@ -136,10 +144,24 @@ def band_keys(sketches: np.ndarray, bands: int) -> np.ndarray:
         return _fmix64(acc)
 
 
-def estimated_jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    """Fraction of equal sketch components: an unbiased estimate of the Jaccard coefficient."""
+def estimated_jaccard(a: np.ndarray, b: np.ndarray, bits: int = 32) -> float:
+    """Fraction of equal sketch components: an unbiased estimate of the Jaccard coefficient.
+
+    For sketches truncated to ``bits`` low bits (b-bit MinHash), two different minima still agree
+    with probability c = 2^-bits; the estimate is corrected to (p − c) / (1 − c).
+    """
     assert a.shape == b.shape
-    return float(np.count_nonzero(a == b)) / a.shape[-1]
+    p = float(np.count_nonzero(a == b)) / a.shape[-1]
+    if bits >= 32:
+        return p
+    c = 2.0**-bits
+    return max(0.0, (p - c) / (1 - c))
+
+
+def truncate_sketches(sketches: np.ndarray, bits: int) -> np.ndarray:
+    """Keep the low ``bits`` (8, 16 or 32) of each MinHash value: the compact stored sketch."""
+    dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32}[bits]
+    return (sketches & np.uint32((1 << bits) - 1)).astype(dtype) if bits < 32 else sketches
 
 
 class NearDupIndex:
@@ -158,25 +180,30 @@ class NearDupIndex:
         self,
         redis_url: str | None = None,
         key_prefix: str = "rc:dedup",
-        num_perm: int = DEFAULT_NUM_PERM,
-        bands: int | None = None,
+        num_perm: int = CRAWL_NUM_PERM,
+        bands: int = DEFAULT_BANDS,
         threshold: float = DEFAULT_THRESHOLD,
         k: int = DEFAULT_K,
         seed: int = 1,
+        rows: int = DEFAULT_ROWS,
+        sketch_bits: int = CRAWL_SKETCH_BITS,
     ) -> None:
-        if bands is None:
-            bands = max(1, num_perm // DEFAULT_ROWS_PER_BAND)
-        if num_perm < 1 or bands < 1 or num_perm % bands:
-            raise ValueError(f"num_perm ({num_perm}) must be a positive multiple of bands ({bands})")
+        if num_perm < 1 or bands < 1 or rows < 1 or bands * rows > num_perm:
+            raise ValueError(f"bands × rows ({bands} × {rows}) must be ≤ num_perm ({num_perm})")
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], not {threshold}")
         if k < 1:
             raise ValueError(f"k must be ≥ 1, not {k}")
-        self.num_perm, self.bands, self.threshold, self.k, self.seed = num_perm, bands, threshold, k, seed
-        meta = {"num_perm": num_perm, "bands": bands, "k": k, "seed": seed, "hash": HASH_SCHEME}
+        if sketch_bits not in (8, 16, 32):
+            raise ValueError(f"sketch_bits must be 8, 16 or 32, not {sketch_bits}")
+        self.num_perm, self.bands, self.rows, self.threshold = num_perm, bands, rows, threshold
+        self.k, self.seed, self.sketch_bits = k, seed, sketch_bits
+        meta = {"num_perm": num_perm, "bands": bands, "rows": rows, "bits": sketch_bits, "k": k, "seed": seed,
+                "hash": HASH_SCHEME}
         meta = {key: str(v) for key, v in meta.items()}
+        dtype = {8: "<u1", 16: "<u2", 32: "<u4"}[sketch_bits]
         self.store = (
-            RedisSketchStore(redis_url, key_prefix, meta) if redis_url else MemorySketchStore(meta)
+            RedisSketchStore(redis_url, key_prefix, meta, dtype) if redis_url else MemorySketchStore(meta, dtype)
         )
         self.checked = 0
         self.near_duplicates = 0
@@ -191,13 +218,25 @@ class NearDupIndex:
         if not docs:
             return []
         sketches, nonempty = sketch_texts([t for _, t in docs], self.num_perm, self.k, self.seed)
-        keys = band_keys(sketches, self.bands)
+        return self.check_and_add_sketches([u for u, _ in docs], sketches, nonempty)
+
+    def check_and_add_sketches(
+        self, urls: list[str], sketches: np.ndarray, nonempty: np.ndarray | None = None
+    ) -> list[str | None]:
+        """:meth:`check_and_add` for sketches already computed (by :func:`sketch_texts` with
+        this index's ``num_perm``, ``k`` and ``seed``); rows where ``nonempty`` is False are
+        pages without words."""
+        assert sketches.shape == (len(urls), self.num_perm)
+        if nonempty is None:
+            nonempty = np.ones(len(urls), dtype=bool)
+        keys = band_keys(sketches, self.bands, self.rows)
+        sketches = truncate_sketches(sketches, self.sketch_bits)
         key_bytes = [[int(x).to_bytes(8, "little") for x in row] for row in keys]
         # One round trip for every band key of the batch, one for the candidates' sketches.
         flat = [kb for i, row in enumerate(key_bytes) if nonempty[i] for kb in row]
         found = iter(self.store.lookup_bands(flat))
         cand_ids: list[set[int]] = []
-        for i in range(len(docs)):
+        for i in range(len(urls)):
             ids = {rid for _ in range(self.bands) if (rid := next(found)) is not None} if nonempty[i] else set()
             cand_ids.append(ids)
         stored = self.store.representatives(set().union(*cand_ids))
@@ -205,7 +244,7 @@ class NearDupIndex:
         results: list[str | None] = []
         new_reps: list[tuple[str, np.ndarray, list[bytes]]] = []  # (url, sketch, keys)
         local_band: dict[bytes, int] = {}  # band key → index into new_reps
-        for i, (url, _) in enumerate(docs):
+        for i, url in enumerate(urls):
             if not nonempty[i]:
                 results.append(None)
                 continue
@@ -215,7 +254,7 @@ class NearDupIndex:
             local = {local_band[kb] for kb in key_bytes[i] if kb in local_band}
             cands += [(new_reps[j][1], new_reps[j][0]) for j in sorted(local)]
             for rep_sketch, rep_url in cands:
-                j = estimated_jaccard(sk, rep_sketch)
+                j = estimated_jaccard(sk, rep_sketch, self.sketch_bits)
                 if j >= self.threshold and (best is None or j > best[0]):
                     best = (j, rep_url)
             if best is not None and best[1] == url:
@@ -231,7 +270,7 @@ class NearDupIndex:
         if new_reps:
             first = self.store.reserve_ids(len(new_reps))
             self.store.add([(first + n, u, s, kb) for n, (u, s, kb) in enumerate(new_reps)])
-        self.checked += len(docs)
+        self.checked += len(urls)
         return results
 
     def stats(self) -> dict[str, int]:

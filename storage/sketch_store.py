@@ -3,8 +3,8 @@
 Only cluster **representatives** are stored (a page found to be a near-duplicate is never
 added), and for each one only what a later query needs:
 
-* its MinHash sketch, ``num_perm`` unsigned 32-bit values (little-endian bytes: 512 B at 128
-  permutations);
+* its MinHash sketch: ``num_perm`` values truncated to their low 8, 16 or 32 bits (b-bit
+  MinHash; little-endian bytes — 512 B with the crawl-time default of 512 × 8 bits);
 * its ``bands`` LSH band keys (64-bit each), each pointing at the representative's integer id;
 * its URL.
 
@@ -21,7 +21,7 @@ key              type   content
 ``P:url``        hash   representative id → URL
 ================ ====== =====================================================================
 
-Every representative costs ``4·num_perm`` sketch bytes, ``bands`` hash fields of 8 + ~4 bytes
+Every representative costs ``num_perm·bits/8`` sketch bytes, ``bands`` hash fields of 8 + ~4 bytes
 and its URL; ``RedisSketchStore.memory_per_representative`` measures the real figure
 (Redis ``MEMORY USAGE``), which docs/dedup.md reports. With AOF on, the state survives a
 ``kill -9`` of both the actor and the server.
@@ -44,8 +44,9 @@ class SketchStoreMismatch(ValueError):
 class MemorySketchStore:
     """The same contract as :class:`RedisSketchStore`, in process memory (lost on restart)."""
 
-    def __init__(self, meta: dict[str, str]) -> None:
+    def __init__(self, meta: dict[str, str], dtype: str = "<u4") -> None:
         self.meta = dict(meta)
+        self.dtype = np.dtype(dtype)
         self._band: dict[bytes, int] = {}
         self._sketch: dict[int, bytes] = {}
         self._url: dict[int, str] = {}
@@ -60,7 +61,7 @@ class MemorySketchStore:
         out = {}
         for i in ids:
             if i in self._sketch:
-                out[i] = (np.frombuffer(self._sketch[i], dtype="<u4"), self._url[i])
+                out[i] = (np.frombuffer(self._sketch[i], dtype=self.dtype), self._url[i])
         return out
 
     def reserve_ids(self, count: int) -> int:
@@ -73,7 +74,7 @@ class MemorySketchStore:
     def add(self, reps: Sequence[tuple[int, str, np.ndarray, Sequence[bytes]]]) -> None:
         """Store (id, url, sketch, band keys) tuples. A band key already taken keeps its owner."""
         for rid, url, sketch, keys in reps:
-            self._sketch[rid] = np.ascontiguousarray(sketch, dtype="<u4").tobytes()
+            self._sketch[rid] = np.ascontiguousarray(sketch, dtype=self.dtype).tobytes()
             self._url[rid] = url
             for k in keys:
                 self._band.setdefault(k, rid)
@@ -88,9 +89,10 @@ class MemorySketchStore:
 class RedisSketchStore:
     """Representatives in Redis (see the module docstring for the layout)."""
 
-    def __init__(self, redis_url: str, key_prefix: str, meta: dict[str, str]) -> None:
+    def __init__(self, redis_url: str, key_prefix: str, meta: dict[str, str], dtype: str = "<u4") -> None:
         import redis
 
+        self.dtype = np.dtype(dtype)
         self.client = redis.Redis.from_url(redis_url)
         self.prefix = key_prefix
         self.meta = {k: str(v) for k, v in meta.items()}
@@ -127,7 +129,7 @@ class RedisSketchStore:
         pipe.hmget(self._key("url"), ids)
         sketches, urls = pipe.execute()
         return {
-            i: (np.frombuffer(s, dtype="<u4"), u.decode())
+            i: (np.frombuffer(s, dtype=self.dtype), u.decode())
             for i, s, u in zip(ids, sketches, urls, strict=True)
             if s is not None and u is not None
         }
@@ -143,7 +145,7 @@ class RedisSketchStore:
         # Sketch and URL first: a band key must never point at an id whose sketch is missing.
         pipe.hset(
             self._key("sketch"),
-            mapping={rid: np.ascontiguousarray(s, dtype="<u4").tobytes() for rid, _, s, _ in reps},
+            mapping={rid: np.ascontiguousarray(s, dtype=self.dtype).tobytes() for rid, _, s, _ in reps},
         )
         pipe.hset(self._key("url"), mapping={rid: url for rid, url, _, _ in reps})
         band = self._key("band")

@@ -38,9 +38,10 @@ from pathlib import Path
 import numpy as np
 
 from actors.shingler import (
+    DEFAULT_BANDS,
     DEFAULT_K,
     DEFAULT_NUM_PERM,
-    DEFAULT_ROWS_PER_BAND,
+    DEFAULT_ROWS,
     DEFAULT_THRESHOLD,
     band_keys,
     shingle_hashes,
@@ -161,12 +162,12 @@ def _crawl_time_dups(crawl_dir: Path) -> list[tuple[str, str, str]]:
     ]
 
 
-def candidate_pairs(sketches: np.ndarray, bands: int) -> np.ndarray:
+def candidate_pairs(sketches: np.ndarray, bands: int = DEFAULT_BANDS, rows: int = DEFAULT_ROWS) -> np.ndarray:
     """Candidate pairs (i < j), shape (m, 2), from pages sharing an LSH band key."""
     n = len(sketches)
     if n < 2:
         return np.zeros((0, 2), dtype=np.int64)
-    keys = band_keys(sketches, bands)
+    keys = band_keys(sketches, bands, rows)
     pairs: list[np.ndarray] = []
     for b in range(bands):
         col = keys[:, b]
@@ -217,17 +218,33 @@ class Clustering:
         return out
 
 
+def exact_pair_jaccard(sets: list[np.ndarray], pairs: np.ndarray) -> np.ndarray:
+    """Exact Jaccard of each pair, from sorted unique shingle-hash arrays."""
+    out = np.empty(len(pairs), dtype=np.float64)
+    for n, (a, b) in enumerate(pairs):
+        sa, sb = sets[a], sets[b]
+        inter = np.intersect1d(sa, sb, assume_unique=True).size
+        union = sa.size + sb.size - inter
+        out[n] = inter / union if union else 1.0
+    return out
+
+
 def cluster_sketches(
     urls: list[str],
     sketches: np.ndarray,
     threshold: float = DEFAULT_THRESHOLD,
-    bands: int | None = None,
+    bands: int = DEFAULT_BANDS,
+    rows: int = DEFAULT_ROWS,
     extra_edges: Iterable[tuple[int, int]] = (),
+    shingle_sets: list[np.ndarray] | None = None,
 ) -> Clustering:
-    """Single-link clusters of pages whose estimated Jaccard ≥ ``threshold`` (plus ``extra_edges``)."""
+    """Single-link clusters of pages whose Jaccard ≥ ``threshold`` (plus ``extra_edges``).
+
+    Candidates are confirmed by their exact Jaccard when ``shingle_sets`` (sorted unique hashes
+    per page) are given, by the sketch estimate otherwise.
+    """
     n, num_perm = sketches.shape
     assert len(urls) == n
-    bands = bands or max(1, num_perm // DEFAULT_ROWS_PER_BAND)
     uf = UnionFind(n)
     # Identical sketches first: one representative per distinct sketch goes through LSH.
     _, first, inverse = np.unique(sketches, axis=0, return_index=True, return_inverse=True)
@@ -236,9 +253,12 @@ def cluster_sketches(
         if first[inverse[i]] != i:
             uf.union(int(first[inverse[i]]), i)
     uniq = np.sort(first)
-    cand_local = candidate_pairs(sketches[uniq], bands)
+    cand_local = candidate_pairs(sketches[uniq], bands, rows)
     cand = uniq[cand_local] if len(cand_local) else cand_local
-    est = estimated_pair_jaccard(sketches, cand)
+    if shingle_sets is not None:
+        est = exact_pair_jaccard(shingle_sets, cand)
+    else:
+        est = estimated_pair_jaccard(sketches, cand)
     confirmed = cand[est >= threshold]
     for a, b in confirmed:
         uf.union(int(a), int(b))
@@ -253,7 +273,8 @@ def cluster_sketches(
         clusters=clusters,
         confirmed_pairs=np.concatenate([identical, confirmed]) if len(confirmed) else identical,
         candidates=len(cand),
-        params={"threshold": threshold, "num_perm": num_perm, "bands": bands},
+        params={"threshold": threshold, "num_perm": num_perm, "bands": bands, "rows": rows,
+                "confirm": "exact" if shingle_sets is not None else "estimate"},
     )
 
 
@@ -261,21 +282,31 @@ def cluster_texts(
     docs: list[tuple[str, str]],
     threshold: float = DEFAULT_THRESHOLD,
     num_perm: int = DEFAULT_NUM_PERM,
-    bands: int | None = None,
+    bands: int = DEFAULT_BANDS,
     k: int = DEFAULT_K,
     seed: int = 1,
+    rows: int = DEFAULT_ROWS,
+    confirm: str = "exact",
 ) -> Clustering:
-    """Cluster (url, visible text) pairs (empty texts stay singletons)."""
+    """Cluster (url, visible text) pairs (empty texts stay singletons).
+
+    ``confirm="exact"`` keeps every page's shingle set (8 bytes per distinct shingle) to confirm
+    LSH candidates by exact Jaccard; ``"estimate"`` keeps only sketches (4·num_perm bytes/page).
+    """
+    assert confirm in ("exact", "estimate")
     urls = [u for u, _ in docs]
     chunks, keep = [], []
+    sets: list[np.ndarray] | None = [] if confirm == "exact" else None
     for s in range(0, len(docs), SKETCH_CHUNK):
         sh = [shingle_hashes(t, k) for _, t in docs[s : s + SKETCH_CHUNK]]
         nonempty = [i for i, h in enumerate(sh) if len(h)]
         chunks.append(sketch_matrix([sh[i] for i in nonempty], num_perm, seed))
         keep.extend(s + i for i in nonempty)
+        if sets is not None:
+            sets.extend(np.unique(sh[i]) for i in nonempty)
     sketches = np.concatenate(chunks) if chunks else np.zeros((0, num_perm), np.uint32)
     # Pages without words are never anyone's duplicate: cluster the others, map indices back.
-    sub = cluster_sketches([urls[i] for i in keep], sketches, threshold, bands)
+    sub = cluster_sketches([urls[i] for i in keep], sketches, threshold, bands, rows, shingle_sets=sets)
     back = np.asarray(keep, dtype=np.int64)
     result = Clustering(
         urls=urls,
@@ -292,9 +323,11 @@ def cluster_crawl(
     crawl_dir: str | Path,
     threshold: float = DEFAULT_THRESHOLD,
     num_perm: int = DEFAULT_NUM_PERM,
-    bands: int | None = None,
+    bands: int = DEFAULT_BANDS,
     k: int = DEFAULT_K,
     out_dir: str | Path | None = None,
+    rows: int = DEFAULT_ROWS,
+    confirm: str = "exact",
 ) -> dict:
     """Cluster every stored page of the crawl in ``crawl_dir``; write ``DIR/dedup/*``.
 
@@ -307,9 +340,12 @@ def cluster_crawl(
     warc_dir = crawl_dir / "warc"
     if not warc_dir.is_dir() and not (crawl_dir / "links").is_dir():
         raise UserError(f"{crawl_dir}: not a crawl directory (no warc/ nor links/ inside)")
-    bands = bands or max(1, num_perm // DEFAULT_ROWS_PER_BAND)
-    if num_perm % bands:
-        raise UserError(f"--num-perm {num_perm} is not a multiple of --bands {bands}")
+    if min(num_perm, bands, rows, k) < 1 or bands * rows > num_perm:
+        raise UserError(
+            f"need bands × rows ≤ num-perm and all ≥ 1 (got {bands} × {rows} and {num_perm}; k = {k})"
+        )
+    if confirm not in ("exact", "estimate"):
+        raise UserError(f"--confirm must be exact or estimate, not {confirm!r}")
     if not 0 < threshold <= 1:
         raise UserError(f"--threshold must be in (0, 1], not {threshold}")
     t0 = time.perf_counter()
@@ -322,7 +358,7 @@ def cluster_crawl(
                 seen.add(url)
                 docs.append((url, text))
     t_read = time.perf_counter() - t0
-    result = cluster_texts(docs, threshold, num_perm, bands, k)
+    result = cluster_texts(docs, threshold, num_perm, bands, k, rows=rows, confirm=confirm)
     # Crawl-time duplicates (stored as revisits, no body) join their representative's cluster.
     index = {u: i for i, u in enumerate(result.urls)}
     crawl_dups = _crawl_time_dups(crawl_dir)
@@ -361,6 +397,8 @@ def cluster_crawl(
         "threshold": threshold,
         "num_perm": num_perm,
         "bands": bands,
+        "rows": rows,
+        "confirm": confirm,
         "k": k,
         "seconds": round(elapsed, 3),
         "seconds_reading_warc": round(t_read, 3),
@@ -397,9 +435,9 @@ def format_report(summary: dict, result: Clustering | None = None, top: int = 5)
         f"  clusters (≥ 2 pages): {s['clusters']}, holding {s['pages_in_clusters']} pages;"
         f" {s['duplicate_pages']} pages are duplicates of a representative",
         f"  largest cluster: {s['largest_cluster']} pages",
-        f"  candidate pairs (LSH): {s['candidate_pairs']}, confirmed (est. Jaccard ≥ {s['threshold']}):"
+        f"  candidate pairs (LSH): {s['candidate_pairs']}, confirmed ({s['confirm']} Jaccard ≥ {s['threshold']}):"
         f" {s['confirmed_pairs']}",
-        f"  MinHash: {s['num_perm']} permutations, {s['bands']} bands, word {s['k']}-shingles",
+        f"  MinHash: {s['num_perm']} permutations, {s['bands']} bands × {s['rows']} rows, word {s['k']}-shingles",
         f"  already flagged at crawl time: {s['crawl_time_duplicates'] or 'none'}",
         f"  damaged WARC files (read up to the damage): {', '.join(s['damaged_warc_files']) or 'none'}",
         f"  time: {s['seconds']} s",

@@ -181,7 +181,7 @@ def test_damaged_warc_is_skipped_with_a_warning(tmp_path, caplog):
     [
         (["dedup", "/nonexistent/crawl"], "no such directory"),
         (["dedup", "{tmp}"], "not a crawl directory"),
-        (["dedup", "{crawl}", "--bands", "30"], "not a multiple"),
+        (["dedup", "{crawl}", "--bands", "30"], "bands × rows ≤ num-perm"),
         (["dedup", "{crawl}", "--threshold", "1.5"], "threshold"),
     ],
 )

@@ -6,8 +6,6 @@ import argparse
 import json
 from pathlib import Path
 
-from raycrawl.errors import UserError
-
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -20,7 +18,11 @@ def register(subparsers) -> None:
     p.add_argument("dir", type=Path, help="crawl output directory (holds warc/ and links/)")
     p.add_argument("--threshold", type=float, default=0.9, help="estimated Jaccard to call two pages near-duplicates (default 0.9)")
     p.add_argument("--num-perm", type=int, default=128, help="MinHash permutations (default 128)")
-    p.add_argument("--bands", type=int, default=None, help="LSH bands (default num-perm/8)")
+    p.add_argument("--bands", type=int, default=16, help="LSH bands (default 16)")
+    p.add_argument("--rows", type=int, default=8, help="sketch values per band (default 8; bands × rows ≤ num-perm)")
+    p.add_argument("--confirm", choices=("exact", "estimate"), default="exact",
+                   help="confirm LSH candidates by exact Jaccard of the shingle sets (default; keeps them in "
+                   "memory) or by the sketch estimate")
     p.add_argument("-k", "--shingle", type=int, default=4, dest="k", help="words per shingle (default 4)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default DIR/dedup)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the report")
@@ -30,11 +32,9 @@ def register(subparsers) -> None:
 def handle(args: argparse.Namespace) -> int:
     from tasks.dedup import cluster_crawl
 
-    if args.num_perm < 1 or (args.bands is not None and args.bands < 1):
-        raise UserError("--num-perm and --bands must be positive")
-    if args.k < 1:
-        raise UserError("-k must be ≥ 1")
-    summary = cluster_crawl(args.dir, args.threshold, args.num_perm, args.bands, args.k, args.out)
+    summary = cluster_crawl(
+        args.dir, args.threshold, args.num_perm, args.bands, args.k, args.out, rows=args.rows, confirm=args.confirm
+    )
     out = args.out or args.dir / "dedup"
     if args.json:
         print(json.dumps(summary, indent=2))
