@@ -6,8 +6,11 @@ Format (text, UTF-8, tab-separated, one header line starting with ``#``)::
 
 * ``start`` — wall-clock seconds (``time.time()``, 6 decimals) when the server began handling the
   request (request line and headers parsed);
-* ``end`` — when the last byte of the response was handed to the socket (for a dropped or hung
-  connection: when the server gave up or the client went away);
+* ``end`` — when the response went to the socket: stamped just before the final send for bodies
+  up to 256 KiB (one send on loopback; stamping after it could be late by a scheduling quantum
+  when the server process is descheduled while the client already has the answer), after the
+  last byte was accepted for bigger bodies; for a dropped or hung connection, when the server
+  gave up or the client went away;
 * ``ip`` — the local address of the socket, i.e. the IP the client dialed;
 * ``host`` — the Host header as sent (``-`` if none); ``target`` — path and query as sent;
 * ``status`` — HTTP status, ``0`` when no response was sent (connection reset, hang);

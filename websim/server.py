@@ -36,6 +36,7 @@ SLOW_DELAY = 1.5
 HANG_LIMIT = 300.0
 _CALENDAR = re.compile(r"^/calendar/(\d{4})/(\d{2})/$")
 _STREAM_CHUNK = 64 * 1024
+_ONE_SEND = 256 * 1024  # bodies up to this size leave in one send on loopback
 
 
 def _bind_all(ips: list[str], port: int) -> list[socket.socket]:
@@ -193,6 +194,7 @@ class WebsimServer:
         name = host_header.rsplit(":", 1)[0].lower().rstrip(".") if host_header else ""
         host = self.model.by_name.get(name)
         status, nbytes = 0, 0
+        end: float | None = None
         try:
             if host is None:
                 resp = Response(404, "text/plain", b"no such host here")
@@ -226,14 +228,21 @@ class WebsimServer:
             status, nbytes = resp.status, len(resp.body)
             try:
                 await out.prepare(request)
+                # Stamp the end BEFORE handing the body to the kernel: stamping after could land
+                # milliseconds late if this process is descheduled right after the send, while
+                # the client already has its answer. A small body goes out in one send; a big
+                # one may wait for the client to drain the socket, so it is stamped after.
+                before = time.time()
                 await out.write_eof()
+                if nbytes <= _ONE_SEND:
+                    end = before
             except (ConnectionError, RuntimeError):
                 status = 0
             return out
         except _Dropped:
             raise asyncio.CancelledError from None
         finally:
-            self.log.record(start, time.time(), ip, host_header, target, status, nbytes)
+            self.log.record(start, end if end is not None else time.time(), ip, host_header, target, status, nbytes)
 
     async def _hang(self, request: web.Request) -> None:
         """Accept, read the request, never answer; return when the client goes away."""
