@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros
 
 from raycrawl.errors import UserError
 from storage.elias_fano import EliasFano, EliasFanoError
@@ -225,7 +226,7 @@ def _bits(words, pos, n):
     return np.int64(_peek(words, pos) >> np.uint64(64 - n))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _unary(words, pos, limit):
     """(value, new_pos); value −1 when the run of zeros passes ``limit`` (corrupt stream)."""
     z = 0
@@ -234,15 +235,13 @@ def _unary(words, pos, limit):
             return -1, pos
         x = _peek(words, pos)
         if x != 0:
-            lz = 0
-            while not (x >> np.uint64(63 - lz)) & np.uint64(1):
-                lz += 1
+            lz = np.int64(leading_zeros(x))
             return z + lz, pos + lz + 1
         z += 64
         pos += 64
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _read(words, pos, kind, k, limit):
     """One 0-based code (γ, δ, ζk or unary) at ``pos`` → (value, new_pos); −1 value on corruption."""
     if kind == 3:
@@ -265,7 +264,7 @@ def _read(words, pos, kind, k, limit):
     lo = np.int64(1) << (h * k)
     hi = np.int64(1) << ((h + 1) * k)
     mx = hi - lo
-    lg = 63 - _clz(mx)
+    lg = 63 - np.int64(leading_zeros(np.uint64(mx)))
     prefix = _bits(words, pos, lg)
     pos += lg
     limit_mb = (np.int64(1) << (lg + 1)) - mx
@@ -274,14 +273,6 @@ def _read(words, pos, kind, k, limit):
         pos += 1
         prefix -= limit_mb
     return lo + prefix - 1, pos
-
-
-@numba.njit(cache=True, inline="always")
-def _clz(x):
-    n = 0
-    while n < 64 and not (x >> (63 - n)) & 1:
-        n += 1
-    return n
 
 
 @numba.njit(cache=True)

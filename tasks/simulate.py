@@ -191,8 +191,23 @@ def default_seeds(crawl_dir: Path, coll: Collection, k: int = 5) -> list[int]:
 
 
 def read_labels(path: Path, coll: Collection) -> np.ndarray:
-    """Per-node labels from a ``url<TAB>label`` file (unknown URLs are ignored)."""
+    """Per-node labels from a ``url<TAB>label`` file, or page topics (names) from a websim
+    manifest (``manifest.jsonl.gz`` or the websim output dir holding it); unknown URLs ignored."""
     labels = np.full(coll.num_nodes, None, dtype=object)
+    path = Path(path)
+    if path.is_dir() or path.name.endswith(".jsonl.gz"):
+        from websim.manifest import load_manifest
+
+        try:
+            m = load_manifest(path)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--truth {path}: not a readable websim manifest ({exc})") from None
+        topics = m.meta.get("topics") or []
+        for url, rec in m.pages.items():
+            v = coll.id_of(url)
+            if v is not None and rec.get("topic") is not None and rec["topic"] < len(topics):
+                labels[v] = topics[rec["topic"]]
+        return labels
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:

@@ -1,0 +1,50 @@
+"""Summary writer: per-agent spill files fed through the Ray actor, merged by the finishing pass."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from actors.summary_writer import SummaryWriter, actor_class, document_counts
+from raycrawl import text
+from storage.summaries import SummaryArchive
+
+PAGES = [(f"http://h{i % 3}.test/p{i}",
+          f"<html><body><h1>Page {i}</h1><p>{'apple banana ' * (i % 4)} cherry number{i % 5} "
+          f"the and of <b>durian</b></p><script>var hidden = {i};</script></body></html>")
+         for i in range(60)]
+
+
+def test_document_counts_use_the_text_pipeline():
+    html = PAGES[7][1]
+    length, counts = document_counts(html)
+    assert counts == dict(Counter(text.terms(html)))
+    assert length == len(text.tokens(text.visible_text(html)))  # stopwords count in ℓ, not in terms
+    assert "hidden" not in counts and "the" not in counts
+    assert document_counts("") == (0, {})
+    assert document_counts(b"<p>broken <b>markup") == (2, {"broken": 1, "markup": 1})
+
+
+@pytest.mark.slow
+def test_two_agents_through_ray_then_finish(tmp_path, ray_local):
+    ray = ray_local
+    cls = actor_class()
+    agents = [cls.remote(str(tmp_path), f"agent{k}", 8) for k in range(2)]
+    calls = [agents[k].add_pages.remote(PAGES[k::2]) for k in range(2)]
+    assert sum(ray.get(calls)) == len(PAGES)
+    assert ray.get([a.flush.remote() for a in agents]) == [30, 30]
+    ray.get([a.close.remote() for a in agents])
+    for a in agents:
+        ray.kill(a)
+    urls = sorted(u for u, _ in PAGES) + ["http://h0.test/unfetched"]
+    urls.sort()
+    index = {u: i for i, u in enumerate(urls)}
+    props = SummaryWriter(tmp_path, "finisher").finish(index.get, len(urls), min_df=10)
+    a = SummaryArchive.open(tmp_path)
+    assert props["documents"] == len(PAGES) and a.get(index["http://h0.test/unfetched"]) is None
+    df = Counter(t for _, html in PAGES for t in set(text.terms(html)))
+    kept = {t for t, d in df.items() if d >= 10}
+    assert set(a.terms) == kept
+    for url, html in PAGES:
+        assert a.get_terms(index[url]) == {t: c for t, c in Counter(text.terms(html)).items() if t in kept}
