@@ -1,0 +1,184 @@
+"""The graph compressor: turns a crawl's link records into the URL map and BV graphs.
+
+Graph of a crawl (the rule, applied to ``storage.link_records`` records):
+
+* **nodes** are the URLs the crawl fetched as pages: records with a 2xx status, and redirect
+  sources (a 3xx with a ``redirect`` target). Errors, 4xx/5xx responses, robots-excluded and
+  never-fetched URLs are not nodes: nothing is known about their content or links.
+* **arcs**: for a 2xx page, one arc per out-link whose target is a node (links to pages never
+  fetched are dropped, as in WebGraph's crawls); for a redirect source, one arc to its target if
+  that is a node — a redirect is a link the server made for the page. Self loops are kept,
+  duplicate arcs merged. A URL recorded several times (re-crawls, epochs) gets the union of its
+  records' arcs.
+
+Node ids are ranks in ``url_sort_key`` order (``storage.urlmap``), so document ids elsewhere
+(summaries, ranks, index) equal graph node ids. Output in ``DIR/graph/``: ``urls.map``,
+``bv.{graph,offsets,properties}``, the transpose ``bv-t.*``, and ``graph.json`` (counts).
+
+``GraphCompressor`` is the plain, synchronously testable class; ``GraphCompressorActor`` is the
+thin Ray shell a crawl feeds with batches of records during the crawl.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+GRAPH_SUBDIR = "graph"
+BASENAME = "bv"
+TRANSPOSE = "bv-t"
+URLMAP = "urls.map"
+
+
+def graph_paths(crawl_dir: str | Path) -> dict[str, Path]:
+    """Where a crawl's graph files live."""
+    g = Path(crawl_dir) / GRAPH_SUBDIR
+    return {"dir": g, "graph": g / BASENAME, "transpose": g / TRANSPOSE, "urlmap": g / URLMAP,
+            "info": g / "graph.json"}
+
+
+def is_node_record(rec: dict[str, Any]) -> bool:
+    """Whether a link record makes its URL a node (see module doc)."""
+    status = rec.get("status") or 0
+    return 200 <= status < 300 or (300 <= status < 400 and bool(rec.get("redirect")))
+
+
+class GraphCompressor:
+    """Accumulates link records, then writes the URL map, the graph and its transpose."""
+
+    def __init__(self, window: int = 7, max_ref_count: int = 3, min_interval: int = 4, zeta_k: int = 3,
+                 url_block_size: int | None = None) -> None:
+        self.params = {"window": window, "max_ref_count": max_ref_count, "min_interval": min_interval,
+                       "zeta_k": zeta_k}
+        self.url_block_size = url_block_size
+        self._out: dict[str, set[str]] = {}  # node URL -> candidate targets (filtered at finish)
+        self.records = 0
+        self.skipped = 0
+
+    def add_records(self, records: Iterable[dict[str, Any]]) -> int:
+        """Take a batch of link records; returns how many were nodes. Malformed records (no
+        ``url``) are counted in ``skipped`` and logged, never fatal."""
+        nodes = 0
+        for rec in records:
+            self.records += 1
+            url = rec.get("url")
+            if not isinstance(url, str) or not url:
+                self.skipped += 1
+                log.warning("link record without a url skipped: %r", {k: rec.get(k) for k in ("status", "error")})
+                continue
+            if not is_node_record(rec):
+                continue
+            nodes += 1
+            targets = self._out.setdefault(url, set())
+            status = rec.get("status") or 0
+            if status < 300:
+                targets.update(t for t in rec.get("links") or () if isinstance(t, str))
+            elif rec.get("redirect"):
+                targets.add(rec["redirect"])
+        return nodes
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._out)
+
+    def arcs(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """``(urls in id order, src ids, dst ids)`` of the graph accumulated so far."""
+        from storage.urlmap import url_sort_key
+
+        urls = sorted(self._out, key=url_sort_key)
+        ids = {u: i for i, u in enumerate(urls)}
+        src: list[int] = []
+        dst: list[int] = []
+        for u, targets in self._out.items():
+            s = ids[u]
+            for t in targets:
+                d = ids.get(t)
+                if d is not None:
+                    src.append(s)
+                    dst.append(d)
+        return urls, np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+
+    def finish(self, crawl_dir: str | Path) -> dict[str, Any]:
+        """Write ``DIR/graph/`` (see module doc) and return its summary."""
+        urls, src, dst = self.arcs()
+        return write_graph_dir(crawl_dir, urls, src, dst, url_block_size=self.url_block_size,
+                               extra={"records": self.records, "skipped_records": self.skipped}, **self.params)
+
+
+def write_graph_dir(crawl_dir: str | Path, urls: list[str] | None, src: np.ndarray, dst: np.ndarray, *,
+                    num_nodes: int | None = None, url_block_size: int | None = None,
+                    extra: dict[str, Any] | None = None, **params: int) -> dict[str, Any]:
+    """Write graph, transpose and (if ``urls`` is given, in id order) URL map under
+    ``crawl_dir/graph``; ``src``/``dst`` are node ids. Returns the summary (also ``graph.json``)."""
+    from storage.bvgraph import csr_from_arcs, store, transpose_csr
+    from storage.urlmap import DEFAULT_BLOCK_SIZE, UrlMap
+
+    t0 = time.perf_counter()
+    paths = graph_paths(crawl_dir)
+    paths["dir"].mkdir(parents=True, exist_ok=True)
+    n = len(urls) if urls is not None else int(num_nodes or 0)
+    indptr, indices = csr_from_arcs(n, src, dst)
+    fwd = store(paths["graph"], indptr, indices, **params)
+    tindptr, tindices = transpose_csr(n, indptr, indices)
+    bwd = store(paths["transpose"], tindptr, tindices, **params)
+    info: dict[str, Any] = {"nodes": n, "arcs": int(len(indices)), "bits_per_link": float(fwd["bitsperlink"]),
+                            "transpose_bits_per_link": float(bwd["bitsperlink"])}
+    if urls is not None:
+        m = UrlMap.build(urls, paths["urlmap"], block_size=url_block_size or DEFAULT_BLOCK_SIZE)
+        if len(m) != n:
+            raise ValueError("URL list has duplicates: ids would not match")
+        info["urlmap_bytes_per_url"] = round(m.size_bytes / n, 3) if n else 0.0
+    elif paths["urlmap"].exists():
+        paths["urlmap"].unlink()  # a stale map would name the wrong nodes
+    info.update(extra or {})
+    info["seconds"] = round(time.perf_counter() - t0, 3)
+    paths["info"].write_text(json.dumps(info, indent=2) + "\n")
+    log.info("graph of %s: %d nodes, %d arcs, %.3f bits/link", crawl_dir, n, info["arcs"], info["bits_per_link"])
+    return info
+
+
+def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """Post-crawl build: read every link record of ``crawl_dir`` and write its graph."""
+    from storage.link_records import iter_link_records
+
+    gc = GraphCompressor(**kwargs)
+    batch: list[dict[str, Any]] = []
+    for rec in iter_link_records(crawl_dir):
+        batch.append(rec)
+        if len(batch) >= 10_000:
+            gc.add_records(batch)
+            batch.clear()
+    gc.add_records(batch)
+    return gc.finish(crawl_dir)
+
+
+class GraphCompressorActor:
+    """Ray actor shell: ``ray.remote(GraphCompressorActor)`` or ``make_graph_compressor_actor``.
+    A restarted actor loses its batches: ``raycrawl graph build DIR`` rebuilds from the records."""
+
+    def __init__(self, crawl_dir: str, **kwargs: Any) -> None:
+        self.crawl_dir = crawl_dir
+        self.gc = GraphCompressor(**kwargs)
+
+    def add_batch(self, records: list[dict[str, Any]]) -> int:
+        return self.gc.add_records(records)
+
+    def num_nodes(self) -> int:
+        return self.gc.num_nodes
+
+    def finish(self) -> dict[str, Any]:
+        return self.gc.finish(self.crawl_dir)
+
+
+def make_graph_compressor_actor(crawl_dir: str | Path, num_cpus: float = 0, **kwargs: Any):
+    import ray
+
+    return ray.remote(num_cpus=num_cpus)(GraphCompressorActor).remote(str(crawl_dir), **kwargs)
