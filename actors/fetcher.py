@@ -211,11 +211,14 @@ class Fetcher:
         max_connections: int = 512,
         keepalive_timeout: float = 30.0,
         resolver: Any = None,
+        robots_hop_delay: float = 0.0,
         accept: str = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
     ) -> None:
         """``total_timeout`` bounds a whole exchange (slow-drip servers); default
         connect + 3 × read timeout. ``resolver`` (an ``actors.dns.Resolver``) is only used to
-        follow robots.txt redirects to other hosts."""
+        follow robots.txt redirects to other hosts. ``robots_hop_delay``: seconds between the end of a
+        robots.txt redirect response and the next hop's request (pass the host/IP politeness delay:
+        a hop is a request like any other)."""
         assert max_body > 0 and max_decompressed > 0
         self.user_agent = user_agent
         self.connect_timeout = connect_timeout
@@ -227,6 +230,7 @@ class Fetcher:
         self.max_connections = max_connections
         self.keepalive_timeout = keepalive_timeout
         self.resolver = resolver
+        self.robots_hop_delay = robots_hop_delay
         self.headers = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": "gzip, deflate, br"}
         self._pins = _PinnedResolver(network_policy)
         self._session: aiohttp.ClientSession | None = None
@@ -253,6 +257,11 @@ class Fetcher:
                 headers=self.headers,
                 skip_auto_headers=("User-Agent",),
             )
+            # aiohttp silently re-sends an idempotent request at once when a reused keep-alive
+            # connection drops: a second request to the host within a millisecond, i.e. a politeness
+            # violation. Retries are the frontier's business (with back-off), so switch it off.
+            assert hasattr(self._session, "_retry_connection"), "aiohttp changed: check persistent-connection retry"
+            self._session._retry_connection = False
         return self._session
 
     async def fetch(self, url: str, ip: str, *, max_body: int | None = None) -> FetchResult:
@@ -357,19 +366,21 @@ class Fetcher:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
 
     async def fetch_robots(
-        self, scheme_host: str, ip: str, *, ttl: float = ROBOTS_TTL
+        self, scheme_host: str, ip: str, *, ttl: float = ROBOTS_TTL, hop_delay: float | None = None
     ) -> tuple[FetchResult, RobotsRules]:
         """Fetch ``scheme_host/robots.txt`` (following up to 5 redirects) and derive the rules.
 
         Returns the final exchange (earlier hops in ``.hops``) and the rules (expiring ``ttl`` seconds after the response ended).
         A redirect to another host is followed only if a ``resolver`` was given and the new address
-        is allowed; otherwise robots.txt counts as unreachable (disallow all).
+        is allowed; otherwise robots.txt counts as unreachable (disallow all). Each hop waits
+        ``hop_delay`` (default: the constructor's ``robots_hop_delay``) after the previous response ended.
         """
-        fr, status = await self._robots_chain(scheme_host.rstrip("/") + "/robots.txt", ip)
+        delay = self.robots_hop_delay if hop_delay is None else hop_delay
+        fr, status = await self._robots_chain(scheme_host.rstrip("/") + "/robots.txt", ip, delay)
         rules = RobotsRules.from_response(status, fr.body, self.user_agent, fr.ended or time.time(), ttl)
         return fr, rules
 
-    async def _robots_chain(self, url: str, ip: str) -> tuple[FetchResult, int]:
+    async def _robots_chain(self, url: str, ip: str, hop_delay: float) -> tuple[FetchResult, int]:
         hops: list[FetchResult] = []
         limit = max(self.max_body, ROBOTS_MIN_BODY)
         while True:
@@ -394,6 +405,9 @@ class Fetcher:
                     break
                 ip = next_ip
             url = fr.redirect
+            wait = fr.ended + hop_delay - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
         fr.hops = hops
         return fr, status
 
@@ -424,8 +438,10 @@ class FetcherActor:
         """Fetch every (url, ip) concurrently; results in the same order."""
         return list(await asyncio.gather(*(self.fetcher.fetch(url, ip) for url, ip in batch)))
 
-    async def fetch_robots(self, scheme_host: str, ip: str, ttl: float = ROBOTS_TTL) -> tuple[FetchResult, RobotsRules]:
-        return await self.fetcher.fetch_robots(scheme_host, ip, ttl=ttl)
+    async def fetch_robots(
+        self, scheme_host: str, ip: str, ttl: float = ROBOTS_TTL, hop_delay: float | None = None
+    ) -> tuple[FetchResult, RobotsRules]:
+        return await self.fetcher.fetch_robots(scheme_host, ip, ttl=ttl, hop_delay=hop_delay)
 
     async def close(self) -> None:
         await self.fetcher.close()

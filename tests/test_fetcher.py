@@ -313,7 +313,7 @@ RAW_REPLIES = {
     "empty": b"",
     "http10-eof": b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html>until eof</html>",
     "huge-header": b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\nok",
-    "ftp-location": b"HTTP/1.1 302 Found\r\nLocation: ftp://files.test/x\r\nContent-Length: 0\r\n\r\n",
+    "ftp-location": b"HTTP/1.1 302 Found\r\nLocation: ftp://files.test/x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     "short-body": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/html\r\n\r\nonly this",
 }
 
@@ -393,3 +393,36 @@ async def test_https_dials_pinned_ip_with_sni(tmp_path, fetcher):
         await runner.cleanup()
     assert fr.error is None and fr.status == 200 and fr.body == PAGE
     assert sni == ["secure.test"] and state.requests[0][1] == f"secure.test:{port}"
+
+
+async def test_dropped_keepalive_connection_is_not_silently_retried(fetcher):
+    """A server that answers once, keeps the connection, then drops it on the next request: the fetcher
+    must report the failure rather than re-send at once (that second request would break politeness)."""
+    received: list[bytes] = []
+
+    async def handle(reader, writer):
+        served = 0
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            received.append(head.split(b"\r\n", 1)[0])
+            if served == 0 and b"/first" in head:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/html\r\n\r\nok")
+                await writer.drain()
+                served += 1
+                continue
+            break  # drop the connection without answering
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    base = f"http://ka.test:{server.sockets[0].getsockname()[1]}"
+    try:
+        first = await fetcher.fetch(f"{base}/first", "127.0.0.1")
+        second = await fetcher.fetch(f"{base}/second", "127.0.0.1")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert first.status == 200 and second.error == "reset"
+    assert received == [b"GET /first HTTP/1.1", b"GET /second HTTP/1.1"]

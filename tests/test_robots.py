@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import socket
+import time
 
 import pytest
 from aiohttp import web
@@ -87,8 +88,16 @@ class RobotsSite:
 
     def __init__(self) -> None:
         self.hits: list[tuple[str, str]] = []
+        self.times: list[tuple[float, float]] = []  # (request start, response end) per hit
 
     async def handle(self, request: web.Request) -> web.Response:
+        start = time.time()
+        try:
+            return await self._handle(request)
+        finally:
+            self.times.append((start, time.time()))
+
+    async def _handle(self, request: web.Request) -> web.Response:
         host = request.headers["Host"].split(":")[0]
         self.hits.append((host, request.path))
         port = request.url.port
@@ -171,3 +180,18 @@ async def test_fetch_robots_over_http(robots_site, tmp_path):
     finally:
         await fetcher.close()
         await bare.close()
+
+
+async def test_redirect_hops_are_polite(robots_site):
+    fetcher = Fetcher(UA, 1.0, 1.0, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"), robots_hop_delay=0.15)
+    try:
+        fr, r = await fetcher.fetch_robots(f"http://moved.test:{robots_site.port}", "127.0.0.1")
+        _, _ = await fetcher.fetch_robots(f"http://loop.test:{robots_site.port}", "127.0.0.1", hop_delay=0.05)
+    finally:
+        await fetcher.close()
+    assert len(fr.hops) == 2 and not r.allowed(f"http://moved.test:{robots_site.port}/secret")
+    moved, loop = robots_site.times[:3], robots_site.times[3:]
+    assert len(loop) == 6
+    # from the end of each response to the start of the next request: at least the hop delay
+    assert min(b[0] - a[1] for a, b in zip(moved, moved[1:], strict=False)) >= 0.15
+    assert min(b[0] - a[1] for a, b in zip(loop, loop[1:], strict=False)) >= 0.05
