@@ -180,3 +180,17 @@ async def test_real_gzip_fetch_stored_decoded(tmp_path):
     assert resp[6].get_header("Content-Length") == str(len(BODY))
     assert req[6].get_header("Host") == f"gz.test:{port}"
     assert req[6].get_header("User-Agent") == "raycrawl-test"
+
+
+def test_demo_stage_counts(tmp_path):
+    from storage.warc import demo_stage
+
+    store = WarcStore(tmp_path / "warc", "agent0")
+    for i in range(4):
+        store.write(exchange(f"http://h{i % 2}.test/{i}"))
+    store.write(exchange("http://h0.test/dup"), revisit_of=("http://h0.test/0", "2023-11-14T22:13:20Z"))
+    store.close()
+    text = demo_stage(tmp_path)
+    assert "request 5, response 4, revisit 1, warcinfo 1" in text
+    assert "responses from 2 hosts" in text and "11/11 ok" in text
+    assert "no WARC files" in demo_stage(tmp_path / "empty")
