@@ -33,6 +33,11 @@ import aiohttp
 import yarl
 from aiohttp.abc import AbstractResolver
 
+try:
+    import brotli
+except ImportError:  # brotli is optional: without it "br" is neither advertised nor decoded
+    brotli = None
+
 from policies.networks import NetworkPolicy
 from policies.robots import RobotsRules
 from raycrawl.urls import canonicalize
@@ -125,8 +130,15 @@ class _PinnedResolver(AbstractResolver):
         pass
 
 
+_CORRUPT: tuple[type[Exception], ...] = (zlib.error, ValueError) + ((brotli.error,) if brotli is not None else ())
+
+
 class _BombError(Exception):
-    pass
+    """Decoding went past the cap; args[0] is the output up to the cap."""
+
+
+class _CorruptError(Exception):
+    """The compressed stream is not valid for its Content-Encoding."""
 
 
 class _Decoder:
@@ -140,15 +152,19 @@ class _Decoder:
             self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == "deflate":
             self._z = zlib.decompressobj()
-        elif encoding == "br":
-            import brotli
-
+        elif encoding == "br" and brotli is not None:
             self._br = brotli.Decompressor()
         else:
             raise ValueError(encoding)
 
     def feed(self, data: bytes) -> bytes:
-        """Decoded bytes for ``data``; raises _BombError past the limit, zlib.error/brotli.error if corrupt."""
+        """Decoded bytes for ``data``; raises _BombError past the limit, _CorruptError on a bad stream."""
+        try:
+            return self._feed(data)
+        except _CORRUPT as e:
+            raise _CorruptError(str(e)) from None
+
+    def _feed(self, data: bytes) -> bytes:
         if self.encoding == "br":
             out = [self._br.process(data, output_buffer_limit=self.remaining + 1)]
             while not self._br.can_accept_more_data() and sum(map(len, out)) <= self.remaining:
@@ -231,7 +247,7 @@ class Fetcher:
         self.keepalive_timeout = keepalive_timeout
         self.resolver = resolver
         self.robots_hop_delay = robots_hop_delay
-        self.headers = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": "gzip, deflate, br"}
+        self.headers = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": "gzip, deflate, br" if brotli else "gzip, deflate"}
         self._pins = _PinnedResolver(network_policy)
         self._session: aiohttp.ClientSession | None = None
         self.requests = 0  # HTTP requests actually sent (robots hops included)
@@ -334,11 +350,9 @@ class Fetcher:
             parts.append(e.args[0])
             fr.error, fr.truncated = "bomb", True
             resp.close()
-        except (zlib.error, Exception) as e:  # noqa: BLE001
-            if decoder is not None and not isinstance(e, aiohttp.ClientError | asyncio.TimeoutError | OSError):
-                fr.error = "bad-encoding"  # corrupt compressed stream; keep what decoded
-            else:
-                raise
+        except _CorruptError:
+            fr.error = "bad-encoding"  # keep what decoded before the corruption
+            resp.close()
         fr.body = b"".join(parts)
 
     def _take_head(self, fr: FetchResult, resp: aiohttp.ClientResponse) -> None:

@@ -75,6 +75,11 @@ class Site:
             return web.Response(body=BR_BOMB, headers={"Content-Type": "text/html", "Content-Encoding": "br"})
         if path == "/corrupt-gzip":
             return web.Response(body=b"\x1f\x8b\x08\x00garbage" * 10, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
+        if path == "/corrupt-br":
+            return web.Response(body=brotli.compress(PAGE)[:-3] + b"\xff\xff\xff" * 50,
+                                headers={"Content-Type": "text/html", "Content-Encoding": "br"})
+        if path == "/unknown-encoding":
+            return web.Response(body=PAGE, headers={"Content-Type": "text/html", "Content-Encoding": "x-rot13"})
         if path == "/redirect":
             raise web.HTTPMovedPermanently(location="../Dir/./Page?q=1#frag")
         if path == "/redirect-abs":
@@ -219,9 +224,10 @@ async def test_compression_bomb(site, fetcher, path):
     assert len(fr.body) <= 1_000_000
 
 
-async def test_corrupt_gzip(site, fetcher):
-    fr = await fetcher.fetch(f"{site.base}/corrupt-gzip", "127.0.0.1")
-    assert fr.error == "bad-encoding" and fr.status == 200
+@pytest.mark.parametrize("path", ["/corrupt-gzip", "/corrupt-br", "/unknown-encoding"])
+async def test_bad_content_encoding(site, fetcher, path):
+    fr = await fetcher.fetch(f"{site.base}{path}", "127.0.0.1")
+    assert fr.error == "bad-encoding" and fr.status == 200 and not fr.transient
 
 
 async def test_redirect_not_followed_canonical_target(site, fetcher):
