@@ -82,6 +82,11 @@ class RobotsRules:
         delay = self.parser.crawl_delay(ua_token(self.user_agent))
         return float(delay) if delay is not None else None
 
+    @property
+    def sitemaps(self) -> list[str]:
+        """``Sitemap:`` URLs listed in the file (any group)."""
+        return list(self.parser.sitemaps) if self.mode == PARSED else []
+
     def expired(self, now: float) -> bool:
         return now >= self.expires
 

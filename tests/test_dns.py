@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 import pytest
-from dnslib import QTYPE, RCODE, RR, A
+from dnslib import CNAME, QTYPE, RCODE, RR, A
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from actors.dns import Resolver, parse_dns_server, parse_hosts_file
@@ -30,9 +30,12 @@ class ZoneResolver(BaseResolver):
         if name in self.stall:
             return None  # dnslib sends nothing: the client times out
         reply = request.reply()
-        if name in ZONE and request.q.qtype == QTYPE.A:
+        if name == "alias.test" and request.q.qtype == QTYPE.A:  # CNAME chain answered in full
+            reply.add_answer(RR(request.q.qname, QTYPE.CNAME, rdata=CNAME("h5.test."), ttl=0))
+            reply.add_answer(RR("h5.test.", QTYPE.A, rdata=A(ZONE["h5.test"]), ttl=0))
+        elif name in ZONE and request.q.qtype == QTYPE.A:
             reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(ZONE[name]), ttl=0))  # ttl 0: c-ares's own cache stays out
-        elif name not in ZONE:
+        elif name not in ZONE and name != "alias.test":
             reply.header.rcode = RCODE.NXDOMAIN
         return reply
 
@@ -136,3 +139,10 @@ def test_bad_inputs_are_user_errors(tmp_path):
     for spec in ("localhost:53", "127.0.0.1:0", "127.0.0.1:x", "1.2.3.4:70000"):
         with pytest.raises(UserError):
             parse_dns_server(spec)
+
+
+async def test_cname_chain(dns_server):
+    _, port = dns_server
+    r = Resolver(dns_server=("127.0.0.1", port))
+    assert await r.resolve("alias.test") == ZONE["h5.test"]
+    await r.close()

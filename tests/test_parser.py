@@ -67,6 +67,12 @@ def test_host_case_default_port_escapes_query():
     assert links_of(html) == ["http://www.example.test/A~b/%2F?b=2&a=1", "https://s.test/p", "http://s.test:8080/"]
 
 
+def test_entities_and_whitespace_in_attributes():
+    html = '<a href=" /x?a=1&amp;b=2 ">1</a><a href="\n/y\t">2</a><a href="/caf&eacute;">3</a><a href="/sp ace">4</a>'
+    assert links_of(html) == ["http://a.test/x?a=1&b=2", "http://a.test/y", "http://a.test/caf%C3%A9",
+                              "http://a.test/sp%20ace"]
+
+
 def test_repeats_collapse_in_document_order():
     assert links_of('<a href="/2">a</a><a href="/1">b</a><a href="/2#x">c</a>') == ["http://a.test/2", "http://a.test/1"]
 

@@ -33,6 +33,8 @@ Disallow: /example/page/disallowed.gif
 Disallow: /private
 Allow: /private/open$
 Disallow: /*.php$
+
+Sitemap: http://a.test/sitemap.xml
 """
 
 
@@ -54,6 +56,7 @@ def test_our_group_longest_match_wins():
     assert not r.allowed("http://a.test/x/index.php") and r.allowed("http://a.test/x/index.php?y=1")
     assert r.allowed("http://a.test/other") and r.allowed("http://a.test/robots.txt")
     assert r.crawl_delay == 2.5
+    assert r.sitemaps == ["http://a.test/sitemap.xml"] and rules(status=404).sitemaps == []
 
 
 def test_other_groups():
