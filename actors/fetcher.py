@@ -50,8 +50,6 @@ TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 ROBOTS_MAX_HOPS = 5
 ROBOTS_MIN_BODY = 512 * 1024
 ROBOTS_TTL = 24 * 3600.0  # seconds robots.txt rules are trusted before a re-fetch
-# Headers that describe the wire encoding; the WARC stores the decoded body, so they are renamed.
-_WIRE_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
 
 
 @dataclass
@@ -247,7 +245,8 @@ class Fetcher:
         self.keepalive_timeout = keepalive_timeout
         self.resolver = resolver
         self.robots_hop_delay = robots_hop_delay
-        self.headers = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": "gzip, deflate, br" if brotli else "gzip, deflate"}
+        self.headers = {"User-Agent": user_agent, "Accept": accept,
+                        "Accept-Encoding": "gzip, deflate, br" if brotli is not None else "gzip, deflate"}
         self._pins = _PinnedResolver(network_policy)
         self._session: aiohttp.ClientSession | None = None
         self.requests = 0  # HTTP requests actually sent (robots hops included)

@@ -15,8 +15,9 @@ One lexbor parse per page (selectolax), shared by link extraction and the text p
 * a body that is not text (NUL bytes / control characters near the start) is "binary": no links,
   no text, no digest — whatever the Content-Type claims.
 
-Only 2xx responses with an HTML or XHTML type are parsed; ``text/plain`` gets text and digest, no
-links. Anything else yields an empty result. ``parse`` never raises on page content.
+Only 2xx responses with an HTML or XHTML type are parsed (a response without Content-Type is
+sniffed: a body starting with ``<!doctype html``/``<html`` is HTML); ``text/plain`` gets text and
+digest, no links. Anything else yields an empty result. ``parse`` never raises on page content.
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ def looks_binary(body: bytes, sample: int = 1024) -> bool:
     return sum(b in _CONTROL for b in head) > len(head) // 10
 
 
+def sniff_type(body: bytes) -> str:
+    """"text/html" for a body without Content-Type that starts like HTML, else ""."""
+    head = body[:512].lstrip(b" \t\r\n\xef\xbb\xbf").lower()
+    return "text/html" if head.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) else ""
+
+
 def _codec(label: str | None) -> str | None:
     if not label:
         return None
@@ -114,7 +121,8 @@ class Parser:
     def parse(self, fr: FetchResult) -> ParseResult:
         """Links, text, title and digest of a fetched page (see the module doc for the rules)."""
         result = ParseResult(url=fr.url)
-        if not (200 <= fr.status < 300) or fr.ctype not in HTML_TYPES | TEXT_TYPES or not fr.body:
+        ctype = fr.ctype or sniff_type(fr.body)
+        if not (200 <= fr.status < 300) or ctype not in HTML_TYPES | TEXT_TYPES or not fr.body:
             return result
         if looks_binary(fr.body):
             result.binary = True
@@ -123,7 +131,7 @@ class Parser:
         result.noindex = bool(header_robots & {"noindex", "none"})
         result.nofollow = bool(header_robots & {"nofollow", "none"})
         html, result.charset = decode_body(fr.body, fr.charset)
-        if fr.ctype in TEXT_TYPES:
+        if ctype in TEXT_TYPES:
             result.text = html
             result.digest = content_digest(html)
             return result

@@ -167,6 +167,8 @@ def test_only_2xx_html_or_text_is_parsed():
     assert Parser().parse(page(html, ctype="image/png")).digest is None
     r = Parser().parse(page("plain words here", ctype="text/plain"))
     assert r.links == [] and r.digest == content_digest("plain words here")
+    assert Parser().parse(page("  <!DOCTYPE html><a href='/s'>s</a>", ctype="")).links == ["http://a.test/s"]
+    assert Parser().parse(page("just words <a href='/s'>", ctype="")).digest is None
     # the digest of an HTML page is the text pipeline's digest of its visible text
     assert Parser().parse(page(html)).digest == content_digest(visible_text(html))
 
