@@ -92,6 +92,11 @@ class Websim:
         self.stop()
 
     @property
+    def pid(self) -> int | None:
+        """Process id of the server (for CPU accounting in benchmarks)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

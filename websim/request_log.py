@@ -51,8 +51,10 @@ class RequestLogWriter:
 
     def record(self, start: float, end: float, ip: str, host: str, target: str, status: int, nbytes: int) -> None:
         # Header values come from clients: keep one record per line whatever they sent.
-        host = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in host) or "-"
-        target = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in target) or "-"
+        if not _clean(host):
+            host = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in host) or "-"
+        if not _clean(target):
+            target = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in target) or "-"
         self._buf.append(f"{start:.6f}\t{end:.6f}\t{ip}\t{host}\t{target}\t{status}\t{nbytes}\n")
         self.count += 1
 
@@ -61,6 +63,10 @@ class RequestLogWriter:
             buf, self._buf = self._buf, []
             with open(self.path, "a", encoding="utf-8") as f:
                 f.writelines(buf)
+
+
+def _clean(field: str) -> bool:
+    return bool(field) and field.isprintable() and " " not in field and "\t" not in field
 
 
 def read_request_log(path: str | Path) -> list[LoggedRequest]:

@@ -152,6 +152,9 @@ class WebsimServer:
     def lookup(self, host: Host, target: str) -> Response:
         """The response for ``target`` (path and query as sent) on ``host``, faults aside."""
         assert self.renderer is not None
+        page = host.pages.get(target)  # fast path: most clients send the canonical spelling
+        if page is not None and host.trap != "session":
+            return self.renderer.response(host, page)
         canon = canonicalize("http://h.test" + (target if target.startswith("/") else "/" + target))
         if canon is None:
             return Response(400, "text/plain", b"bad request target")

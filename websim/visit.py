@@ -28,10 +28,13 @@ class VisitResult:
 
 
 async def scripted_visit(manifest: Manifest, hosts_file, max_pages: int = 40, host_delay: float = 0.2,
-                         ip_delay: float = 0.05, polite: bool = True, timeout: float = 5.0) -> VisitResult:
-    """Fetch up to ``max_pages`` pages (plus robots.txt files when polite) of plain hosts."""
+                         ip_delay: float = 0.05, polite: bool = True, timeout: float = 5.0,
+                         per_host: int = 1_000_000) -> VisitResult:
+    """Fetch up to ``max_pages`` pages (at most ``per_host`` per host, plus robots.txt files when
+    polite) of plain hosts."""
     ok_hosts = {h for h, rec in manifest.hosts.items() if rec["role"] == "plain" and rec["robots"] != "error_5xx"}
     order: list[str] = []
+    taken: dict[str, int] = {}
     seen: set[str] = set()
     queue = deque(u for u in manifest.seeds if manifest.host_name(u) in ok_hosts)
     while queue and len(order) < max_pages:
@@ -44,32 +47,35 @@ async def scripted_visit(manifest: Manifest, hosts_file, max_pages: int = 40, ho
             continue
         if polite and not manifest.allowed(u):
             continue
-        order.append(u)
         queue.extend(rec["links"])
-    per_host: dict[str, deque[str]] = {}
+        if taken.get(manifest.host_name(u), 0) >= per_host:
+            continue
+        taken[manifest.host_name(u)] = taken.get(manifest.host_name(u), 0) + 1
+        order.append(u)
+    queues: dict[str, deque[str]] = {}
     for u in order:
-        per_host.setdefault(manifest.host_name(u), deque()).append(u)
+        queues.setdefault(manifest.host_name(u), deque()).append(u)
     if polite:
-        for h, q in per_host.items():
+        for h, q in queues.items():
             q.appendleft(f"http://{h}:{manifest.port}/robots.txt")
-    host_ready = dict.fromkeys(per_host, 0.0)
+    host_ready = dict.fromkeys(queues, 0.0)
     ip_ready: dict[str, float] = {}
     result = VisitResult()
     t0 = time.monotonic()
     connector = aiohttp.TCPConnector(resolver=HostsResolver(hosts_file), limit=1)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout)) as s:
-        while per_host:
+        while queues:
             def ready_at(h: str) -> float:
                 return max(host_ready[h], ip_ready.get(manifest.hosts[h]["ip"], 0.0))
 
-            host = min(per_host, key=ready_at) if polite else next(iter(per_host))
+            host = min(queues, key=ready_at) if polite else next(iter(queues))
             if polite:
                 wait = ready_at(host) - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
-            url = per_host[host].popleft()
-            if not per_host[host]:
-                del per_host[host]
+            url = queues[host].popleft()
+            if not queues[host]:
+                del queues[host]
             try:
                 async with s.get(url, allow_redirects=False) as r:
                     body = await r.read()

@@ -93,3 +93,38 @@ def _audit(args: argparse.Namespace) -> int:
     report = audit(records, manifest, args.host_delay, args.ip_delay, args.tolerance)
     print(report.summary(args.show))
     return 0 if report.ok else 1
+
+
+def demo_stage(crawl_dir: Path, host_delay: float = 0.2, ip_delay: float = 0.05) -> str:
+    """The demo's websim stage. If ``crawl_dir/websim/`` holds a request log and manifest (a crawl
+    ran against websim there), audit it; otherwise serve a small web in ``crawl_dir/websim/``,
+    make a short polite scripted visit and audit that. Returns the text to print."""
+    import asyncio
+
+    from websim import Websim, audit, load_manifest, read_request_log
+    from websim.visit import scripted_visit
+
+    wdir = Path(crawl_dir) / "websim"
+    log_path, manifest_path = wdir / "requests.log", wdir / "manifest.jsonl.gz"
+    if log_path.is_file() and manifest_path.is_file():
+        manifest = load_manifest(manifest_path)
+        report = audit(read_request_log(log_path), manifest, host_delay, ip_delay)
+        head = f"websim audit of the crawl's request log ({log_path}), host delay {host_delay} s, IP delay {ip_delay} s"
+        return head + "\n" + report.summary()
+    with Websim(hosts=40, ips=4, seed=7, out_dir=wdir) as web:
+        m = web.manifest
+        visit = asyncio.run(scripted_visit(m, web.hosts_file, max_pages=30, host_delay=host_delay, ip_delay=ip_delay,
+                                           per_host=4))
+        report = web.audit(host_delay, ip_delay)
+        roles: dict[str, int] = {}
+        for rec in m.hosts.values():
+            roles[rec["role"]] = roles.get(rec["role"], 0) + 1
+        lines = [
+            f"websim: {len(m.hosts)} hosts on {len(web.ips)} IPs, port {web.port}, DNS {web.dns_address[0]}:{web.dns_address[1]}",
+            f"  {len(m.pages)} URLs in the manifest, {len(m.clusters)} duplicate clusters, "
+            f"roles: " + ", ".join(f"{k} {v}" for k, v in sorted(roles.items())),
+            f"  scripted polite visit: {len(visit.fetched)} requests in {visit.seconds:.1f} s "
+            f"(host delay {host_delay} s, IP delay {ip_delay} s)",
+            report.summary(),
+        ]
+    return "\n".join(lines)
