@@ -127,8 +127,16 @@ def subspace_eigenvalues(matrix: LinkMatrix, dec: SubspaceDecomposition, max_blo
     labels = dec.component[nodes_sorted]
     starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
     ends = np.r_[starts[1:], len(labels)]
+    sizes = ends - starts
+    # 1×1 blocks (most of them on web graphs): the eigenvalue is the node's self-loop weight, or 0.
+    singles = nodes_sorted[starts[sizes == 1]]
+    succ = matrix.reversed()
+    self_loop = np.array(
+        [v in succ.pred_indices[succ.pred_indptr[v] : succ.pred_indptr[v + 1]] for v in singles.tolist()], dtype=bool
+    )
+    out.append(np.where(self_loop, matrix.inv_outdegree[singles], 0.0).astype(complex))
     skipped = 0
-    for s, e in zip(starts, ends, strict=True):
+    for s, e in zip(starts[sizes > 1], ends[sizes > 1], strict=True):
         nodes = nodes_sorted[s:e]
         if len(nodes) > max_block:
             skipped += len(nodes)
@@ -159,10 +167,14 @@ def core_operator(matrix: LinkMatrix, core: np.ndarray) -> LinearOperator:
     return LinearOperator((len(idx), len(idx)), matvec=matvec, dtype=np.float64)
 
 
-def core_eigenvalues(matrix: LinkMatrix, core: np.ndarray, k: int = 20, tol: float = 1e-9) -> np.ndarray:
+def core_eigenvalues(
+    matrix: LinkMatrix, core: np.ndarray, k: int = 20, tol: float = 1e-9, max_restarts: int = 300, ncv: int = 0
+) -> np.ndarray:
     """The ``k`` largest-modulus eigenvalues of ``S_cc`` by Arnoldi (ARPACK), sorted by decreasing |λ|.
 
-    Small cores (< k + 2 nodes) are diagonalised densely. Returns what converged if ARPACK stops early.
+    ``ncv`` is the Arnoldi dimension (default ``max(2k + 1, 40)``). Small cores (≤ 64 nodes) are
+    diagonalised densely. If ARPACK has not converged after ``max_restarts`` restarts, the eigenvalues
+    that did converge are returned (logged).
     """
     m = int(core.sum())
     if m == 0:
@@ -172,7 +184,8 @@ def core_eigenvalues(matrix: LinkMatrix, core: np.ndarray, k: int = 20, tol: flo
         vals = np.linalg.eigvals(op @ np.eye(m))
     else:
         try:
-            vals = eigs(op, k=k, which="LM", return_eigenvectors=False, tol=tol, maxiter=max(1000, 10 * m))
+            vals = eigs(op, k=k, which="LM", return_eigenvectors=False, tol=tol, maxiter=max_restarts,
+                        ncv=min(m - 1, ncv or max(2 * k + 1, 40)))
         except ArpackNoConvergence as exc:
             log.warning("ARPACK converged only %d of %d eigenvalues", len(exc.eigenvalues), k)
             vals = exc.eigenvalues

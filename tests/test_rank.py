@@ -389,3 +389,17 @@ def test_pagerank_single_node_and_empty():
     assert pagerank(m).vector.tolist() == [1.0]
     m0 = LinkMatrix.from_successors(np.array([0]), np.array([], dtype=np.int32))
     assert len(pagerank(m0).vector) == 0
+
+
+def test_demo_stage(small_bv, tmp_path):
+    from raycrawl.commands.rank import demo_stage
+
+    _, m, base = small_bv
+    crawl = tmp_path / "crawl"
+    (crawl / "graph").mkdir(parents=True)
+    for f in base.parent.iterdir():
+        shutil.copy(f, crawl / "graph" / f.name)
+    text = demo_stage(crawl)
+    summary = json.loads((crawl / "rank.json").read_text())
+    assert f"kappa = {summary['kappa']:.4f}" in text
+    assert "top 5 by 2DRank:" in text and (crawl / "rank-density.png").exists()
