@@ -152,9 +152,21 @@ def test_simulate_cli_end_to_end(tmp_path, capsys):
     coll, records, labels = sim.websim_corpus(model)
     crawl = tmp_path / "crawl"
     make_crawl_dir(crawl, coll, records, labels)
+    from actors.graph_compressor import build_crawl_graph
+
+    build_crawl_graph(crawl)  # the replay then reads the BV graph and its URL map
     r = run_cli("summaries", "build", crawl, "--min-df", "2")
     assert r.returncode == 0, r.stderr
     archive = SummaryArchive.open(crawl)
+    from storage.bvgraph import BVGraph
+
+    g = BVGraph.load(crawl / "graph" / "bv")
+    loaded = sim.load_collection(crawl)
+    assert g.num_nodes == loaded.num_nodes == coll.num_nodes
+    for v in range(0, coll.num_nodes, 37):  # same arcs as the websim model's links, by URL
+        want = sorted(coll.url_of(w) for w in coll.indices[coll.indptr[v] : coll.indptr[v + 1]].tolist())
+        u = loaded.id_of(coll.url_of(v))
+        assert sorted(loaded.url_of(w) for w in g.successors(u).tolist()) == want
     # The archive built from HTML in WARCs agrees with the records (words pass the pipeline unchanged).
     for rec in records[:50]:
         got = archive.get_terms(coll.id_of(rec["url"]))

@@ -280,12 +280,21 @@ def test_build_from_crawl_dir_cli(tmp_path):
     from raycrawl.commands.summaries import node_map
 
     id_of, url_of, n, _ = node_map(crawl)
-    assert a.num_nodes == n == 6  # 4 pages + png + c.test (linked, failed)
+    assert a.num_nodes == n == 5  # the 2xx records (4 pages + png); c.test failed: not a node
     for url, html in PAGES.items():
         expected = Counter(text.terms(html))
         assert a.get_terms(id_of(url)) == dict(expected)
         assert a.get(id_of(url)).length == len(text.tokens(text.visible_text(html)))
-    assert a.get(id_of("http://c.test/")) is None and a.get(id_of("http://a.test/x.png")) is None
+    assert id_of("http://c.test/") is None and a.get(id_of("http://a.test/x.png")) is None
+    # Once the graph is built, its URL map gives the ids, and they are the same.
+    from actors.graph_compressor import build_crawl_graph
+    from storage.urlmap import UrlMap
+
+    build_crawl_graph(crawl)
+    id_of2, _, n2, source = node_map(crawl)
+    assert "urls.map" in source and n2 == n
+    m = UrlMap.open(crawl / "graph" / "urls.map")
+    assert all(id_of2(u) == id_of(u) == m.id_of(u) for u in PAGES)
     r = run_cli("summaries", "get", crawl, "http://a.test/roses", "--json")
     got = json.loads(r.stdout)
     assert got["terms"] == dict(Counter(text.terms(PAGES["http://a.test/roses"])))

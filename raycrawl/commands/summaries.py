@@ -58,41 +58,28 @@ def register(subparsers) -> None:
 
 
 def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[int], str], int, str]:
-    """(id_of, url_of, number of nodes, source) — the graph's URL map when ``DIR/graph/`` has one.
+    """(id_of, url_of, number of nodes, source): the graph's URL map ``DIR/graph/urls.map`` when
+    the graph is built, else the same node rule applied to the link records (pages fetched 2xx and
+    redirect sources, ids in ``url_sort_key`` order), so ids agree with the graph built later."""
+    from actors.graph_compressor import graph_paths, is_node_record
+    from storage.urlmap import UrlMap, url_sort_key
 
-    Without a graph, ids are the ranks of the crawl's URLs (fetched and linked) in the graph's
-    own order (:func:`storage.urlmap.url_sort_key` if available), so they match the graph that
-    would be built from the same link records.
-    """
-    graph = crawl_dir / "graph"
-    try:
-        from storage.urlmap import UrlMap
-    except ImportError:
-        UrlMap = None  # noqa: N806 — the graph stage has not landed
-    if UrlMap is not None and graph.is_dir():
-        for cand in sorted(graph.iterdir()):
-            if "urlmap" in cand.name or cand.suffix in (".urls", ".map"):
-                try:
-                    m = UrlMap.open(cand)
-                except Exception as exc:  # noqa: BLE001 — not a URL map; try the next file
-                    log.debug("%s is not a URL map: %s", cand, exc)
-                    continue
-                return m.id_of, m.url_of, len(m), f"graph URL map {cand.name}"
+    path = graph_paths(crawl_dir)["urlmap"]
+    if path.exists():
+        m = UrlMap.open(path)
+
+        def id_of(url: str) -> int | None:
+            i = m.id_of(url)
+            return i if i >= 0 else None
+
+        return id_of, m.url_of, len(m), f"graph URL map {path}"
     from storage.link_records import iter_link_records
 
-    urls: set[str] = set()
-    for rec in iter_link_records(crawl_dir):
-        urls.add(rec["url"])
-        urls.update(rec.get("links") or ())
-        if rec.get("redirect"):
-            urls.add(rec["redirect"])
-    try:
-        from storage.urlmap import url_sort_key
-    except ImportError:
-        url_sort_key = None
-    ordered = sorted(urls, key=url_sort_key) if url_sort_key else sorted(urls)
+    urls = {rec["url"] for rec in iter_link_records(crawl_dir) if isinstance(rec.get("url"), str)
+            and is_node_record(rec)}
+    ordered = sorted(urls, key=url_sort_key)
     index = {u: i for i, u in enumerate(ordered)}
-    return index.get, ordered.__getitem__, len(ordered), "URLs of the link records"
+    return index.get, ordered.__getitem__, len(ordered), "link records (no graph built yet)"
 
 
 # -- reading pages from the WARC files ----------------------------------------------------------------
