@@ -285,3 +285,36 @@ async def test_near_duplicates_over_http_match_the_manifest(websim):
                     sets.append(shingles(await r.text()))
             j = len(sets[0] & sets[1]) / len(sets[0] | sets[1])
             assert j == pytest.approx(c["jaccard"][1], abs=0.01)
+
+
+async def test_epochs_on_the_same_port_keep_urls_and_change_content(tmp_path):
+    from websim import Websim
+
+    bodies = []
+    with Websim(hosts=30, ips=2, seed=4, epoch=0, out_dir=tmp_path / "e0") as w0:
+        port, m0 = w0.port, w0.manifest
+        async with session(w0) as s:
+            for u in [u for u, p in m0.pages.items() if m0.hosts[p["host"]]["fault"] is None
+                      and p["kind"] in ("html", "pdf", "png", "error")][:400]:
+                async with s.get(u, allow_redirects=False) as r:
+                    bodies.append((u, r.status, await r.read()))
+    with Websim(hosts=30, ips=2, seed=4, epoch=1, port=port, out_dir=tmp_path / "e1") as w1:
+        m1 = w1.manifest
+        assert w1.port == port and set(m0.pages) <= set(m1.pages)
+        changed = same = 0
+        async with session(w1) as s:
+            for u, status, body in bodies:
+                rec = m1.pages[u]
+                async with s.get(u, allow_redirects=False) as r:
+                    now = await r.read()
+                    assert r.status == rec["status"]
+                if rec["removed_in"] == 1:
+                    assert status == 200 and r.status == 404
+                elif 1 in rec["changed"]:
+                    changed += 1
+                    assert text.content_digest(text.visible_text(now)) != text.content_digest(text.visible_text(body)) \
+                        or m1.pages[u]["links"] != m0.pages[u]["links"]
+                elif rec["links"] == m0.pages[u]["links"] and rec["cluster"] is None:
+                    same += 1
+                    assert now == body
+        assert changed > 5 and same > changed

@@ -227,7 +227,7 @@ class WebModel:
     def _host_sizes(self, rng: random.Random) -> list[int]:
         alpha = 1.3
         raw = [(1.0 - rng.random()) ** (-1.0 / alpha) for _ in range(self.n_hosts)]
-        cap = 40 * self.pages_per_host_mean
+        cap = 12 * self.pages_per_host_mean  # the biggest host bounds a polite crawl's length
         scale = self.pages_per_host_mean / (sum(min(r, cap) for r in raw) / len(raw))
         sizes = [max(1, min(int(cap), round(r * scale))) for r in raw]
         # Popular hosts (low index) tend to be big: sort descending, then shuffle lightly.
