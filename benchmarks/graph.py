@@ -1,0 +1,177 @@
+"""Graph storage benchmark: BV (ours) vs WebGraph's file and the seed's encodings; URL map.
+
+    .venv/bin/python benchmarks/graph.py                       # cnr-2000 + a 205k-URL websim
+    .venv/bin/python benchmarks/graph.py --hosts 20000         # bigger URL set
+    .venv/bin/python benchmarks/graph.py --graph BASENAME      # another BV graph
+
+Prints, side by side in one run: our BV bits/link vs the LAW file's; sequential decode ns/arc
+and random ``successors`` latency for our reader vs the ``webgraph`` PyPI reader (when a
+``BASENAME.ef`` exists — only the Rust CLI ``webgraph build ef`` makes one) and vs slicing an
+uncompressed CSR; the seed's Table 4 (bytes/link and lookup time per method); the URL map's
+bytes/URL and lookup times across block sizes (the seed's Figure 1). Timings on a shared 2-core
+machine are noisy: each is the best of a few repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import random
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from storage.bvgraph import BVGraph, store  # noqa: E402
+from storage.graph_encodings import GzipBlocks, ShortMediumLong, reference_sizes  # noqa: E402
+
+CNR = "/work/shared/data/cnr-2000/cnr-2000"
+
+
+def best(fn, reps: int = 3) -> float:
+    t = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        t = min(t, time.perf_counter() - t0)
+    return t
+
+
+def lookup_us(successors, nodes: list[int], reps: int = 3) -> float:
+    def run():
+        for v in nodes:
+            successors(v)
+    return best(run, reps) / len(nodes) * 1e6
+
+
+def bench_bv(basename: str, nodes_sample: int) -> tuple[BVGraph, np.ndarray, np.ndarray]:
+    print(f"== BV graph: {basename}")
+    t0 = time.perf_counter()
+    g = BVGraph.load(basename)
+    load = time.perf_counter() - t0
+    indptr, indices = g.to_csr()
+    n, m = g.num_nodes, g.num_arcs
+    print(f"nodes {n:,} arcs {m:,}; load {load:.2f} s (incl. numba cache load)")
+    with tempfile.TemporaryDirectory() as tmp:
+        t_store = best(lambda: store(Path(tmp) / "g", indptr, indices, window=g.window,
+                                     max_ref_count=g.max_ref_count, min_interval=g.min_interval,
+                                     zeta_k=g.zeta_k), 2)
+        props = store(Path(tmp) / "g", indptr, indices, window=g.window, max_ref_count=g.max_ref_count,
+                      min_interval=g.min_interval, zeta_k=g.zeta_k)
+        ours = (Path(tmp) / "g.graph").read_bytes()
+        theirs = Path(basename + ".graph").read_bytes()
+        identical = ours == theirs[: len(ours)] and not theirs[len(ours):].strip(b"\0")
+    print(f"{'':34}{'ours':>12}{'WebGraph file':>16}")
+    label = f"bits/link (w={g.window} m={g.max_ref_count} i={g.min_interval} zeta{g.zeta_k})"
+    print(f"{label:34}"
+          f"{float(props['bitsperlink']):>12.3f}{float(g.properties.get('bitsperlink', 'nan')):>16.3f}")
+    print(f"{'compress (s)':34}{t_store:>12.2f}{'-':>16}")
+    print(f"re-encoded stream identical to the file's: {identical}")
+
+    t_seq = best(g.to_csr, 5)
+    rng = np.random.default_rng(0)
+    sample = rng.integers(0, n, size=nodes_sample).tolist()
+    t_rand = lookup_us(g.successors, sample)
+    t_csr = lookup_us(lambda v: indices[indptr[v] : indptr[v + 1]], sample)
+    wg_seq = wg_rand = None
+    ef = Path(basename + ".ef")
+    if ef.exists():
+        import webgraph
+
+        wg = webgraph.BvGraph(basename)
+
+        def wg_all():
+            for v in range(n):
+                for _ in wg.successors(v):
+                    pass
+        wg_seq = best(wg_all, 2) / m * 1e9
+        wg_rand = lookup_us(lambda v: list(wg.successors(v)), sample)
+    print(f"{'':34}{'ours':>12}{'webgraph-py':>16}{'numpy CSR':>12}")
+    wg_s = f"{wg_seq:>16.1f}" if wg_seq else f"{'n/a (no .ef)':>16}"
+    wg_r = f"{wg_rand:>16.2f}" if wg_rand else f"{'n/a (no .ef)':>16}"
+    print(f"{'sequential decode (ns/arc)':34}{t_seq / m * 1e9:>12.1f}{wg_s}{'-':>12}")
+    print(f"{'random successors(v) (us/call)':34}{t_rand:>12.2f}{wg_r}{t_csr:>12.2f}")
+    if wg_seq:
+        print(f"ratio ours/webgraph sequential: {t_seq / m * 1e9 / wg_seq:.2f}")
+    return g, indptr, indices
+
+
+def bench_table4(g: BVGraph, indptr: np.ndarray, indices: np.ndarray, nodes_sample: int, blocks: list[int]) -> None:
+    m = g.num_arcs
+    print("\n== Seed 002, Table 4 on the same graph (bytes/link of the links, index excluded;"
+          " lookup = all successors of a random node)")
+    print(f"{'method':44}{'bytes/link':>12}{'lookup (us)':>14}")
+    for name, v in reference_sizes(indptr, indices).items():
+        print(f"{name:44}{v:>12.3f}{'-':>14}")
+    rng = np.random.default_rng(1)
+    sample = rng.integers(0, g.num_nodes, size=nodes_sample).tolist()
+    for lines in blocks:
+        e = GzipBlocks(indptr, indices, lines)
+        label = f"gzipped identifiers, blocks of {lines} lines"
+        print(f"{label:44}{e.nbytes / m:>12.3f}"
+              f"{lookup_us(e.successors, sample[: max(200, nodes_sample // 10)]):>14.1f}")
+    for label, kw in [("short, long links", {"medium": False}), ("short, medium, long links", {}),
+                      ("short (Huffman), medium, long links", {"huffman": True})]:
+        e = ShortMediumLong(indptr, indices, **kw)
+        print(f"{label:44}{e.nbytes / m:>12.3f}{lookup_us(e.successors, sample):>14.2f}")
+    print(f"{'BV (ours, WebGraph format)':44}{g.bits_per_link / 8:>12.3f}{lookup_us(g.successors, sample):>14.2f}")
+
+
+def websim_urls(hosts: int) -> list[str]:
+    from websim.model import WebModel
+
+    model = WebModel.generate(hosts=hosts, ips=min(hosts, 200), seed=7)
+    return [f"http://{h.name}:8080{p}" for h in model.hosts for p in h.pages]
+
+
+def bench_urlmap(hosts: int, block_sizes: list[int], lookups: int) -> None:
+    from storage.urlmap import UrlMap, url_sort_key
+
+    t0 = time.perf_counter()
+    urls = websim_urls(hosts)
+    print(f"\n== URL map (seed 002 Figure 1): {len(urls):,} websim URLs ({hosts} hosts, generated in "
+          f"{time.perf_counter() - t0:.1f} s)")
+    n = len(urls)
+    sorted_text = "\n".join(sorted(urls, key=url_sort_key)).encode()
+    plain_sorted = "\n".join(sorted(urls)).encode()
+    print(f"{'whole file (no random access)':44}{'bytes/URL':>10}")
+    print(f"{'  text':44}{len(sorted_text) / n:>10.2f}")
+    print(f"{'  gzip, plain lexicographic order':44}{len(zlib.compress(plain_sorted, 9)) / n:>10.2f}")
+    print(f"{'  gzip, reversed-host order':44}{len(zlib.compress(sorted_text, 9)) / n:>10.2f}")
+    print(f"{'  bzip2, reversed-host order':44}{len(bz2.compress(sorted_text, 9)) / n:>10.2f}")
+    rnd = random.Random(3)
+    sample_urls = rnd.sample(urls, min(lookups, n))
+    sample_ids = [rnd.randrange(n) for _ in range(min(lookups, n))]
+    print(f"{'block size':>10}{'bytes/URL':>11}{'id_of (us)':>12}{'url_of (us)':>13}{'build (s)':>11}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for bs in block_sizes:
+            t0 = time.perf_counter()
+            m = UrlMap.build(urls, Path(tmp) / "u.map", block_size=bs)
+            tb = time.perf_counter() - t0
+            t_id = lookup_us(m.id_of, sample_urls)
+            t_url = lookup_us(m.url_of, sample_ids)
+            assert all(m.url_of(m.id_of(u)) == u for u in sample_urls[:200])
+            print(f"{bs:>10}{m.size_bytes / n:>11.2f}{t_id:>12.1f}{t_url:>13.1f}{tb:>11.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graph", default=CNR, help="BV basename (default cnr-2000)")
+    ap.add_argument("--hosts", type=int, default=9000, help="websim hosts for the URL map (default 9000 ≈ 205k URLs)")
+    ap.add_argument("--lookups", type=int, default=5000, help="random lookups per measurement")
+    ap.add_argument("--skip-urlmap", action="store_true")
+    args = ap.parse_args()
+    g, indptr, indices = bench_bv(args.graph, args.lookups * 4)
+    bench_table4(g, indptr, indices, args.lookups, [8, 16, 32, 64, 128, 256])
+    if not args.skip_urlmap:
+        bench_urlmap(args.hosts, [4, 8, 16, 32, 64, 128, 256, 1024], args.lookups)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
