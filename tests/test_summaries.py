@@ -262,6 +262,9 @@ def make_crawl(crawl: Path):
     recs = [{"url": u, "status": 200, "ctype": "text/html", "links": ["http://a.test/roses", "http://c.test/"]}
             for u in PAGES]
     recs.append({"url": "http://a.test/x.png", "status": 200, "ctype": "image/png", "links": []})
+    # An exact duplicate: stored as a WARC revisit (no body here), same text as its representative.
+    recs.append({"url": "http://a.test/copy", "status": 200, "ctype": "text/html", "links": [],
+                 "dup_of": "http://a.test/roses", "dup_kind": "exact"})
     recs.append({"url": "http://c.test/", "status": 0, "error": "dns", "links": []})
     lw.write_batch(recs)
 
@@ -280,7 +283,8 @@ def test_build_from_crawl_dir_cli(tmp_path):
     from raycrawl.commands.summaries import node_map
 
     id_of, url_of, n, _ = node_map(crawl)
-    assert a.num_nodes == n == 5  # the 2xx records (4 pages + png); c.test failed: not a node
+    assert a.num_nodes == n == 6  # the 2xx records (4 pages, png, copy); c.test failed: not a node
+    assert a.get_terms(id_of("http://a.test/copy")) == a.get_terms(id_of("http://a.test/roses"))
     for url, html in PAGES.items():
         expected = Counter(text.terms(html))
         assert a.get_terms(id_of(url)) == dict(expected)
@@ -299,16 +303,17 @@ def test_build_from_crawl_dir_cli(tmp_path):
     got = json.loads(r.stdout)
     assert got["terms"] == dict(Counter(text.terms(PAGES["http://a.test/roses"])))
     r = run_cli("summaries", "stats", crawl, "--json")
-    assert json.loads(r.stdout)["documents"] == 4
+    assert json.loads(r.stdout)["documents"] == 5
     # min_df 2 keeps only terms of at least two pages, computed independently here.
     r = run_cli("summaries", "build", crawl, "--min-df", "2", "--code", "term_gap=gamma")
     assert r.returncode == 0, r.stderr
-    df = Counter(t for html in PAGES.values() for t in set(text.terms(html)))
+    docs = [*PAGES.values(), PAGES["http://a.test/roses"]]  # the exact copy counts as a document
+    df = Counter(t for html in docs for t in set(text.terms(html)))
     a = SummaryArchive.open(crawl)
     assert set(a.terms) == {t for t, d in df.items() if d >= 2}
     r = run_cli("summaries", "sub", crawl, "a-only", "--host", "a.test")
     assert r.returncode == 0, r.stderr
-    assert len(SubArchive.open(a, "a-only")) == 3  # /, /roses, /x.png
+    assert len(SubArchive.open(a, "a-only")) == 4  # /, /roses, /x.png, /copy
 
 
 def test_cli_user_errors(tmp_path, capsys):

@@ -83,18 +83,32 @@ def _run(args) -> int:
 
 
 def demo_stage(crawl_dir: Path) -> str:
-    """BFS vs best-first on the demo crawl, for the most frequent topical term of the archive.
+    """BFS vs best-first on the demo crawl (needs ``DIR/summaries/``: the summaries stage).
 
-    Needs ``DIR/summaries/`` (run the summaries stage first).
+    With websim's manifest beside the crawl (``DIR/../websim/``), relevance is a websim topic
+    (ground truth) and the classifier naive Bayes; otherwise a term query on a term found in
+    5–30 % of the pages.
     """
-    from storage.summaries import SummaryArchive
-    from tasks.simulate import format_summary
+    from collections import Counter
 
+    from storage.summaries import SummaryArchive
+    from tasks.simulate import format_summary, load_collection, read_labels
+
+    crawl_dir = Path(crawl_dir)
     archive = SummaryArchive.open(crawl_dir)
-    # A term present in some but not most pages makes a meaningful query.
+    manifest = crawl_dir.parent / "websim" / "manifest.jsonl.gz"
+    if manifest.exists():
+        labels = read_labels(manifest, load_collection(crawl_dir))
+        counts = Counter(lab for lab in labels.tolist() if lab is not None)
+        topics = [t for t, c in counts.most_common() if c >= 10]
+        if topics:
+            topic = topics[min(3, len(topics) - 1)]
+            summary = run(crawl_dir, f"topic:{topic}", ["bfs", "best-first"], budget=max(archive.num_nodes // 4, 1),
+                          truth=manifest, train=min(200, archive.documents // 4))
+            return format_summary(summary) + f"\n-> {crawl_dir / 'simulate'}/harvest.{{tsv,json,png}}"
     n = max(archive.documents, 1)
     frac = archive.df / n
     cands = [i for i in range(len(archive.terms)) if 0.05 <= frac[i] <= 0.3] or [0]
     term = archive.terms[cands[0]]
-    summary = run(Path(crawl_dir), f"terms:{term}", ["bfs", "best-first"], budget=archive.num_nodes)
-    return format_summary(summary)
+    summary = run(crawl_dir, f"terms:{term}", ["bfs", "best-first"], budget=max(archive.num_nodes // 4, 1))
+    return format_summary(summary) + f"\n-> {crawl_dir / 'simulate'}/harvest.{{tsv,json,png}}"

@@ -143,12 +143,30 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
         for url, body in iter_warc_pages(crawl_dir):
             length, counts = document_counts(body)
             records.append({"url": url, "length": length, "terms": counts})
+        records += _exact_duplicates(crawl_dir, records)
         again = None
     if num_nodes == 0:
         raise UserError(f"{crawl_dir}: no link records, so no node ids (crawl first)")
     base = crawl_dir / "summaries" / summaries.DEFAULT_BASENAME
     return summaries.build_archive(records, base, id_of, num_nodes, min_df, codes,
                                    records_again=again, extra={"node_ids": source})
+
+
+def _exact_duplicates(crawl_dir: Path, records: list[dict]) -> list[dict]:
+    """Summaries for exact duplicates: the crawl stores them as WARC revisits (no body), but their
+    visible text is their representative's, so they get its summary and stay in the archive."""
+    from storage.link_records import iter_link_records
+
+    by_url = {r["url"]: r for r in records}
+    out = []
+    for rec in iter_link_records(crawl_dir):
+        url, rep = rec.get("url"), rec.get("dup_of")
+        if rec.get("dup_kind") == "exact" and rep in by_url and url not in by_url:
+            out.append({**by_url[rep], "url": url})
+            by_url[url] = out[-1]
+    if out:
+        log.info("%d exact duplicates (WARC revisits) take their representative's summary", len(out))
+    return out
 
 
 def _build(args) -> int:
@@ -237,7 +255,7 @@ def demo_stage(crawl_dir: Path) -> str:
     """Build the archive of the demo crawl and return its stats plus one sample summary."""
     from storage.summaries import SummaryArchive
 
-    build(Path(crawl_dir), min_df=2)
+    build(Path(crawl_dir), min_df=5)  # a demo crawl is small: the paper's 20 would drop most terms
     archive = SummaryArchive.open(crawl_dir)
     out = [format_stats(archive.stats())]
     ids = archive.node_ids()
