@@ -13,6 +13,7 @@ from actors.dns import Resolver, parse_dns_server, parse_hosts_file
 from raycrawl.errors import UserError
 
 ZONE = {f"h{i}.test": f"127.0.{i // 250}.{i % 250 + 1}" for i in range(300)}
+BURST = {f"b{i}.test": f"127.1.{i // 250}.{i % 250 + 1}" for i in range(2500)}
 
 
 class ZoneResolver(BaseResolver):
@@ -33,9 +34,10 @@ class ZoneResolver(BaseResolver):
         if name == "alias.test" and request.q.qtype == QTYPE.A:  # CNAME chain answered in full
             reply.add_answer(RR(request.q.qname, QTYPE.CNAME, rdata=CNAME("h5.test."), ttl=0))
             reply.add_answer(RR("h5.test.", QTYPE.A, rdata=A(ZONE["h5.test"]), ttl=0))
-        elif name in ZONE and request.q.qtype == QTYPE.A:
-            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(ZONE[name]), ttl=0))  # ttl 0: c-ares's own cache stays out
-        elif name not in ZONE and name != "alias.test":
+        elif (name in ZONE or name in BURST) and request.q.qtype == QTYPE.A:
+            addr = ZONE.get(name) or BURST[name]
+            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(addr), ttl=0))  # ttl 0: c-ares's own cache stays out
+        elif name not in ZONE and name not in BURST and name != "alias.test":
             reply.header.rcode = RCODE.NXDOMAIN
         return reply
 
@@ -146,3 +148,15 @@ async def test_cname_chain(dns_server):
     r = Resolver(dns_server=("127.0.0.1", port))
     assert await r.resolve("alias.test") == ZONE["h5.test"]
     await r.close()
+
+
+async def test_burst_of_lookups_does_not_overflow_the_server(dns_server):
+    """Thousands of names at once (a crawl's first distributor step): all must resolve, which they
+    don't if every query is sent at the same moment (the server's UDP buffer overflows)."""
+    _, port = dns_server
+    r = Resolver(dns_server=("127.0.0.1", port), timeout=2, tries=2)
+    try:
+        answers = await r.resolve_many(list(BURST))
+    finally:
+        await r.close()
+    assert answers == BURST
