@@ -194,3 +194,63 @@ def test_demo_stage_counts(tmp_path):
     assert "request 5, response 4, revisit 1, warcinfo 1" in text
     assert "responses from 2 hosts" in text and "11/11 ok" in text
     assert "no WARC files" in demo_stage(tmp_path / "empty")
+
+
+async def test_resolve_fetch_parse_store_pipeline(tmp_path):
+    """The parts composed as the agent composes them (no Ray): hosts file → Fetcher → Parser → WarcStore,
+    breadth-first over a small site graph; the WARC must hold every page and the parsed links must be
+    the graph's arcs."""
+    from actors.dns import Resolver
+    from actors.parser import Parser
+
+    graph = {  # host/path → out-links (relative and absolute forms on purpose)
+        "a.test/": ["/one", "http://B.TEST:{port}/"],
+        "a.test/one": ["./", "../two?x=1#frag"],
+        "a.test/two?x=1": [],
+        "b.test/": ["http://a.test:{port}/one", "/self"],
+        "b.test/self": [],
+    }
+
+    async def handle(request):
+        key = request.headers["Host"].split(":")[0] + request.path_qs
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        links = "".join(f'<a href="{h.format(port=port)}">x</a>' for h in graph[key])
+        return web.Response(text=f"<html><title>{key}</title><body>{links}</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 a.test b.test\n")
+    resolver = Resolver(hosts_file=str(hosts))
+    fetcher = Fetcher("raycrawl-test", 2, 2, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"))
+    parser, store = Parser(), WarcStore(tmp_path / "warc", "agent0")
+    queue, seen, arcs = [f"http://a.test:{port}/"], {f"http://a.test:{port}/"}, {}
+    try:
+        while queue:
+            url = queue.pop(0)
+            ip = await resolver.resolve(url.split("/")[2])
+            fr = await fetcher.fetch(url, ip)
+            assert fr.error is None and fr.status == 200, (url, fr.error)
+            store.write(fr)
+            arcs[url] = parser.parse(fr).links
+            for link in arcs[url]:
+                if link not in seen:
+                    seen.add(link)
+                    queue.append(link)
+    finally:
+        await fetcher.close()
+        await runner.cleanup()
+        store.close()
+    host_port = {"a.test": f"a.test:{port}", "b.test": f"b.test:{port}"}
+    assert set(arcs) == {"http://" + host_port[k.split("/")[0]] + k[len(k.split("/")[0]):] for k in graph}
+    stored = {url: Parser().parse(FetchResult(url=url, ip="", status=200, body=body, ctype="text/html",
+                                              headers=headers)).links for url, headers, body in iter_responses(tmp_path / "warc")}
+    assert stored == arcs  # what is archived parses to what was crawled
+    assert arcs[f"http://a.test:{port}/one"] == [f"http://a.test:{port}/", f"http://a.test:{port}/two?x=1"]
+    assert arcs[f"http://b.test:{port}/"] == [f"http://a.test:{port}/one", f"http://b.test:{port}/self"]
