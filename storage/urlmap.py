@@ -180,7 +180,7 @@ class UrlMap:
         self._first = first_keys
         self._offsets = offsets  # nblocks + 1 entries: block i is data[offsets[i]:offsets[i+1]]
         self._cache_id = -1
-        self._cache: list[bytes] = []
+        self._cache = b""
 
     # ---- building ------------------------------------------------------------------------
 
@@ -265,24 +265,36 @@ class UrlMap:
     def __len__(self) -> int:
         return self._n
 
-    def _block(self, b: int) -> list[bytes]:
+    def _raw_block(self, b: int) -> bytes:
+        """Block ``b`` inflated (the last one is cached: sequential lookups reuse it)."""
         if b != self._cache_id:
-            count = min(self.block_size, self._n - b * self.block_size)
             try:
                 d = zlib.decompressobj(-15, self._zdict) if self._zdict else zlib.decompressobj(-15)
                 raw = d.decompress(self._data[self._offsets[b] : self._offsets[b + 1]])
-                keys = _front_decode(raw, count)
-            except (zlib.error, IndexError) as e:
+            except zlib.error as e:
                 raise UserError(f"URL map {self.path}: block {b} is corrupt: {e}") from e
-            self._cache_id, self._cache = b, keys
+            self._cache_id, self._cache = b, raw
         return self._cache
+
+    def _keys(self, b: int, count: int, stop: bytes | None = None) -> list[bytes]:
+        try:
+            keys = _front_decode(self._raw_block(b), count, stop)
+        except IndexError as e:
+            raise UserError(f"URL map {self.path}: block {b} is corrupt: {e}") from e
+        if stop is None and len(keys) != count:
+            raise UserError(f"URL map {self.path}: block {b} is corrupt (too few URLs)")
+        return keys
+
+    def _block_len(self, b: int) -> int:
+        return min(self.block_size, self._n - b * self.block_size)
 
     def url_of(self, i: int) -> str:
         """The URL with id ``i``. Raises IndexError if ``i`` is not in ``[0, len)``."""
         if not 0 <= i < self._n:
             raise IndexError(f"URL id {i} out of range [0, {self._n})")
         b, j = divmod(i, self.block_size)
-        return key_to_url(self._block(b)[j].decode("utf-8"))
+        # Front coding is sequential: decode only up to the wanted key.
+        return key_to_url(self._keys(b, j + 1)[j].decode("utf-8"))
 
     def id_of(self, url: str) -> int:
         """The id of ``url``, or -1 if it is not in the map."""
@@ -290,16 +302,15 @@ class UrlMap:
         b = bisect.bisect_right(self._first, key) - 1
         if b < 0:
             return -1
-        keys = self._block(b)
-        j = bisect.bisect_left(keys, key)
-        if j < len(keys) and keys[j] == key:
-            return b * self.block_size + j
+        keys = self._keys(b, self._block_len(b), stop=key)
+        if keys and keys[-1] == key:
+            return b * self.block_size + len(keys) - 1
         return -1
 
     def __iter__(self) -> Iterator[str]:
         """URLs in id order."""
         for b in range(len(self._first)):
-            for k in self._block(b):
+            for k in self._keys(b, self._block_len(b)):
                 yield key_to_url(k.decode("utf-8"))
 
     def __contains__(self, url: object) -> bool:
