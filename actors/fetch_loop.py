@@ -24,11 +24,12 @@ from dataclasses import dataclass
 import redis
 
 from actors.dns import Resolver
-from actors.fetcher import FetchResult
+from actors.fetcher import REDIRECT_STATUSES, ROBOTS_MAX_HOPS, ROBOTS_MIN_BODY, ROBOTS_TTL, FetchResult
 from actors.workbench import ROBOTS, Release, Workbench
 from policies.politeness import Politeness
 from policies.robots import RobotsRules
 from raycrawl.settings import Settings, parse_hostport
+from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,8 @@ class FetchLoop:
                                  hosts_file=s.resolve)
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
                                NetworkPolicy(s.allow_networks), resolver=self.resolver,
-                               max_connections=max(s.fetch_concurrency, 16))
+                               max_connections=max(s.fetch_concurrency, 16),
+                               robots_hop_delay=max(s.host_delay, s.ip_delay))
 
     # --- control -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -183,13 +185,8 @@ class FetchLoop:
 
     async def _visit(self, host: str, ip: str, path: str) -> None:
         key = host + path
-        if path == ROBOTS:
-            fr, rules = await self.fetcher.fetch_robots(host, ip)
-            self.counters["robots_requests"] += 1 + len(fr.hops)
-            self.robots[host] = rules
-            self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
-            self._release(Release(host, ip, end=fr.ended, crawl_delay=rules.crawl_delay))
-            self.done.append(Outcome(key, "robots", fr))
+        if path.startswith(ROBOTS):
+            await self._visit_robots(host, ip, path)
             return
         rules = self.robots.get(host) or self._shared_rules(host)
         now = time.time()
@@ -214,12 +211,52 @@ class FetchLoop:
             if self.budget is not None:
                 self.budget += 1
             log.debug("retry %d of %s after %s", attempt, key, fr.error or fr.status)
-            self._release(Release(host, ip, end=fr.ended, crawl_delay=crawl_delay, putback=(path,),
-                                  not_before=self.politeness.retry_next(fr.ended, attempt, crawl_delay)))
+            self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay, putback=(path,),
+                                  not_before=self.politeness.retry_next(_end(fr), attempt, crawl_delay)))
             return
         self.attempts.pop(key, None)
-        self._release(Release(host, ip, end=fr.ended, crawl_delay=crawl_delay))
+        self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay))
         self.done.append(Outcome(key, "page", fr, attempt))
+
+    async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
+        """One hop of the robots.txt fetch. ``marker`` is ROBOTS, or ROBOTS + " <hops> <path>" for
+        a redirect being followed: each hop is a request scheduled like any other, and since the
+        host's Crawl-delay is unknown until the final robots.txt is read, the hop after a redirect
+        waits the largest Crawl-delay we would honour."""
+        hops, path = 0, "/robots.txt"
+        if marker != ROBOTS:
+            _, n, path = marker.split(" ", 2)
+            hops = int(n)
+        fr = await self.fetcher.fetch(host + path, ip, max_body=max(self.s.max_body, ROBOTS_MIN_BODY))
+        self.counters["robots_requests"] += 1
+        if fr.error == "too-large":
+            fr.error = None  # RFC 9309 §2.5: the first 500 KiB are parsed, the rest ignored
+        status = 0 if fr.error is not None and fr.error != "bomb" else fr.status
+        key = host + marker
+        if status in REDIRECT_STATUSES and fr.redirect and hops < ROBOTS_MAX_HOPS:
+            target_host, target_path = split_host(fr.redirect)
+            if target_host == host:
+                nxt = f"{ROBOTS} {hops + 1} {target_path}"
+                self._release(Release(host, ip, end=_end(fr), putback=(nxt,),
+                                      not_before=_end(fr) + self.politeness.max_crawl_delay))
+                self.done.append(Outcome(key, "robots", fr))
+                return
+        if status in REDIRECT_STATUSES:
+            status = 404  # a redirect off the host, or too many: "unavailable" (RFC 9309 §2.3.1.2)
+        rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(), ROBOTS_TTL)
+        self.robots[host] = rules
+        self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
+        self._release(Release(host, ip, end=_end(fr), crawl_delay=rules.crawl_delay))
+        self.done.append(Outcome(key, "robots", fr))
+
+
+TIMEOUT_GRACE = 1.0
+"""Seconds added to the end of an exchange that timed out: the server may still be working on it."""
+
+
+def _end(fr: FetchResult) -> float:
+    """When the exchange ended, for politeness."""
+    return fr.ended + (TIMEOUT_GRACE if fr.error == "timeout" else 0.0)
 
 
 def fetch_actor_class():
