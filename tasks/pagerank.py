@@ -316,6 +316,7 @@ def cheirank(matrix: LinkMatrix, **kwargs) -> PageRankResult:
 def _block_gather(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, str]:
     import ray
 
+    numba.set_num_threads(1)  # the task holds one CPU: other blocks run on the other cores
     return gather_sum(indptr, indices, z), ray.get_runtime_context().get_node_id()
 
 

@@ -168,7 +168,7 @@ def core_operator(matrix: LinkMatrix, core: np.ndarray) -> LinearOperator:
 
 
 def core_eigenvalues(
-    matrix: LinkMatrix, core: np.ndarray, k: int = 20, tol: float = 1e-9, max_restarts: int = 300, ncv: int = 0
+    matrix: LinkMatrix, core: np.ndarray, k: int = 20, tol: float = 1e-9, max_restarts: int = 100, ncv: int = 0
 ) -> np.ndarray:
     """The ``k`` largest-modulus eigenvalues of ``S_cc`` by Arnoldi (ARPACK), sorted by decreasing |λ|.
 
