@@ -146,6 +146,8 @@ def run_cli(*args):
 
 @pytest.mark.slow
 def test_simulate_cli_end_to_end(tmp_path, capsys):
+    from test_summaries import cli
+
     from websim.model import WebModel
 
     model = WebModel.generate(hosts=40, ips=5, seed=5)
@@ -173,7 +175,7 @@ def test_simulate_cli_end_to_end(tmp_path, capsys):
         assert got == {t: c for t, c in rec["terms"].items() if archive.term_id(t) is not None}
         assert text.stems(list(got)) == list(got)
     topic = Counter(labels.tolist()).most_common(3)[2][0]
-    r = run_cli("simulate", crawl, "--relevance", f"topic:{topic}", "--truth", crawl / "truth.tsv",
+    r = cli(capsys, "simulate", crawl, "--relevance", f"topic:{topic}", "--truth", crawl / "truth.tsv",
                 "--budget", coll.num_nodes, "--train", 100, "--seeds", ",".join(coll.url_of(v) for v in range(3)))
     assert r.returncode == 0, r.stderr
     out = json.loads((crawl / "simulate" / "harvest.json").read_text())
@@ -183,7 +185,7 @@ def test_simulate_cli_end_to_end(tmp_path, capsys):
         assert int(last[1]) == p["fetched"] and int(last[2]) == p["relevant"]
         assert p["relevant"] <= int((labels == topic).sum())
     assert (crawl / "simulate" / "harvest.png").stat().st_size > 1000
-    r = run_cli("simulate", crawl, "--relevance", f"terms:{archive.terms[30]}@2", "--policy", "best-first",
+    r = cli(capsys, "simulate", crawl, "--relevance", f"terms:{archive.terms[30]}@2", "--policy", "best-first",
                 "--budget", 200, "--out", tmp_path / "q")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "q" / "harvest.json").read_text())["policies"]["best-first"]["fetched"] == 200
