@@ -89,7 +89,7 @@ def test_kill9_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     out, _ = proc.communicate()
     acked = max([acked] + [int(x) for x in out.split()])
-    assert acked > 1500, "the child should have flushed at least twice"
+    assert acked >= 1500, "the child should have flushed at least twice"
     sieve = Sieve(tmp_path, batch_size=700)
     urls, _ = drain(sieve)
     assert len(urls) == len(set(urls)), "a URL came out twice"
