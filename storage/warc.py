@@ -186,28 +186,60 @@ def warc_files(warc_dir: str | Path) -> list[Path]:
     return sorted(Path(warc_dir).glob(f"*{SUFFIX}"))
 
 
+_GZIP_MAGIC = b"\x1f\x8b\x08"
+
+
 def iter_records(warc_dir: str | Path, types: WarcRecordType = WarcRecordType.response) -> Iterator[tuple[str, int, WarcRecord]]:
     """(file name, offset, record) for every record of ``types``, files in name order, HTTP parsed.
 
-    A torn or corrupt tail (a crawl killed mid-write) ends that file with a warning.
+    Damage does not cost the rest of a file: reading resumes at the next gzip member after it
+    (each record is its own member), with a warning; a torn tail (a crawl killed mid-write) just
+    ends the file. The records yielded are streamed: read each one before taking the next.
     """
     for path in warc_files(warc_dir):
-        with open(path, "rb") as f:
+        yield from _iter_file(path, types)
+
+
+def _iter_file(path: Path, types: WarcRecordType) -> Iterator[tuple[str, int, WarcRecord]]:
+    import mmap
+
+    size = path.stat().st_size
+    if size == 0:
+        return
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        start = 0
+        while True:
+            f.seek(start)
+            last = start
             try:
                 for rec in ArchiveIterator(f, record_types=types, parse_http=True):
-                    yield path.name, rec.stream_pos, rec
+                    last = start + rec.stream_pos
+                    yield path.name, last, rec
+                return
             except (OSError, ValueError) as e:
-                log.warning("%s: unreadable tail skipped (%s)", path, e)
+                resume = data.find(_GZIP_MAGIC, max(last, start) + 1)
+                log.warning("%s: damaged record after offset %d (%s); %s", path, max(last, start), e,
+                            f"resuming at {resume}" if resume >= 0 else "rest of the file skipped")
+                if resume < 0:
+                    return
+                start = resume
 
 
 def iter_responses(warc_dir: str | Path) -> Iterator[tuple[str, dict[str, str], bytes]]:
-    """(url, HTTP headers with lower-case names, body) of every stored response, in crawl order."""
-    for _, _, rec in iter_records(warc_dir, WarcRecordType.response):
+    """(url, HTTP headers with lower-case names, body) of every complete stored response, in crawl
+    order. A response whose body is shorter than its Content-Length (torn by a kill) is skipped."""
+    for name, offset, rec in iter_records(warc_dir, WarcRecordType.response):
         headers: dict[str, str] = {}
-        for name, value in (rec.http_headers.astuples() if rec.http_headers is not None else []):
-            key = name.lower()
+        for key, value in (rec.http_headers.astuples() if rec.http_headers is not None else []):
+            key = key.lower()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        yield rec.headers.get("WARC-Target-URI", ""), headers, rec.reader.read()
+        body = rec.reader.read()
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) != len(body):
+            log.warning("%s@%d: torn response for %s (%d of %s body bytes) skipped", name, offset,
+                        rec.headers.get("WARC-Target-URI", ""), len(body), declared)
+            continue
+        yield rec.headers.get("WARC-Target-URI", ""), headers, body
 
 
 def read_record_at(warc_dir: str | Path, name: str, offset: int) -> tuple[str, dict[str, str], bytes]:

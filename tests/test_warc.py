@@ -134,8 +134,21 @@ def test_torn_tail_skipped(tmp_path, caplog):
     path = warc_files(tmp_path)[0]
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 40])  # a kill -9 in the middle of the last member
+    assert [u for u, _, _ in iter_responses(tmp_path)] == ["http://a.test/0", "http://a.test/1"]
+
+
+def test_damage_in_the_middle_loses_only_that_record(tmp_path, caplog):
+    store = WarcStore(tmp_path, "agent0")
+    locs = [store.write(exchange(f"http://a.test/{i}", BODY * 20 + bytes([i]))) for i in range(6)]
+    store.close()
+    path = warc_files(tmp_path)[0]
+    data = bytearray(path.read_bytes())
+    hit = locs[2][1] + 60  # inside the compressed data of record 2's response
+    data[hit : hit + 30] = b"\x00" * 30
+    path.write_bytes(bytes(data))
     got = [u for u, _, _ in iter_responses(tmp_path)]
-    assert got[:2] == ["http://a.test/0", "http://a.test/1"] and len(got) <= 3
+    assert got == [f"http://a.test/{i}" for i in (0, 1, 3, 4, 5)]
+    assert "damaged record" in caplog.text
 
 
 def test_truncated_flag_and_refusal_without_response(tmp_path):
