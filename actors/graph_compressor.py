@@ -145,6 +145,25 @@ def write_graph_dir(crawl_dir: str | Path, urls: list[str] | None, src: np.ndarr
     return info
 
 
+def open_crawl_graph(crawl_dir: str | Path):
+    """``(graph, transpose, urlmap)`` of a built crawl graph; ``transpose.successors(v)`` are the
+    predecessors of ``v``; ``urlmap`` is None for graphs imported without URLs. Raises
+    ``UserError`` if the graph is missing or damaged."""
+    from raycrawl.errors import UserError
+    from storage.bvgraph import BVGraph
+    from storage.urlmap import UrlMap
+
+    paths = graph_paths(crawl_dir)
+    if not Path(str(paths["graph"]) + ".properties").exists():
+        raise UserError(f"{crawl_dir} has no graph: run 'raycrawl graph build {crawl_dir}' first")
+    g = BVGraph.load(paths["graph"])
+    t = BVGraph.load(paths["transpose"])
+    m = UrlMap.open(paths["urlmap"]) if paths["urlmap"].exists() else None
+    if (t.num_nodes, t.num_arcs) != (g.num_nodes, g.num_arcs) or (m is not None and len(m) != g.num_nodes):
+        raise UserError(f"{paths['dir']}: graph, transpose and URL map do not match: rebuild the graph")
+    return g, t, m
+
+
 def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     """Post-crawl build: read every link record of ``crawl_dir`` and write its graph."""
     from storage.link_records import iter_link_records

@@ -11,9 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from actors.graph_compressor import GraphCompressor, build_crawl_graph, graph_paths
+from actors.graph_compressor import GraphCompressor, build_crawl_graph, graph_paths, open_crawl_graph
 from raycrawl.cli import main
-from storage.bvgraph import BVGraph
 from storage.link_records import LinkRecordWriter, iter_link_records
 from storage.urlmap import UrlMap, url_sort_key
 
@@ -84,7 +83,8 @@ def test_cli_build_export_stats(tmp_path, capsys, seed):
     paths = graph_paths(tmp_path)
     m = UrlMap.open(paths["urlmap"])
     assert list(m) == sorted(nodes, key=url_sort_key)
-    t = BVGraph.load(paths["transpose"])
+    g, t, m2 = open_crawl_graph(tmp_path)
+    assert len(m2) == g.num_nodes == len(nodes)
     back = {(m.url_of(s), m.url_of(d)) for d in range(t.num_nodes) for s in t.successors(d).tolist()}
     assert back == arcs
     info = json.loads(paths["info"].read_text())
