@@ -63,6 +63,19 @@ def test_same_parameters_same_web_and_seed_changes_it():
     assert build_records(other, Renderer(other, PORT)) != a
 
 
+def test_deterministic_across_processes_whatever_the_hash_seed():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import hashlib, json; from websim.model import WebModel; from websim.render import Renderer; "
+            "from websim.manifest import build_records; m = WebModel.generate(hosts=40, ips=3, seed=9, epoch=1); "
+            "print(hashlib.sha256(json.dumps(build_records(m, Renderer(m, 8000))).encode()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(k)}).stdout for k in (1, 2)}
+    assert len(digests) == 1
+
+
 def test_canonical_urls_and_hosts_on_loopback_test_tld():
     model, _, m = web()
     for url in m["pages"]:

@@ -354,8 +354,13 @@ class WebModel:
                 continue
             taken.add(origin.name)
             host.mirror_of, host.topic = origin.name, origin.topic
-            copied = {p for p, pg in origin.pages.items() if pg.kind == "html" and not pg.copy_of}
-            for path in copied:
+            order = [p for p, pg in origin.pages.items() if pg.kind == "html" and not pg.copy_of]
+            copied = set(order)
+            # Targets evenly spread over the range (shuffled), so every mirror covers all of it.
+            lo, hi = (0.90, 0.99) if host.role == "mirror" else (0.5, 0.85)
+            targets = [lo + (hi - lo) * (k + 0.5) / len(order) for k in range(len(order))]
+            rng.shuffle(targets)
+            for path, target in zip(order, targets, strict=True):
                 src = origin.pages[path]
                 page = Page(path, topic=src.topic, parent=src.parent, paras=[],
                             labels=[lab for lab in src.labels if lab in ("base_href",)])
@@ -364,8 +369,7 @@ class WebModel:
                     page.copy_of = (origin.name, path)
                 else:
                     page.edit_of = (origin.name, path)  # edit_words fixed later by the renderer
-                    lo, hi = (0.90, 0.99) if host.role == "mirror" else (0.5, 0.85)
-                    page.target_jaccard = rng.uniform(lo, hi)
+                    page.target_jaccard = target
                 host.pages[path] = page
 
     def _make_copied(self, rng: random.Random, host_cum: list[float]) -> None:
@@ -404,7 +408,7 @@ class WebModel:
         for kind, share in _RESOURCE_SHARE.items():
             for k in range(max(1, round(share * per))):
                 host = rng.choice(plain)
-                src = rng.choice(list(host.pages))
+                src = rng.choice([p for p, pg in host.pages.items() if pg.kind == "html" and not pg.copy_of])
                 new: list[Page] = []
                 match kind:
                     case "error":

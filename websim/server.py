@@ -76,11 +76,12 @@ class WebsimServer:
     """Serves ``model`` on the loopback IPs; ``start()``/``stop()`` inside a running event loop."""
 
     def __init__(self, model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
-                 slow_delay: float = SLOW_DELAY) -> None:
+                 slow_delay: float = SLOW_DELAY, prerender: bool = False) -> None:
         self.model = model
         self.out_dir = Path(out_dir)
         self.requested_port, self.dns_port = port, dns_port
         self.slow_delay = slow_delay
+        self.prerender = prerender
         self.port = 0
         self.dns_address: tuple[str, int] | None = None
         self.renderer: Renderer | None = None
@@ -112,6 +113,11 @@ class WebsimServer:
         paths["hosts_file"].write_text(hosts_file_text(records))
         seeds = [self.renderer.url(h, p) for h, p in self.model.seeds()]
         paths["seeds"].write_text("".join(s + "\n" for s in seeds))
+        if self.prerender:  # pay the rendering before serving, so a crawl sees only cache hits
+            t = time.perf_counter()
+            n = sum(1 for h in self.model.hosts for p in h.pages.values()
+                    if p.kind == "html" and self.renderer.response(h, p))
+            log.info("pre-rendered %d pages in %.1f s", n, time.perf_counter() - t)
         self.log = RequestLogWriter(paths["request_log"])
         app = web.Application(client_max_size=1 << 20)
         app.router.add_route("*", "/{tail:.*}", self.handle)
@@ -276,10 +282,10 @@ def _reset(request: web.Request) -> None:
 
 async def serve_forever(model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
                         ready_file: str | Path | None = None, announce=None,
-                        slow_delay: float = SLOW_DELAY) -> None:
+                        slow_delay: float = SLOW_DELAY, prerender: bool = False) -> None:
     """Run until SIGINT/SIGTERM; SIGUSR1 flushes the request log. Writes ``ready_file`` (the
     info JSON) once serving, and calls ``announce(info)`` if given."""
-    server = WebsimServer(model, out_dir, port, dns_port, slow_delay=slow_delay)
+    server = WebsimServer(model, out_dir, port, dns_port, slow_delay=slow_delay, prerender=prerender)
     info = await server.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -22,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--port", type=int, default=0, help="TCP port on every IP (default: a free one)")
     s.add_argument("--dns-port", type=int, default=0, help="UDP port of the DNS server (default: a free one)")
     s.add_argument("--slow-delay", type=float, default=None, help="seconds slow hosts wait before answering (1.5)")
+    s.add_argument("--prerender", action="store_true",
+                   help="render every page before serving (slower start, no rendering during a crawl)")
     s.add_argument("--out", type=Path, required=True, help="directory for manifest, request log, hosts and seeds files")
     s.add_argument("--ready-file", type=Path, default=None, help=argparse.SUPPRESS)
     s.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
@@ -67,7 +69,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve_forever(model, args.out, args.port, args.dns_port, args.ready_file, announce,
-                                  args.slow_delay if args.slow_delay is not None else SLOW_DELAY))
+                                  args.slow_delay if args.slow_delay is not None else SLOW_DELAY, args.prerender))
     except OSError as exc:
         raise UserError(f"cannot serve: {exc}") from exc
     return 0
