@@ -183,3 +183,16 @@ def test_cli_serve_bad_arguments_exit_2(tmp_path, args):
     proc = subprocess.run([sys.executable, "-m", "raycrawl", "websim", "serve", "--out", str(tmp_path), *args],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_demo_stage_serves_visits_and_audits(tmp_path):
+    from raycrawl.commands.websim import demo_stage
+
+    crawl_dir = tmp_path / "crawl"
+    first = demo_stage(crawl_dir)
+    assert "scripted polite visit" in first and "verdict             OK" in first
+    records = read_request_log(crawl_dir / "websim" / "requests.log")
+    assert f"requests            {len(records)} " in first
+    # Run again: now it audits the log it finds instead of serving.
+    second = demo_stage(crawl_dir, host_delay=10.0)
+    assert "audit of the crawl's request log" in second and "VIOLATIONS" in second

@@ -98,15 +98,20 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def demo_stage(crawl_dir: Path, host_delay: float = 0.2, ip_delay: float = 0.05) -> str:
-    """The demo's websim stage. If ``crawl_dir/websim/`` holds a request log and manifest (a crawl
-    ran against websim there), audit it; otherwise serve a small web in ``crawl_dir/websim/``,
+    """The demo's websim stage. If ``crawl_dir/websim/`` or ``crawl_dir/../websim/`` holds a request
+    log and manifest (a crawl ran against websim there), audit it; otherwise serve a small web in ``crawl_dir/websim/``,
     make a short polite scripted visit and audit that. Returns the text to print."""
     import asyncio
 
     from websim import Websim, audit, load_manifest, read_request_log
     from websim.visit import scripted_visit
 
-    wdir = Path(crawl_dir) / "websim"
+    crawl_dir = Path(crawl_dir)
+    wdir = crawl_dir / "websim"
+    for candidate in (wdir, crawl_dir.parent / "websim"):  # the demo keeps websim beside the crawl
+        if (candidate / "requests.log").is_file() and (candidate / "manifest.jsonl.gz").is_file():
+            wdir = candidate
+            break
     log_path, manifest_path = wdir / "requests.log", wdir / "manifest.jsonl.gz"
     if log_path.is_file() and manifest_path.is_file():
         manifest = load_manifest(manifest_path)
