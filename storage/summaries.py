@@ -758,3 +758,56 @@ def build_archive(records: Iterable[dict] | None, base: str | Path, id_of, num_n
     cf = [stats.cf[t] for t in dictionary]
     info = {"source_documents": stats.documents, "unmapped_documents": unmapped, **(extra or {})}
     return writer.close(dictionary, df, cf, min_df, info)
+
+
+def merge_archives(archives: list[SummaryArchive], base: str | Path, min_df: int = 1,
+                   codes: dict[str, str] | None = None) -> dict:
+    """Merge archives built separately (one per agent) over the same node ids into one.
+
+    Pass one adds up the term statistics of all archives (df and cf per original term) and
+    renumbers the union dictionary by frequency; pass two rewrites every summary with the new
+    term ids, in node order. Archives meant for merging should be built with ``min_df`` 1: a term
+    an agent dropped locally cannot be counted back. A node present in several archives keeps
+    its first summary.
+    """
+    if not archives:
+        raise UserError("nothing to merge")
+    nodes = {a.num_nodes for a in archives}
+    if len(nodes) != 1:
+        raise UserError(f"archives cover different node sets ({sorted(nodes)} nodes): not mergeable")
+    stats = TermStatistics()
+    for a in archives:
+        local = TermStatistics(dict(zip(a.terms, a.df.tolist(), strict=True)),
+                               dict(zip(a.terms, a.cf.tolist(), strict=True)), a.documents)
+        stats.merge(local)
+    dictionary = stats.dictionary(min_df)
+    rank = {t: i for i, t in enumerate(dictionary)}
+    decoded, gmaps = [], []
+    for a in archives:
+        decoded.append(a.decode_all())
+        gmaps.append(np.array([rank.get(t, -1) for t in a.terms], dtype=np.int64))
+    owner = np.concatenate([np.full(len(d.doc_ids), k, np.int64) for k, d in enumerate(decoded)])
+    index = np.concatenate([np.arange(len(d.doc_ids), dtype=np.int64) for d in decoded])
+    ids = np.concatenate([d.doc_ids for d in decoded])
+    order = np.lexsort((owner, ids))  # by node, first archive first
+    writer = SummaryBitWriter(base, nodes.pop(), codes)
+    last = -1
+    dup = 0
+    for j in order.tolist():
+        node = int(ids[j])
+        if node == last:
+            dup += 1
+            continue
+        last = node
+        d, g = decoded[owner[j]], gmaps[owner[j]]
+        a_, b_ = d.offsets[index[j]], d.offsets[index[j] + 1]
+        t = g[d.term_ids[a_:b_]]
+        c = d.counts[a_:b_]
+        keep = t >= 0
+        t, c = t[keep], c[keep]
+        o = np.argsort(t)
+        writer.add(node, int(d.lengths[index[j]]), t[o], c[o])
+    if dup:
+        log.warning("%d nodes were in several archives: first summary kept", dup)
+    return writer.close(dictionary, [stats.df[t] for t in dictionary], [stats.cf[t] for t in dictionary],
+                        min_df, {"merged_from": [str(a.base) for a in archives]})

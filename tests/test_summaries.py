@@ -346,3 +346,23 @@ def test_cli_user_errors(tmp_path, capsys):
     (crawl / "summaries" / "summaries.bits").write_bytes(b"\x00")
     r = run_cli("summaries", "get", crawl, "0")  # a real process: one line, no traceback
     assert r.returncode == 2 and "truncated" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_per_agent_archives_merge_like_one_build(tmp_path, capsys):
+    recs = _record_collection(21, 500)
+    urls = sorted(r["url"] for r in recs)
+    index = {u: i for i, u in enumerate(urls)}
+    direct = build_archive(recs, tmp_path / "direct" / "summaries", index.get, len(urls), min_df=4)
+    for k in range(2):  # agent k owns the hosts h{k}, h{k+2}, ...
+        mine = [r for r in recs if int(r["url"].split("//h")[1].split(".")[0]) % 2 == k]
+        build_archive(mine, tmp_path / f"agent{k}" / "summaries", index.get, len(urls), min_df=1)
+    r = cli(capsys, "summaries", "merge", tmp_path / "merged", tmp_path / "agent0", tmp_path / "agent1",
+            "--min-df", "4")
+    assert r.returncode == 0, r.stderr
+    a, b = SummaryArchive.open(tmp_path / "direct"), SummaryArchive.open(tmp_path / "merged")
+    assert a.terms == b.terms and np.array_equal(a.df, b.df) and np.array_equal(a.cf, b.cf)
+    assert b.props["pairs"] == direct["pairs"] and b.total_bits == a.total_bits
+    assert (tmp_path / "direct" / "summaries.bits").read_bytes() == (
+        tmp_path / "merged" / "summaries" / "summaries.bits").read_bytes()
+    for node in range(len(urls)):
+        assert a.get_terms(node) == b.get_terms(node)

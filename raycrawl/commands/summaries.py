@@ -4,6 +4,7 @@
     raycrawl summaries get DIR NODE|URL [--json]
     raycrawl summaries stats DIR [--json]
     raycrawl summaries sub DIR NAME [--host HOST ...] [--ids FILE]
+    raycrawl summaries merge OUT ARCHIVE... [--min-df 1]
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ def register(subparsers) -> None:
     u.add_argument("--host", action="append", default=[], help="keep the pages of this host")
     u.add_argument("--ids", type=Path, help="file of node ids, one per line")
     u.set_defaults(func=_sub)
+
+    m = sub.add_parser("merge", help="merge per-agent archives (same node ids) into OUT/summaries/")
+    m.add_argument("out", type=Path, help="output directory (gets summaries/)")
+    m.add_argument("archives", type=Path, nargs="+", help="crawl or summaries directories to merge")
+    m.add_argument("--min-df", type=int, default=1, help="drop terms in fewer documents, over all archives")
+    m.add_argument("--code", action="append", default=[], metavar="PART=CODE", help="as for build")
+    m.set_defaults(func=_merge)
 
 
 # -- node ids -------------------------------------------------------------------------------------
@@ -248,6 +256,18 @@ def _sub(args) -> int:
     sub = SubArchive.create(archive, args.name, nodes)
     present = sum(1 for i in sub.ids.to_array().tolist() if i in archive)
     print(f"sub-archive {args.name}: {len(sub)} nodes ({present} with summaries)")
+    return 0
+
+
+def _merge(args) -> int:
+    from storage.summaries import DEFAULT_BASENAME, SummaryArchive, merge_archives
+
+    if args.min_df < 1:
+        raise UserError(f"--min-df must be ≥ 1, got {args.min_df}")
+    archives = [SummaryArchive.open(p) for p in args.archives]
+    props = merge_archives(archives, args.out / "summaries" / DEFAULT_BASENAME, args.min_df, _parse_codes(args.code))
+    print(f"merged {len(archives)} archives: {props['documents']} summaries of {props['nodes']} nodes, "
+          f"{props['terms']} terms -> {args.out / 'summaries'}")
     return 0
 
 
