@@ -157,6 +157,44 @@ def websim_accuracy(hosts: int, seed: int, threshold: float) -> None:
     report(f"exact Jaccard ≥ {threshold} of all pairs (reference)", pairs(exact.groups().values()))
 
 
+def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int) -> None:
+    """Crawl the same websim twice with ``raycrawl``'s agent — near-duplicate link suppression on,
+    then off — and count the pages fetched, overall and on duplicate-carrying hosts."""
+    from actors.agent import run_crawl
+    from raycrawl.settings import build_settings
+    from storage.link_records import iter_link_records
+    from tasks.dedup import cluster_crawl
+    from websim import Websim
+
+    print()
+    print(f"crawl over websim ({hosts} hosts, seed {seed}; host/IP delay {delay} s; budget {max_pages or 'none'})")
+    with tempfile.TemporaryDirectory() as tmp, Websim(hosts=hosts, ips=10, seed=seed, out_dir=Path(tmp) / "web") as web:
+        manifest = web.manifest
+        role = {h: rec["role"] for h, rec in manifest.hosts.items()}
+        dns_ip, dns_port = web.dns_address
+        for near in (True, False):
+            out = Path(tmp) / f"crawl-{'on' if near else 'off'}"
+            settings = build_settings(
+                seeds=str(web.seeds_file), out=str(out), dns_server=f"{dns_ip}:{dns_port}",
+                allow_networks="127.0.0.0/8", host_delay=delay, ip_delay=delay, max_pages=max_pages,
+                near_dup=near,
+            )
+            t0 = time.perf_counter()
+            report = run_crawl(settings)
+            took = time.perf_counter() - t0
+            by_role: dict[str, int] = {}
+            near_flagged = 0
+            for rec in iter_link_records(out):
+                r = role.get(manifest.host_name(rec["url"]), "?")
+                by_role[r] = by_role.get(r, 0) + 1
+                near_flagged += rec.get("dup_kind") == "near"
+            dup_hosts = {k: v for k, v in sorted(by_role.items()) if k in ("mirror", "near_miss", "exact_mirror", "session")}
+            summary = cluster_crawl(out)
+            print(f"  near-dup suppression {'ON ' if near else 'OFF'}: {report.get('pages')} pages fetched in {took:.0f} s; "
+                  f"near-dups flagged at crawl time {near_flagged}; pages on duplicate hosts {dup_hosts}; "
+                  f"post-crawl: {summary['clusters']} clusters, {summary['duplicate_pages']} duplicate pages")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=3000)
@@ -167,8 +205,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="pages per check_and_add call (crawl-time batches)")
     ap.add_argument("--websim-hosts", type=int, default=400, help="hosts of the websim ground-truth web (0: skip)")
     ap.add_argument("--websim-seed", type=int, default=3)
+    ap.add_argument("--crawl-hosts", type=int, default=0,
+                    help="also crawl a websim of this many hosts with near-dup suppression on and off (minutes)")
+    ap.add_argument("--crawl-delay", type=float, default=0.05, help="host and IP delay of those crawls")
+    ap.add_argument("--crawl-max-pages", type=int, default=0)
+    ap.add_argument("--only-crawl", action="store_true", help="run only the crawl comparison")
     args = ap.parse_args()
 
+    if args.only_crawl:
+        crawl_suppression(args.crawl_hosts or 60, args.websim_seed, args.crawl_delay, args.crawl_max_pages)
+        return
     import datasketch
 
     P, n = args.num_perm, args.docs
@@ -321,6 +367,8 @@ def main() -> None:
     print(f"  vs exact Jaccard ≥ {args.threshold}   : precision {ve['precision']:.4f}  recall {ve['recall']:.4f}  ({ve['true_pairs']} pairs)")
     if args.websim_hosts:
         websim_accuracy(args.websim_hosts, args.websim_seed, args.threshold)
+    if args.crawl_hosts:
+        crawl_suppression(args.crawl_hosts, args.websim_seed, args.crawl_delay, args.crawl_max_pages)
     # Sanity: the shared helper and the benchmark agree on what a shingle set is.
     assert exact_jaccard(set(shingle_hashes(docs[0]).tolist()), set(shingles[0].tolist())) == 1.0
 
