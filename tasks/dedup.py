@@ -1,8 +1,8 @@
 """Post-crawl near-duplicate clustering (seed 001): sketches → LSH candidates → estimated Jaccard
 → union-find (single-link) clusters, over every stored page of a finished crawl.
 
-Pages come from ``DIR/warc/*.warc.gz`` (HTML ``response`` records, read with fastwarc; the
-first fetch of a URL wins). Pages the crawler stored only as revisit records (exact or near
+Pages come from ``DIR/warc/*.warc.gz`` (HTML ``response`` records, read by
+``storage.warc.iter_responses``; the first fetch of a URL wins). Pages the crawler stored only as revisit records (exact or near
 duplicates found at crawl time) have no body: the ``dup_of`` field of their link record joins
 them to their representative's cluster.
 
@@ -99,7 +99,7 @@ class UnionFind:
 def gzip_damage(path: str | Path, chunk: int = 1 << 20) -> str | None:
     """Why a multi-member gzip file is damaged ("truncated", "corrupt: ..."), or None if intact.
 
-    fastwarc stops silently at a damaged member, so the reader checks each file itself.
+    The WARC reader skips damage with a warning; this names the damaged files for the report.
     """
     with open(path, "rb") as f:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -120,31 +120,27 @@ def gzip_damage(path: str | Path, chunk: int = 1 << 20) -> str | None:
     return "truncated gzip member" if fed else None
 
 
+def _is_html(ctype: str | None) -> bool:
+    return (ctype or "").split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml", "")
+
+
 def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> Iterator[tuple[str, str]]:
     """(target URL, visible text) of every HTML response record, files in name order.
 
-    Damaged files are read up to the damage, logged, and named in ``damaged``.
+    Records come from ``storage.warc.iter_responses`` (the crawler's WARC reader: it resumes after
+    a damaged record and skips torn bodies). Every damaged file is also logged here and named in
+    ``damaged``, so the report can say what is missing.
     """
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    from storage.warc import iter_responses
 
     warc_dir = Path(warc_dir)
-    files = sorted(warc_dir.glob("*.warc.gz")) + sorted(warc_dir.glob("*.warc"))
-    for path in files:
-        try:
-            with open(path, "rb") as f:
-                for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
-                    url = rec.headers.get("WARC-Target-URI")
-                    ctype = (rec.http_headers.get("Content-Type") or "").split(";")[0].strip().lower()
-                    if not url or ctype not in ("text/html", "application/xhtml+xml", ""):
-                        continue
-                    body = rec.reader.read()
-                    yield url, visible_text(body)
-        except Exception as exc:  # fastwarc raises plain exceptions on damaged input
-            problem = f"unreadable ({exc})"
-        else:
-            problem = gzip_damage(path) if path.name.endswith(".gz") else None
+    for url, headers, body in iter_responses(warc_dir):
+        if url and _is_html(headers.get("content-type")):
+            yield url, visible_text(body)
+    for path in sorted(warc_dir.glob("*.warc.gz")):
+        problem = gzip_damage(path)
         if problem:
-            log.warning("%s: %s; the pages after the damage are missing", path, problem)
+            log.warning("%s: %s; the pages in the damaged part are missing", path, problem)
             if damaged is not None:
                 damaged.append(path.name)
 
