@@ -2,7 +2,7 @@
 
 Same graph, α, L1 tolerance and start vector for every contestant, measured in the same run:
 
-    .venv/bin/python benchmarks/rank.py [--graph BASENAME] [--tol 1e-10] [--repeat 3] [--blocks 2] [--threads 2]
+    .venv/bin/python benchmarks/rank.py [--graph BASENAME] [--tol 1e-10] [--repeat 2] [--blocks 2] [--threads 2]
 
 Reported per contestant: iterations, time per iteration (best of ``--repeat`` runs), total time,
 and the L1 distance of its vector to ours. Graph decoding and matrix building are timed apart.
@@ -73,7 +73,7 @@ def main() -> int:
     ap.add_argument("--graph", default=DEFAULT_GRAPH, help="BV graph basename (default cnr-2000)")
     ap.add_argument("--alpha", type=float, default=0.85)
     ap.add_argument("--tol", type=float, default=1e-10)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per contestant; the best is reported")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per contestant; the best is reported")
     ap.add_argument("--blocks", type=int, default=2, help="row blocks (Ray tasks per iteration)")
     ap.add_argument("--threads", type=int, default=2, help="numba / networkit threads")
     ap.add_argument("--no-ray", action="store_true", help="skip the distributed contestant")
@@ -120,20 +120,26 @@ def main() -> int:
         import ray
 
         t0 = time.perf_counter()
-        ray.init(num_cpus=max(2, args.blocks), include_dashboard=False, log_to_driver=False, configure_logging=False)
-        init_s = time.perf_counter() - t0
         try:
-            distributed_pagerank(m, max_iter=2, num_blocks=args.blocks)  # workers start + JIT load
+            ray.init(num_cpus=max(2, args.blocks), include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        except Exception as e:  # noqa: BLE001 - an overloaded machine: report, keep the other numbers
+            print(f"ray.init failed ({e}): distributed contestant skipped")
+        else:
+            init_s = time.perf_counter() - t0
+            try:
+                distributed_pagerank(m, max_iter=2, num_blocks=args.blocks)  # workers start + JIT load
 
-            def dist():
-                r = distributed_pagerank(m, alpha=args.alpha, tol=args.tol, num_blocks=args.blocks)
-                return r.vector, r.iterations, r.seconds
+                def dist():
+                    r = distributed_pagerank(m, alpha=args.alpha, tol=args.tol, num_blocks=args.blocks)
+                    return r.vector, r.iterations, r.seconds
 
-            v, it, s = best(dist, args.repeat)
-            rows.append((f"ours distributed ({args.blocks} Ray tasks/it)", it, s, float(np.abs(v - ref_vec).sum())))
-        finally:
-            ray.shutdown()
-        print(f"(ray.init {init_s:.1f} s, not counted)")
+                v, it, s = best(dist, args.repeat)
+                rows.append((f"ours distributed ({args.blocks} Ray tasks/it)", it, s,
+                             float(np.abs(v - ref_vec).sum())))
+            finally:
+                ray.shutdown()
+            print(f"(ray.init {init_s:.1f} s, not counted)")
 
     scipy_per_it = next(s / it for name, it, s, _ in rows if name.startswith("scipy"))
     single_per_it = rows[0][2] / rows[0][1]
@@ -142,12 +148,19 @@ def main() -> int:
     for name, it, s, d in rows:
         per = s / it
         print(f"{name:<36}{it:>6}{per * 1e3:>10.2f}{s:>9.3f}{per / scipy_per_it:>9.2f}{d:>12.1e}")
+    one_thread = [s / it for name, it, s, _ in rows if name == "ours single (1 thr)"]
     dist_rows = [r for r in rows if "distributed" in r[0]]
     if dist_rows:
+        # Each block task runs the same kernel on one thread: compare with the 1-thread single process.
         _, it, s, _ = dist_rows[0]
-        print(f"\ndistributed overhead per iteration vs single: {(s / it - single_per_it) * 1e3:+.2f} ms")
-    print(f"target ours single ≤ 1.2 × scipy per iteration: {single_per_it / scipy_per_it:.2f}× "
-          f"({'met' if single_per_it <= 1.2 * scipy_per_it else 'NOT met'})")
+        base = one_thread[0] if one_thread else single_per_it
+        print(f"\ndistributed overhead per iteration vs single (1 thr): {(s / it - base) * 1e3:+.2f} ms "
+              f"(vector put + {args.blocks} task round trips + result copies)")
+    print(f"load average (1/5/15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"on {os.cpu_count()} CPUs (other jobs running make timings noisy)")
+    for label, per in ((f"{args.threads} thr", single_per_it), *(("1 thr", t) for t in one_thread)):
+        print(f"target ours single ({label}) ≤ 1.2 × scipy per iteration: {per / scipy_per_it:.2f}× "
+              f"({'met' if per <= 1.2 * scipy_per_it else 'NOT met'})")
     return 0
 
 
