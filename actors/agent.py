@@ -142,10 +142,10 @@ class Agent:
     def run(self) -> dict[str, Any]:
         import ray
 
+        seeds = [u for u in read_seeds(self.s.seeds) if self.prefetch(u)] if self.s.seeds else []
         self._prepare_state()
         self._start_actors()
-        if self.s.seeds:
-            seeds = [u for u in read_seeds(self.s.seeds) if self.prefetch(u)]
+        if seeds:
             ray.get(self.sieve.enqueue.remote(seeds))
         started = time.time()
         stopped = "interrupted"
@@ -348,8 +348,11 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         (out / "redis-url").write_text(url + "\n")
         started_ray = False
         if not ray.is_initialized():
-            ray.init(address=settings.address, include_dashboard=False, log_to_driver=True,
-                     configure_logging=False, **({} if settings.address else {"num_cpus": 2}))
+            try:
+                ray.init(address=settings.address, include_dashboard=False, log_to_driver=True,
+                         configure_logging=False, **({} if settings.address else {"num_cpus": 2}))
+            except (ConnectionError, Exception) as exc:  # noqa: BLE001 - Ray raises bare Exception
+                raise UserError(f"cannot start or join Ray ({settings.address or 'local'}): {exc}") from None
             started_ray = True
         try:
             return Agent(settings, url, progress).run()

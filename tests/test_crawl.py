@@ -205,23 +205,52 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     assert report["duplicates"]["exact"] == len(dups)
     assert list((out / "warc").glob("*.warc.gz"))
     assert report["filtered"].get("max-urls-per-host", 0) > 0
+    # `raycrawl status` reopens the stopped crawl's Redis data and agrees with the report
+    st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json"], timeout=60)
+    assert st.returncode == 0, st.stderr
+    status = json.loads(st.stdout)
+    assert status["stats"]["pages"] == report["pages"] and status["frontier"]["queued"] == 0
 
 
-def test_crawl_user_errors(tmp_path: Path) -> None:
+def test_crawl_user_errors(tmp_path: Path, capsys) -> None:
+    """Bad input: one clear line on stderr, exit 2, nothing started (run through the real CLI)."""
+    from raycrawl.cli import main
+
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("ftp://nope\n")
+    good = tmp_path / "good.txt"
+    good.write_text("http://a.test/\n")
+    bad_config = tmp_path / "c.toml"
+    bad_config.write_text("host_delay = 1\nno_such_setting = 3\n")
+    o = str(tmp_path / "o")
     cases = [
-        ["--out", str(tmp_path / "o")],  # no seeds
-        ["--seeds", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")],
-        ["--seeds", str(seeds), "--out", str(tmp_path / "o"), "--dns-server", "nonsense"],
-        ["--seeds", str(seeds), "--out", str(tmp_path / "o"), "--allow-networks", "300.1.1.0/24"],
-        ["--seeds", str(seeds), "--out", str(tmp_path / "o"), "--host-delay", "-1"],
-        ["--out", str(tmp_path / "o"), "--resume"],
+        ["--out", o],  # no seeds
+        ["--seeds", str(tmp_path / "missing.txt"), "--out", o],
+        ["--seeds", str(seeds), "--out", o],  # no valid URL in it
+        ["--seeds", str(good), "--out", o, "--dns-server", "nonsense"],
+        ["--seeds", str(good), "--out", o, "--allow-networks", "300.1.1.0/24"],
+        ["--seeds", str(good), "--out", o, "--host-delay", "-1"],
+        ["--seeds", str(good), "--out", o, "--max-pages", "many"],
+        ["--out", o, "--resume"],
+        ["--seeds", str(good), "--out", o, "--config", str(tmp_path / "missing.toml")],
+        ["--seeds", str(good), "--out", o, "--config", str(bad_config)],
     ]
     for args in cases:
-        proc = run([sys.executable, "-m", "raycrawl", "crawl", *args], timeout=60)
-        assert proc.returncode == 2, (args, proc.stderr)
-        assert "Traceback" not in proc.stderr and "error" in proc.stderr, proc.stderr
+        with pytest.raises(SystemExit) if "many" in args or "-1" in args else _nothing():
+            assert main(["crawl", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert "error" in err and "Traceback" not in err, (args, err)
+        assert not (tmp_path / "o" / "redis").exists(), "nothing may start on bad input"
+    assert main(["status", "--out", str(tmp_path / "nothing")]) == 2
+    assert "holds no crawl" in capsys.readouterr().err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 @pytest.mark.slow
