@@ -196,3 +196,25 @@ def test_demo_stage_serves_visits_and_audits(tmp_path):
     # Run again: now it audits the log it finds instead of serving.
     second = demo_stage(crawl_dir, host_delay=10.0)
     assert "audit of the crawl's request log" in second and "VIOLATIONS" in second
+
+
+def test_cli_serve_prints_where_things_are_and_stops_on_ctrl_c(tmp_path):
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "raycrawl", "websim", "serve", "--hosts", "10", "--ips", "2",
+                             "--seed", "2", "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("Ctrl-C"):
+            break
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+    out = "".join(lines)
+    port = int(out.split(", port ")[1].split()[0])
+    assert load_manifest(tmp_path / "manifest.jsonl.gz").port == port
+    for name in ("DNS server", "seeds", "hosts file", "manifest", "request log"):
+        assert name in out
+    assert (tmp_path / "hosts").read_text().count("\n") == 10
+    assert read_request_log(tmp_path / "requests.log") == []

@@ -295,7 +295,7 @@ async def test_epochs_on_the_same_port_keep_urls_and_change_content(tmp_path):
         port, m0 = w0.port, w0.manifest
         async with session(w0) as s:
             for u in [u for u, p in m0.pages.items() if m0.hosts[p["host"]]["fault"] is None
-                      and p["kind"] in ("html", "pdf", "png", "error")][:400]:
+                      and p["kind"] in ("html", "pdf", "png", "error")][:200]:
                 async with s.get(u, allow_redirects=False) as r:
                     bodies.append((u, r.status, await r.read()))
     with Websim(hosts=30, ips=2, seed=4, epoch=1, port=port, out_dir=tmp_path / "e1") as w1:
