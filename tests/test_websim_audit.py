@@ -218,3 +218,24 @@ def test_cli_serve_prints_where_things_are_and_stops_on_ctrl_c(tmp_path):
         assert name in out
     assert (tmp_path / "hosts").read_text().count("\n") == 10
     assert read_request_log(tmp_path / "requests.log") == []
+
+
+def test_cli_stats_and_json_audit(web, tmp_path):
+    import json
+
+    m = web.manifest
+    proc = subprocess.run([sys.executable, "-m", "raycrawl", "websim", "stats", str(web.manifest_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert f"URLs              {len(m.pages)} " in proc.stdout
+    assert f"reachable         {len(m.reachable(False))} from the seeds, {len(m.reachable(True))} obeying" in proc.stdout
+    web.flush_log()
+    proc = subprocess.run([sys.executable, "-m", "raycrawl", "websim", "audit", str(web.request_log), "--json",
+                           "--host-delay", "0", "--ip-delay", "0"], capture_output=True, text=True)
+    data = json.loads(proc.stdout)
+    assert data["requests"] == len(read_request_log(web.request_log))
+    assert proc.returncode == (0 if data["ok"] else 1)
+    assert sum(data["violations"].values()) == len(data["list"])
+    bad = subprocess.run([sys.executable, "-m", "raycrawl", "websim", "stats", str(tmp_path)], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -55,6 +55,14 @@ class AuditReport:
     def ok(self) -> bool:
         return not self.violations
 
+    def to_json(self) -> dict:
+        """Counts and the violations, for machines (``raycrawl websim audit --json``)."""
+        return {"requests": self.requests, "hosts": self.hosts, "ips": self.ips, "foreign": self.foreign,
+                "robots_fetches": self.robots_fetches, "robots_refetches": self.robots_refetches,
+                "min_host_slack": self.min_host_slack, "min_ip_slack": self.min_ip_slack,
+                "violations": {k: self.count(k) for k in ("host", "ip", "robots", "duplicate")}, "ok": self.ok,
+                "list": [{"kind": v.kind, "key": v.key, "detail": v.detail, "start": v.start} for v in self.violations]}
+
     def summary(self, show: int = 10) -> str:
         def fmt(x):
             return ("n/a" if x is None else f"{x * 1000:.1f} ms")

@@ -195,6 +195,32 @@ class Manifest:
         return seen
 
 
+def manifest_stats(m: Manifest) -> str:
+    """A human summary of a manifest: sizes, roles, robots kinds, page kinds, clusters, reachability."""
+    from collections import Counter
+
+    def line(title: str, counter: Counter) -> str:
+        return f"{title:18}" + ", ".join(f"{k} {v}" for k, v in sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+
+    meta = m.meta
+    html = m.html_pages()
+    links = sum(len(p["links"]) for p in m.pages.values())
+    reach_all, reach_polite = m.reachable(obey_robots=False), m.reachable(obey_robots=True)
+    return "\n".join([
+        f"web               seed {meta['seed']}, epoch {meta['epoch']}, port {meta['port']}, "
+        f"{len(m.hosts)} hosts on {meta['ips']} IPs, {len(meta['seeds'])} seeds",
+        f"URLs              {len(m.pages)} ({len(html)} HTML pages answering 200), {links} links",
+        f"reachable         {len(reach_all)} from the seeds, {len(reach_polite)} obeying robots.txt",
+        line("host roles", Counter(h["role"] for h in m.hosts.values())),
+        line("robots.txt", Counter(h["robots"] for h in m.hosts.values())),
+        line("Crawl-delay", Counter(h["crawl_delay"] for h in m.hosts.values() if h["crawl_delay"])),
+        line("page kinds", Counter(p["kind"] for p in m.pages.values())),
+        line("clusters", Counter(c["kind"] for c in m.clusters)),
+        line("changed", Counter(e for p in m.pages.values() for e in p["changed"])) if meta["epoch"] else
+        "changed           (epoch 0)",
+    ])
+
+
 def load_manifest(path: str | Path) -> Manifest:
     """Read a manifest written by :func:`write_manifest`. Raises ValueError on a foreign file."""
     path = Path(path)

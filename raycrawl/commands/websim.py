@@ -37,7 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--ip-delay", type=float, required=True, help="required seconds between requests to an IP")
     a.add_argument("--tolerance", type=float, default=0.002, help="clock tolerance in seconds (default 0.002)")
     a.add_argument("--show", type=int, default=10, help="violations to list (default 10)")
+    a.add_argument("--json", action="store_true", help="print the report as JSON instead")
     a.set_defaults(func=_audit)
+
+    st = sub.add_parser("stats", help="summarise a manifest: roles, robots kinds, page kinds, reachability")
+    st.add_argument("manifest", type=Path, help="manifest.jsonl.gz or the websim output directory")
+    st.set_defaults(func=_stats)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -93,8 +98,26 @@ def _audit(args: argparse.Namespace) -> int:
     except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(str(exc)) from exc
     report = audit(records, manifest, args.host_delay, args.ip_delay, args.tolerance)
-    print(report.summary(args.show))
+    if args.json:
+        import json
+
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        print(report.summary(args.show))
     return 0 if report.ok else 1
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from websim.manifest import load_manifest, manifest_stats
+
+    if not args.manifest.exists():
+        raise UserError(f"{args.manifest}: no such manifest")
+    try:
+        manifest = load_manifest(args.manifest)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    print(manifest_stats(manifest))
+    return 0
 
 
 def demo_stage(crawl_dir: Path, host_delay: float = 0.2, ip_delay: float = 0.05) -> str:
