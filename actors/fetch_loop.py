@@ -250,13 +250,15 @@ class FetchLoop:
         self.done.append(Outcome(key, "robots", fr))
 
 
-TIMEOUT_GRACE = 1.0
-"""Seconds added to the end of an exchange that timed out: the server may still be working on it."""
+CUT_GRACE = 1.0
+"""Seconds added to the end of an exchange WE cut (timeout, body or decompressed-size cap): the
+server may still be sending when we stop reading, and its response ends only when it notices."""
+CUT_ERRORS = frozenset({"timeout", "too-large", "bomb"})
 
 
 def _end(fr: FetchResult) -> float:
-    """When the exchange ended, for politeness."""
-    return fr.ended + (TIMEOUT_GRACE if fr.error == "timeout" else 0.0)
+    """When the exchange ended on the wire, conservatively, for politeness."""
+    return fr.ended + (CUT_GRACE if fr.error in CUT_ERRORS else 0.0)
 
 
 def fetch_actor_class():

@@ -301,3 +301,35 @@ def test_kill9_then_resume(tmp_path: Path) -> None:
     assert v == {"host": 0, "ip": 0, "robots": 0, "twice": 0}
     records = list(iter_link_records(out))
     assert {r["url"] for r in records} >= reachable(port)
+
+
+@pytest.mark.slow
+def test_crawl_websim_audit(tmp_path: Path) -> None:
+    """A full crawl of a small websim (traps, faults, robots variety, duplicates): websim's own audit
+    finds no politeness, robots or duplicate-fetch violation, and every fault is classified."""
+    from websim import Websim
+
+    config = tmp_path / "crawl.toml"
+    config.write_text("[crawl]\nread_timeout = 3.0\nconnect_timeout = 2.0\nmax_retries = 1\nretry_backoff = 0.5\n"
+                      "max_crawl_delay = 2.0\n")
+    out = tmp_path / "crawl"
+    with Websim(hosts=40, ips=6, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=8) as web:
+        proc = run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
+                    "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
+                    "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "60",
+                    "--config", str(config)], timeout=400)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        audit_report = web.audit(0.1, 0.02)
+        manifest = web.manifest
+    assert audit_report.requests > 100
+    assert audit_report.ok, audit_report.summary()
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopped"] == "frontier empty"
+    records = list(iter_link_records(out))
+    assert len(records) == report["pages"]
+    # every reachable page the robots rules allow (per websim's manifest) was crawled
+    urls = {r["url"] for r in records}
+    missing = {u for u in manifest.reachable() if manifest.allowed(u)} - urls
+    assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]
+    # faults are classified: no record has a status-0 answer without an error kind
+    assert all(r["error"] for r in records if r["status"] == 0)

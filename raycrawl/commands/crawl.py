@@ -94,3 +94,16 @@ def handle(args: argparse.Namespace) -> int:
         progress.close()
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
+
+
+def demo_stage(crawl_dir: Path) -> str:
+    """The crawl report of a finished crawl in ``crawl_dir``, as printed by ``raycrawl crawl``.
+    (The demo runs the crawl itself with :func:`actors.agent.run_crawl`; see docs/crawling.md.)"""
+    import json
+
+    from raycrawl.report import format_report
+
+    path = Path(crawl_dir) / "report.json"
+    if not path.is_file():
+        raise UserError(f"no crawl report in {crawl_dir}")
+    return format_report(json.loads(path.read_text()))
