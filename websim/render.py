@@ -398,12 +398,22 @@ def oversized_body() -> bytes:
 
 @lru_cache(maxsize=1)
 def gzip_bomb() -> bytes:
-    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    """A gzip member inflating to BOMB_BYTES, built in ~0.1 s: after a full flush a deflate
+    stream is byte-aligned with an empty window, so the compressed form of one 1 MiB block of
+    zeros can simply be repeated."""
     chunk = b"\0" * (1 << 20)
-    out = [comp.compress(b"<html><body>")]
-    out += [comp.compress(chunk) for _ in range(BOMB_BYTES >> 20)]
-    out.append(comp.flush())
-    return b"".join(out)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    head = comp.compress(b"<html><body>") + comp.flush(zlib.Z_FULL_FLUSH)
+    block = comp.compress(chunk) + comp.flush(zlib.Z_FULL_FLUSH)
+    assert comp.compress(chunk) + comp.flush(zlib.Z_FULL_FLUSH) == block
+    tail = comp.flush(zlib.Z_FINISH)
+    n = BOMB_BYTES >> 20
+    crc = zlib.crc32(b"<html><body>")
+    for _ in range(n):
+        crc = zlib.crc32(chunk, crc)
+    size = (12 + n * len(chunk)) & 0xFFFFFFFF
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    return header + head + block * n + tail + struct.pack("<II", crc, size)
 
 
 @lru_cache(maxsize=1)

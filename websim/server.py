@@ -25,7 +25,7 @@ from raycrawl.urls import canonicalize, split_host
 from websim.dns import hosts_file_text, start_dns
 from websim.manifest import build_records, write_manifest
 from websim.model import SESSION_PARAM, Host, WebModel, ip_address, repeat_segment
-from websim.render import Renderer, Response, not_found
+from websim.render import Renderer, Response, gzip_bomb, not_found
 from websim.request_log import RequestLogWriter
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class WebsimServer:
         self._dns_transport: asyncio.DatagramTransport | None = None
         self._flusher: asyncio.Task | None = None
         self._repeat: dict[str, str] = {}
+        self._bomb: asyncio.Future | None = None
         self.ips = [ip_address(i) for i in range(model.n_ips)]
 
     @property
@@ -125,7 +126,10 @@ class WebsimServer:
         await self._runner.setup()
         for s in socks:
             await web.SockSite(self._runner, s, shutdown_timeout=1.0).start()
-        self._flusher = asyncio.get_running_loop().create_task(self._flush_every(1.0))
+        loop = asyncio.get_running_loop()
+        self._flusher = loop.create_task(self._flush_every(1.0))
+        # zlib releases the GIL: the 128 MiB gzip bomb compresses beside the serving loop.
+        self._bomb = loop.run_in_executor(None, gzip_bomb)
         info = {"port": port, "ips": self.ips, "dns": list(self.dns_address),
                 **{k: str(v) for k, v in paths.items()}, "seed_urls": seeds}
         tmp = paths["info"].with_suffix(".tmp")
@@ -138,6 +142,8 @@ class WebsimServer:
     async def stop(self) -> None:
         if self._flusher:
             self._flusher.cancel()
+        if self._bomb is not None:
+            await self._bomb
         if self._runner:
             await self._runner.cleanup()
         if self._dns_transport:
@@ -213,6 +219,8 @@ class WebsimServer:
             else:
                 if host.fault == "slow":
                     await asyncio.sleep(self.slow_delay)
+                if target.startswith("/big/bomb") and self._bomb is not None:
+                    await self._bomb  # built in a worker thread at start: never block the loop
                 resp = self.lookup(host, target)
             if resp.reset:
                 _reset(request)
@@ -246,7 +254,7 @@ class WebsimServer:
                 if nbytes <= _ONE_SEND:
                     end = before
             except (ConnectionError, RuntimeError):
-                status = 0
+                pass  # the client hung up mid-body: the status line went out, the body was cut
             return out
         except _Dropped:
             raise asyncio.CancelledError from None
