@@ -26,6 +26,7 @@ import codecs
 import logging
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin
 
@@ -109,6 +110,40 @@ def _robots_tokens(content: str) -> set[str]:
     return {t.strip().lower() for t in re.split(r"[,\s]+", content) if t.strip()}
 
 
+def _directory(base: str) -> str:
+    """``scheme://host/dir/`` of a canonical URL: all that resolving a path reference depends on."""
+    path_end = base.split("?", 1)[0]
+    return path_end[: path_end.rfind("/") + 1]
+
+
+@lru_cache(maxsize=1 << 16)
+def _canonical_cached(base: str, raw: str) -> str | None:
+    return canonicalize(raw, base=base)
+
+
+def resolve_link(base: str, base_dir: str, raw: str) -> str | None:
+    """``canonicalize(raw, base=base)``, memoised. Canonicalisation is most of the parse time, and
+    pages of a site repeat the same references (menus, footers); a reference resolves the same
+    against the base's directory whenever it has a path or an authority (RFC 3986 §5.2.2), so the cache
+    is keyed by the directory then and hits across all pages of a directory."""
+    raw = raw.strip()
+    # urlsplit drops control characters and tabs/newlines (WHATWG), which can change the form of
+    # the reference: judge printable ones only, key the rest by the full base (always right).
+    return _canonical_cached(base_dir if raw.isprintable() and _path_reference(raw) else base, raw)
+
+
+def _path_reference(raw: str) -> bool:
+    """True if ``raw`` certainly has a non-empty path or an authority, so that resolving it ignores
+    the base's last segment and query. Doubtful forms (scheme-like prefixes, ``//`` alone) say False."""
+    if not raw or raw[0] in "?#":
+        return False
+    if raw.startswith("//"):
+        return len(raw) > 2 and raw[2] not in "/?#"
+    if raw[0] == "/":
+        return True
+    return ":" not in raw.split("/", 1)[0]
+
+
 class Parser:
     """Stateless; one instance can parse any number of pages (thread-safe)."""
 
@@ -172,15 +207,17 @@ class Parser:
                 candidate = ""
             if canonicalize(candidate) is not None:
                 base = candidate
+        base = canonicalize(base) or base
+        base_dir = _directory(base)
         seen: set[str] = set()
-        seen_raw: set[str] = set()  # canonicalisation is most of the cost: do each spelling once
+        seen_raw: set[str] = set()
         links: list[str] = []
 
         def add(raw: str | None) -> None:
             if raw is None or raw in seen_raw:  # href="" is a link to the page itself, as in a browser
                 return
             seen_raw.add(raw)
-            url = canonicalize(raw, base=base)
+            url = resolve_link(base, base_dir, raw)
             if url is not None and url not in seen:
                 seen.add(url)
                 links.append(url)

@@ -31,7 +31,10 @@ WORDS = ["crawler", "archive", "summary", "graph", "index", "spam", "rank", "foc
 
 
 def make_page(rng: random.Random, kb: int, i: int) -> bytes:
-    parts = [f"<html><head><title>Page {i} {rng.choice(WORDS)}</title><style>p{{color:red}}</style></head><body>"]
+    # A site menu shared by the pages of a host (as on real sites), then random content and links.
+    nav = "".join(f'<a href="/section{k}/">{WORDS[k % len(WORDS)]}</a>' for k in range(25))
+    parts = [f"<html><head><title>Page {i} {rng.choice(WORDS)}</title><style>p{{color:red}}</style></head><body>"
+             f"<nav>{nav}</nav>"]
     size = 0
     while size < kb * 1024:
         r = rng.random()

@@ -183,3 +183,21 @@ def test_parser_actor(ray_local):
     out = ray.get(actor.parse_batch.remote(pages), timeout=60)
     assert [r.links for r in out] == [Parser().parse(p).links for p in pages]
     ray.kill(actor)
+
+
+def test_memoised_resolution_equals_direct_canonicalisation():
+    """resolve_link (keyed by the base's directory) must agree with canonicalize(raw, base) everywhere."""
+    from actors.parser import _directory, resolve_link
+    from raycrawl.urls import canonicalize
+
+    rng = random.Random(13)
+    bases = ["http://a.test/b/c/d;p?q", "http://a.test/", "http://a.test/x/y/", "https://S.test:443/p/q.html?z=1#f",
+             "http://a.test/%7euser/./idx/../page", "http://a.test:8080/a/b?c", "http://a.test/only"]
+    pieces = ["g", ".", "..", "", "/", "?y", "#s", ";x", "g;x", "%7e", "%2F", "h i", "//o.test", "http:g",
+              "https://x.test/", "mailto:a", "?", "#", "&", "=", "é", "./", "../", "a/b", "//", "http:", ":", "\t",
+              "\n", " ", "HTTP:", "//?", "/\t/", "\\", "@", "[", "]", "\x00", "\u3000", "\x7f", "%", ":80"]
+    for _ in range(20000):
+        base = rng.choice(bases)
+        raw = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 5)))
+        canon_base = canonicalize(base) or base
+        assert resolve_link(canon_base, _directory(canon_base), raw) == canonicalize(raw, base=base), (base, raw)
