@@ -380,8 +380,15 @@ def test_cli_cnr2000(tmp_path, capsys):
     cr_top = printed.split("top 3 by CheiRank:")[1].split()
     assert cr_top[1] == "2132" and cr_top[4] == "85777"
     summary = json.loads((tmp_path / "rank.json").read_text())
-    assert summary["N"] == 325_557 and summary["pagerank"]["converged"]
-    assert summary["kappa"] > 0
+    assert summary["N"] == 325_557 and summary["arcs"] == 3_216_152 and summary["pagerank"]["converged"]
+    top = summary["top"]["pagerank"]
+    assert {top[0]["node"], top[1]["node"]} == {60595, 60597} and top[2]["node"] == 285152
+    assert top[0]["pagerank"] == top[1]["pagerank"]  # the exact tie (JSON floats round-trip)
+    assert top[0]["node"] == 60595  # tie rule: lower node id first
+    assert [r["node"] for r in summary["top"]["cheirank"][:2]] == [2132, 85777]
+    t = pq.read_table(tmp_path / "ranks.parquet", columns=["pagerank", "cheirank"]).to_pydict()
+    p, ps = np.array(t["pagerank"]), np.array(t["cheirank"])
+    assert summary["kappa"] == pytest.approx(len(p) * float(p @ ps) - 1, rel=1e-12)
 
 
 def test_pagerank_single_node_and_empty():
