@@ -242,7 +242,7 @@ class WebsimServer:
             if resp.ctype:
                 headers["Content-Type"] = resp.ctype
             out = web.Response(status=resp.status, body=resp.body, headers=headers)
-            status, nbytes = resp.status, len(resp.body)
+            status, nbytes = resp.status, (0 if request.method == "HEAD" else len(resp.body))
             try:
                 await out.prepare(request)
                 # Stamp the end BEFORE handing the body to the kernel: stamping after could land
