@@ -331,6 +331,22 @@ def _record(url: str, status: int, ctype: str, t: float, ip: str, size: int, err
             "warc": None, "epoch": 0}
 
 
+def _init_ray(address: str | None, attempts: int = 3) -> None:
+    """ray.init, retried: on a loaded machine a local node can miss Ray's fixed 30 s startup wait."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=True, configure_logging=False,
+                     **({} if address else {"num_cpus": 2}))
+            return
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on startup timeouts
+            ray.shutdown()
+            if address or attempt == attempts:
+                raise UserError(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
+            log.warning("Ray did not start (%s); retrying", exc)
+
+
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
@@ -348,11 +364,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         (out / "redis-url").write_text(url + "\n")
         started_ray = False
         if not ray.is_initialized():
-            try:
-                ray.init(address=settings.address, include_dashboard=False, log_to_driver=True,
-                         configure_logging=False, **({} if settings.address else {"num_cpus": 2}))
-            except (ConnectionError, Exception) as exc:  # noqa: BLE001 - Ray raises bare Exception
-                raise UserError(f"cannot start or join Ray ({settings.address or 'local'}): {exc}") from None
+            _init_ray(settings.address)
             started_ray = True
         try:
             return Agent(settings, url, progress).run()
