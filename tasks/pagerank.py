@@ -169,7 +169,9 @@ class LinkMatrix:
 
     @classmethod
     def from_successors(cls, indptr: np.ndarray, indices: np.ndarray) -> LinkMatrix:
-        """PageRank structure of the graph given by its successor CSR (the forward BV graph)."""
+        """PageRank structure of the graph given by its successor CSR (the forward BV graph).
+
+        Successor lists must be duplicate-free (BV graphs and ``csr_from_edges`` output are)."""
         n = len(indptr) - 1
         pind, pidx = transpose_csr(indptr, indices, n)
         m = cls(pind, pidx, np.diff(indptr).astype(np.int64))
