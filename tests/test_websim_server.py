@@ -318,3 +318,16 @@ async def test_epochs_on_the_same_port_keep_urls_and_change_content(tmp_path):
                     same += 1
                     assert now == body
         assert changed > 5 and same > changed
+
+
+async def test_aiodns_resolves_through_the_dns_server(websim):
+    import aiodns
+
+    ip, port = websim.dns_address
+    m = websim.manifest
+    resolver = aiodns.DNSResolver(nameservers=[f"{ip}:{port}"], timeout=2, tries=1)
+    for name in list(m.hosts)[:10]:
+        answer = await resolver.query_dns(name, "A")
+        assert [a.data.addr for a in answer.answer] == [m.hosts[name]["ip"]]
+    with pytest.raises(aiodns.error.DNSError):
+        await resolver.query_dns(m.meta["nxdomain_hosts"][0], "A")
