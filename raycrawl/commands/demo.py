@@ -18,8 +18,18 @@ from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
 
-# Analysis stages in pipeline order; each is raycrawl.commands.<name>.demo_stage.
-STAGES = ("dedup", "graph", "summaries", "rank", "simulate")
+# Analysis stages in pipeline order: name -> module holding ``demo_stage(crawl_dir) -> str``.
+STAGE_MODULES = {
+    "warc": "storage.warc",
+    "dedup": "raycrawl.commands.dedup",
+    "graph": "raycrawl.commands.graph",
+    "summaries": "raycrawl.commands.summaries",
+    "rank": "raycrawl.commands.rank",
+    "simulate": "raycrawl.commands.simulate",
+    "spam": "raycrawl.commands.spam",
+    "index": "raycrawl.commands.index",
+}
+STAGES = tuple(STAGE_MODULES)
 MARKER = ".raycrawl-demo"
 
 
@@ -101,7 +111,7 @@ def handle(args: argparse.Namespace) -> int:
         if name in skip:
             continue
         try:
-            module = importlib.import_module(f"raycrawl.commands.{name}")
+            module = importlib.import_module(STAGE_MODULES[name])
         except ModuleNotFoundError:
             continue
         stage = getattr(module, "demo_stage", None)
