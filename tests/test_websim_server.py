@@ -290,7 +290,7 @@ async def test_near_duplicates_over_http_match_the_manifest(websim):
 async def test_epochs_on_the_same_port_keep_urls_and_change_content(tmp_path):
     from websim import Websim
 
-    bodies = []
+    bodies, etags = [], {}
     with Websim(hosts=30, ips=2, seed=4, epoch=0, out_dir=tmp_path / "e0") as w0:
         port, m0 = w0.port, w0.manifest
         async with session(w0) as s:
@@ -298,6 +298,7 @@ async def test_epochs_on_the_same_port_keep_urls_and_change_content(tmp_path):
                       and p["kind"] in ("html", "pdf", "png", "error")][:200]:
                 async with s.get(u, allow_redirects=False) as r:
                     bodies.append((u, r.status, await r.read()))
+                    etags[u] = r.headers.get("ETag")
     with Websim(hosts=30, ips=2, seed=4, epoch=1, port=port, out_dir=tmp_path / "e1") as w1:
         m1 = w1.manifest
         assert w1.port == port and set(m0.pages) <= set(m1.pages)
@@ -312,6 +313,8 @@ async def test_epochs_on_the_same_port_keep_urls_and_change_content(tmp_path):
                     assert status == 200 and r.status == 404
                 elif 1 in rec["changed"]:
                     changed += 1
+                    if rec["kind"] == "html":  # a re-crawl's conditional GET sees the change
+                        assert r.headers["ETag"] != etags[u]
                     assert text.content_digest(text.visible_text(now)) != text.content_digest(text.visible_text(body)) \
                         or m1.pages[u]["links"] != m0.pages[u]["links"]
                 elif rec["links"] == m0.pages[u]["links"] and rec["cluster"] is None:
@@ -331,3 +334,27 @@ async def test_aiodns_resolves_through_the_dns_server(websim):
         assert [a.data.addr for a in answer.answer] == [m.hosts[name]["ip"]]
     with pytest.raises(aiodns.error.DNSError):
         await resolver.query_dns(m.meta["nxdomain_hosts"][0], "A")
+
+
+async def test_conditional_get_with_etag_and_last_modified(websim):
+    from email.utils import parsedate_to_datetime
+
+    m = websim.manifest
+    url = m.seeds[0]
+    async with session(websim) as s:
+        async with s.get(url) as r:
+            etag, modified, body = r.headers["ETag"], r.headers["Last-Modified"], await r.read()
+        assert parsedate_to_datetime(modified).year == 2026
+        async with s.get(url, headers={"If-None-Match": etag}) as r:
+            assert r.status == 304 and await r.read() == b"" and r.headers["ETag"] == etag
+        async with s.get(url, headers={"If-None-Match": '"stale"', "If-Modified-Since": modified}) as r:
+            assert r.status == 200 and await r.read() == body  # If-None-Match wins
+        async with s.get(url, headers={"If-Modified-Since": modified}) as r:
+            assert r.status == 304
+        async with s.get(url, headers={"If-Modified-Since": "Thu, 01 Jan 2015 00:00:00 GMT"}) as r:
+            assert r.status == 200
+        async with s.get(url, headers={"If-Modified-Since": "not a date"}) as r:
+            assert r.status == 200
+    logged = [r for r in websim.requests() if f"http://{r.host}{r.target}" == url]
+    assert [r.status for r in logged[-6:]] == [200, 304, 200, 304, 200, 200]
+    assert [r.bytes for r in logged[-6:]][1] == 0

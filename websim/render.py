@@ -14,12 +14,14 @@ import random
 import struct
 import zlib
 from dataclasses import dataclass
+from email.utils import formatdate, parsedate_to_datetime
 from functools import lru_cache
 
 from websim.model import SESSION_PARAM, Host, Page, WebModel
 from websim.robots import robots_body
 
 OVERSIZED_BYTES = 12 * 1024 * 1024
+BASE_DATE = 1767225600  # 2026-01-01T00:00:00Z: the date of epoch 0
 BOMB_BYTES = 128 * 1024 * 1024   # what the gzip bomb inflates to
 _EXTRA_WORDS = {
     "iso-8859-1": "café déjà naïve façade crème brûlée",
@@ -274,9 +276,15 @@ class Renderer:
             case "html":
                 text = self.html(host, page, sid)
                 if page.charset == "utf-8":
-                    return Response(200, "text/html; charset=utf-8", text.encode())
-                ctype = "text/html" if "charset_in_meta_only" in page.labels else f"text/html; charset={page.charset}"
-                return Response(200, ctype, text.encode(page.charset))
+                    ctype, body = "text/html; charset=utf-8", text.encode()
+                else:
+                    ctype = "text/html" if "charset_in_meta_only" in page.labels else f"text/html; charset={page.charset}"
+                    body = text.encode(page.charset)
+                # Validators for conditional GETs: the page's last change (epoch K = BASE_DATE + K
+                # days) and a digest of its bytes.
+                modified = last_modified(max(page.changed, default=0))
+                etag = f'"{hashlib.blake2b(body, digest_size=8).hexdigest()}"'
+                return Response(200, ctype, body, (("Last-Modified", modified), ("ETag", etag)))
             case "redirect":
                 assert page.location is not None
                 loc = self.url(*page.location)
@@ -348,6 +356,27 @@ def _content_words(c: Content) -> list[str]:
                 out.extend(a)
     out.extend(c.extra)
     return out
+
+
+def not_modified(resp: Response, if_none_match: str | None, if_modified_since: str | None) -> bool:
+    """RFC 9110 §13.1: If-None-Match wins when present; else If-Modified-Since against Last-Modified."""
+    if resp.status != 200:
+        return False
+    headers = dict(resp.headers)
+    if if_none_match is not None:
+        etag = headers.get("ETag")
+        return etag is not None and (if_none_match.strip() == "*" or etag in [t.strip() for t in if_none_match.split(",")])
+    if if_modified_since and "Last-Modified" in headers:
+        try:
+            return parsedate_to_datetime(headers["Last-Modified"]) <= parsedate_to_datetime(if_modified_since)
+        except (TypeError, ValueError):
+            return False  # an unparsable date is ignored, as RFC 9110 says
+    return False
+
+
+def last_modified(epoch: int) -> str:
+    """HTTP date of epoch ``epoch``: 2026-01-01 00:00 GMT plus one day per epoch."""
+    return formatdate(BASE_DATE + 86400 * epoch, usegmt=True)
 
 
 def not_found() -> Response:

@@ -25,7 +25,7 @@ from raycrawl.urls import canonicalize, split_host
 from websim.dns import hosts_file_text, start_dns
 from websim.manifest import build_records, write_manifest
 from websim.model import SESSION_PARAM, Host, WebModel, ip_address, repeat_segment
-from websim.render import Renderer, Response, gzip_bomb, not_found
+from websim.render import Renderer, Response, gzip_bomb, not_found, not_modified
 from websim.request_log import RequestLogWriter
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,10 @@ class WebsimServer:
             headers = dict(resp.headers)
             if resp.ctype:
                 headers["Content-Type"] = resp.ctype
-            out = web.Response(status=resp.status, body=resp.body, headers=headers)
+            if not_modified(resp, request.headers.get("If-None-Match"), request.headers.get("If-Modified-Since")):
+                resp = Response(304, None, b"")
+                headers.pop("Content-Type", None)
+            out = web.Response(status=resp.status, body=resp.body or None, headers=headers)
             status, nbytes = resp.status, (0 if request.method == "HEAD" else len(resp.body))
             try:
                 await out.prepare(request)
