@@ -157,7 +157,7 @@ def websim_accuracy(hosts: int, seed: int, threshold: float) -> None:
     report(f"exact Jaccard ≥ {threshold} of all pairs (reference)", pairs(exact.groups().values()))
 
 
-def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int) -> None:
+def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int, per_host: int | None = None) -> None:
     """Crawl the same websim twice with ``raycrawl``'s agent — near-duplicate link suppression on,
     then off — and count the pages fetched, overall and on duplicate-carrying hosts."""
     from actors.agent import run_crawl
@@ -167,7 +167,8 @@ def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int) -> No
     from websim import Websim
 
     print()
-    print(f"crawl over websim ({hosts} hosts, seed {seed}; host/IP delay {delay} s; budget {max_pages or 'none'})")
+    print(f"crawl over websim ({hosts} hosts, seed {seed}; host/IP delay {delay} s; budget {max_pages or 'none'}; "
+          f"URLs per host {per_host or 'default'})")
     with tempfile.TemporaryDirectory() as tmp, Websim(hosts=hosts, ips=10, seed=seed, out_dir=Path(tmp) / "web") as web:
         manifest = web.manifest
         role = {h: rec["role"] for h, rec in manifest.hosts.items()}
@@ -177,7 +178,7 @@ def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int) -> No
             settings = build_settings(
                 seeds=str(web.seeds_file), out=str(out), dns_server=f"{dns_ip}:{dns_port}",
                 allow_networks="127.0.0.0/8", host_delay=delay, ip_delay=delay, max_pages=max_pages,
-                near_dup=near,
+                near_dup=near, max_urls_per_host=per_host,
             )
             t0 = time.perf_counter()
             report = run_crawl(settings)
@@ -209,11 +210,14 @@ def main() -> None:
                     help="also crawl a websim of this many hosts with near-dup suppression on and off (minutes)")
     ap.add_argument("--crawl-delay", type=float, default=0.05, help="host and IP delay of those crawls")
     ap.add_argument("--crawl-max-pages", type=int, default=0)
+    ap.add_argument("--crawl-max-urls-per-host", type=int, default=None,
+                    help="bounds websim's infinite trap hosts so a crawl without a budget ends")
     ap.add_argument("--only-crawl", action="store_true", help="run only the crawl comparison")
     args = ap.parse_args()
 
     if args.only_crawl:
-        crawl_suppression(args.crawl_hosts or 60, args.websim_seed, args.crawl_delay, args.crawl_max_pages)
+        crawl_suppression(args.crawl_hosts or 60, args.websim_seed, args.crawl_delay, args.crawl_max_pages,
+                          args.crawl_max_urls_per_host)
         return
     import datasketch
 
@@ -368,7 +372,8 @@ def main() -> None:
     if args.websim_hosts:
         websim_accuracy(args.websim_hosts, args.websim_seed, args.threshold)
     if args.crawl_hosts:
-        crawl_suppression(args.crawl_hosts, args.websim_seed, args.crawl_delay, args.crawl_max_pages)
+        crawl_suppression(args.crawl_hosts, args.websim_seed, args.crawl_delay, args.crawl_max_pages,
+                          args.crawl_max_urls_per_host)
     # Sanity: the shared helper and the benchmark agree on what a shingle set is.
     assert exact_jaccard(set(shingle_hashes(docs[0]).tolist()), set(shingles[0].tolist())) == 1.0
 
