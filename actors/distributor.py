@@ -83,6 +83,8 @@ class Distributor:
         addresses = resolve(names) if names else {}
         counts = dict(zip(hosts, self.f.host_counts(hosts), strict=True))
         virtualized = dict(zip(hosts, self.virt.virtualized(hosts), strict=True))
+        lengths = dict(zip(hosts, self.f.queue_lengths(hosts), strict=True))
+        ends = dict(zip(hosts, self.virt.ends(hosts), strict=True))
         ips: dict[str, str] = {}
         groups: list[tuple[str, str, list[str]]] = []
         with self.f.r.pipeline(transaction=True) as pipe:
@@ -106,10 +108,10 @@ class Distributor:
                 if known[host] is None:
                     paths.insert(0, ROBOTS)
                     res.new_hosts += 1
-                in_redis = 0 if virtualized[host] else max(0, self.virt.budget - self.f.queue_length(host))
+                in_redis = 0 if virtualized[host] else max(0, self.virt.budget - lengths[host])
                 keep, spill = paths[:in_redis], paths[in_redis:]
                 if spill:
-                    self.virt.spill(host, spill, pipe)
+                    self.virt.spill(host, spill, pipe, end=ends[host])
                     res.spilled += len(spill)
                 groups.append((host, ip, keep))
                 res.queued += len(keep)

@@ -44,10 +44,17 @@ class Virtualizer:
             return []
         return [int(v or 0) for v in self.f.r.hmget(self.f.key("virt"), hosts)]
 
-    def spill(self, host: str, paths: list[str], pipe: redis.client.Pipeline) -> None:
+    def ends(self, hosts: list[str]) -> list[int]:
+        """Committed end of each host's virtual queue (bytes)."""
+        if not hosts:
+            return []
+        return [int(v or 0) for v in self.f.r.hmget(self.f.key("vend"), hosts)]
+
+    def spill(self, host: str, paths: list[str], pipe: redis.client.Pipeline, end: int | None = None) -> None:
         """Append ``paths`` to the host's virtual queue; the Redis side happens when ``pipe`` (a
-        transaction) executes."""
-        end = int(self.f.r.hget(self.f.key("vend"), host) or 0)
+        transaction) executes. ``end``: the committed end if the caller already read it."""
+        if end is None:
+            end = int(self.f.r.hget(self.f.key("vend"), host) or 0)
         with open(self.path(host), "ab") as fh:
             fh.truncate(end)  # drop what an uncommitted spill left behind
             fh.seek(end)

@@ -146,6 +146,12 @@ class RedisFrontier:
             return []
         return [v.decode() if v else None for v in self.r.hmget(self.key("hostip"), hosts)]
 
+    def queue_lengths(self, hosts: list[str]) -> list[int]:
+        pipe = self.r.pipeline(transaction=False)
+        for h in hosts:
+            pipe.llen(self.key("vs:") + h)
+        return pipe.execute()
+
     def queue_length(self, host: str) -> int:
         return self.r.llen(self.key("vs:") + host)
 
