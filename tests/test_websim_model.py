@@ -267,3 +267,20 @@ def test_epochs_evolve_the_web():
     assert changed > 20 and unchanged > changed
     # Link changes: some page gained or lost links between epochs.
     assert any(m1["pages"][u]["links"] != r["links"] for u, r in m0["pages"].items())
+
+
+def test_cross_host_links_are_topically_local():
+    _, _, m = web(hosts=200)
+    topic_of = {h: rec["topic"] for h, rec in m["hosts"].items()}
+    same = total = 0
+    for r in m["pages"].values():
+        src = r["host"]
+        if m["hosts"][src]["role"] != "plain":
+            continue
+        for u in r["links"]:
+            dst = u.split("/")[2].split(":")[0]
+            if dst != src and dst in topic_of:
+                total += 1
+                same += topic_of[dst] == topic_of[src]
+    chance = sum(c * c for c in Counter(topic_of.values()).values()) / len(topic_of) ** 2
+    assert same / total > chance + 0.3

@@ -317,6 +317,13 @@ class WebModel:
     def _make_links(self, rng: random.Random, host_cum: list[float]) -> None:
         content = [h for h in self.hosts if h.pages and h.role not in ("link_farm",)]
         linkable = [h for h in self.hosts if h.pages]
+        # Topical locality (Davison 2000): half the cross-host links stay within the topic, again
+        # preferring popular hosts. Focused crawls rely on it.
+        by_topic: dict[int, list[Host]] = {}
+        for h in linkable:
+            if h.role == "plain":
+                by_topic.setdefault(h.topic, []).append(h)
+        topic_cum = {t: list(accumulate(1.0 / (h.idx + 1) ** 0.9 for h in hs)) for t, hs in by_topic.items()}
         for host in content:
             paths = list(host.pages)
             n = len(paths)
@@ -330,7 +337,12 @@ class WebModel:
                         j = min(n - 1, max(0, k + rng.randint(-8, 8))) if rng.random() < 0.6 else rng.randrange(n)
                         target = (host.name, paths[j])
                     else:
-                        other = self.hosts[bisect_right(host_cum, rng.random() * host_cum[-1])]
+                        same = by_topic.get(host.topic)
+                        if same and rng.random() < 0.5:
+                            cum = topic_cum[host.topic]
+                            other = same[bisect_right(cum, rng.random() * cum[-1])]
+                        else:
+                            other = self.hosts[bisect_right(host_cum, rng.random() * host_cum[-1])]
                         if not other.pages or other is host:
                             continue
                         tp = "/" if rng.random() < 0.4 else rng.choice(list(other.pages))
