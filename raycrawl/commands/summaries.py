@@ -93,9 +93,12 @@ def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[in
 # -- reading pages from the WARC files ----------------------------------------------------------------
 
 
-def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, bytes]]:
-    """(URL, body) of every HTML 200 response in ``DIR/warc/*.warc.gz``."""
+def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
+    """(URL, decoded HTML) of every HTML 200 response in ``DIR/warc/*.warc*``, decoded with the
+    parser's charset rules (BOM, Content-Type charset, ``<meta charset>``, UTF-8, windows-1252)."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    from actors.parser import decode_body
 
     files = sorted((crawl_dir / "warc").glob("*.warc*"))
     if not files:
@@ -109,7 +112,7 @@ def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, bytes]]:
                     ctype = (rec.http_content_type or "").split(";")[0].strip().lower()
                     if not url or http is None or http.status_code != 200 or ctype not in HTML_TYPES:
                         continue
-                    yield url, rec.reader.read()
+                    yield url, decode_body(rec.reader.read(), rec.http_charset)[0]
         except OSError as exc:
             # A torn tail (crawl killed mid-write) loses at most the record being written.
             log.warning("%s: stopped reading at a damaged record (%s)", path, exc)
