@@ -250,6 +250,9 @@ class Agent:
             fr = o.fr
             if o.kind == "robots":
                 counters["robots"] += 1
+                kind = _error_kind(fr)
+                if kind:
+                    counters[f"robots_error:{kind}"] += 1
                 counters["bytes"] += len(fr.body)
                 items.append((fr, None, None))
                 continue

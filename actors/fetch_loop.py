@@ -198,9 +198,10 @@ class FetchLoop:
             return
         crawl_delay = rules.crawl_delay
         if not rules.allowed(key):
+            # "robots-unavailable": robots.txt answered 429/5xx or not at all, so everything is off limits
+            kind = "robots-unavailable" if rules.status == 0 or rules.status == 429 or rules.status >= 500 else "robots"
             self._release(Release(host, ip, end=None))
-            self.done.append(Outcome(key, "page", FetchResult(url=key, ip=ip, started=now, ended=now,
-                                                              error="robots")))
+            self.done.append(Outcome(key, "page", FetchResult(url=key, ip=ip, started=now, ended=now, error=kind)))
             return
         fr = await self.fetcher.fetch(key, ip)
         self.counters["requests"] += 1
