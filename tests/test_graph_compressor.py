@@ -160,3 +160,26 @@ def test_actor_shell_matches_plain_class(tmp_path, ray_local):
             a = graph_paths(tmp_path / "a")[name].with_suffix(ext).read_bytes()
             assert a == graph_paths(tmp_path / "p")[name].with_suffix(ext).read_bytes()
     assert list(iter_link_records(tmp_path)) == []  # nothing was written as records here
+
+
+def test_websim_graph_round_trip(tmp_path, capsys):
+    """Records shaped like a crawl of a websim web (its hosts, paths, links and redirects)."""
+    from websim.model import WebModel
+
+    model = WebModel.generate(hosts=40, ips=5, seed=3)
+    records = []
+    for h in model.hosts:
+        for path, page in h.pages.items():
+            url = f"http://{h.name}:8080{path}"
+            if page.kind == "redirect" and page.location:
+                records.append({"url": url, "status": 301, "links": [],
+                                "redirect": f"http://{page.location[0]}:8080{page.location[1]}"})
+            else:
+                records.append({"url": url, "status": page.status, "links": [
+                    f"http://{th}:8080{tp}" for th, tp in page.links]})
+    LinkRecordWriter(tmp_path).write_batch(records)
+    nodes, arcs = _expected(records)
+    assert len(arcs) > 500
+    info = build_crawl_graph(tmp_path)
+    assert (info["nodes"], info["arcs"]) == (len(nodes), len(arcs))
+    assert _exported_arcs(capsys, tmp_path) == arcs
