@@ -135,7 +135,8 @@ def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> I
 
     warc_dir = Path(warc_dir)
     for url, headers, body in iter_responses(warc_dir):
-        if url and _is_html(headers.get("content-type")):
+        # robots.txt exchanges are archived too, but they are not pages.
+        if url and not url.endswith("/robots.txt") and _is_html(headers.get("content-type")):
             yield url, visible_text(body)
     for path in sorted(warc_dir.glob("*.warc.gz")):
         problem = gzip_damage(path)
