@@ -1,0 +1,103 @@
+"""Gathering page versions and building a fragment index from them.
+
+Versions come from either
+
+* crawl directories (:func:`crawl_versions`): ``DIR/warc`` responses of the HTML pages whose link
+  record says status 200 and ``text/html``; the crawls are given oldest first and the i-th crawl is
+  **epoch i** (a URL fetched twice in one crawl keeps its last body); or
+* the websim model directly (:func:`websim_versions`): every live HTML page of
+  ``WebModel.generate(..., epoch=K)`` rendered for K = 0 … epochs-1, no HTTP involved (what the
+  benchmark uses to save the crawl time; the pages are the bytes the server would send).
+
+Terms are :func:`raycrawl.text.terms` (the one text pipeline). DocIDs follow the lexicographic
+order of URLs (as the URL map numbers them), so the index's page order is reproducible.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from raycrawl.text import terms
+from storage.fragment_index import FragmentIndex, FragmentIndexBuilder
+from tasks.winnowing import DEFAULT_B, DEFAULT_W
+
+log = logging.getLogger(__name__)
+
+# url → {epoch: terms}
+Versions = dict[str, dict[int, list[str]]]
+
+
+def crawl_versions(crawl_dirs: Iterable[str | Path]) -> Versions:
+    """Versions of every 200 HTML page of each crawl; crawl i (in the order given) is epoch i."""
+    from storage.link_records import iter_link_records
+    from storage.warc import iter_responses
+
+    out: Versions = {}
+    for epoch, crawl in enumerate(crawl_dirs):
+        crawl = Path(crawl)
+        html_ok = {r["url"] for r in iter_link_records(crawl)
+                   if r.get("status") == 200 and r.get("ctype") == "text/html"}
+        bodies: dict[str, bytes] = {}
+        for url, _headers, body in iter_responses(crawl / "warc"):
+            if url in html_ok:
+                bodies[url] = body
+        for url, body in bodies.items():
+            out.setdefault(url, {})[epoch] = terms(body)
+        log.info("%s (epoch %d): %d HTML pages", crawl, epoch, len(bodies))
+    return out
+
+
+def websim_versions(hosts: int, ips: int, seed: int, epochs: int, pages_per_host_mean: float = 25.0) -> Versions:
+    """Versions of every live HTML page of the websim model at epochs 0 … epochs-1 (no server)."""
+    from websim.model import TRAP_ROLES, WebModel
+    from websim.render import Renderer
+
+    out: Versions = {}
+    for epoch in range(epochs):
+        model = WebModel.generate(hosts=hosts, ips=ips, seed=seed, epoch=epoch, pages_per_host_mean=pages_per_host_mean)
+        r = Renderer(model, port=80)
+        for host in model.hosts:
+            if host.role in TRAP_ROLES or host.fault:
+                continue
+            for page in host.pages.values():
+                if page.kind != "html" or page.removed_in is not None:
+                    continue
+                out.setdefault(r.url(host.name, page.path), {})[epoch] = terms(r.html(host, page))
+    return out
+
+
+def page_scores(crawl_dir: str | Path | None) -> tuple[dict[str, float], dict[str, float]]:
+    """({url: PageRank} from DIR/ranks.parquet, {host: spam score} from DIR/spam/scores.parquet),
+    each empty when the file is missing (run ``raycrawl rank`` / ``raycrawl spam score`` first)."""
+    pr: dict[str, float] = {}
+    spam: dict[str, float] = {}
+    if crawl_dir is None:
+        return pr, spam
+    import pyarrow.parquet as pq
+
+    d = Path(crawl_dir)
+    if (d / "ranks.parquet").exists():
+        t = pq.read_table(d / "ranks.parquet", columns=["url", "pagerank"]).to_pydict()
+        pr = {u: p for u, p in zip(t["url"], t["pagerank"], strict=True) if u}
+    if (d / "spam" / "scores.parquet").exists():
+        t = pq.read_table(d / "spam" / "scores.parquet").to_pydict()
+        if "host" in t and "score" in t:
+            spam = dict(zip(t["host"], t["score"], strict=True))
+    return pr, spam
+
+
+def build_index(versions: Versions, policy: str = "global", b: int = DEFAULT_B, w: int = DEFAULT_W,
+                pagerank: dict[str, float] | None = None, spam: dict[str, float] | None = None) -> FragmentIndex:
+    """The fragment index of ``versions`` under ``policy`` (pages in URL order, versions by epoch)."""
+    from raycrawl.urls import host_of
+
+    builder = FragmentIndexBuilder(policy, b, w)
+    pagerank = pagerank or {}
+    spam = spam or {}
+    for url in sorted(versions):
+        vs = versions[url]
+        builder.add_page(url, [(e, vs[e]) for e in sorted(vs)], pagerank.get(url),
+                         spam.get(host_of(url) or "") if spam else None)
+    return builder.finish()

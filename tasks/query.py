@@ -1,0 +1,220 @@
+"""Query processing on a fragment index (seed 004 §5.2): document-at-a-time AND/OR over pages with
+``nextGEQ`` skipping, *tickets* for fragments shared across pages (global sharing), then per-page
+phase (ii) — which versions hold the terms — and phase (iii) BM25 over whole versions.
+
+A :class:`PageCursor` walks one term's list in page (docID) order. Under local/no sharing a
+fragment belongs to its primary page only, so the cursor is plain DAAT: fragIDs are numbered by
+primary page, and ``next_geq(d)`` jumps to the first fragment of page ≥ d. Under global sharing a
+fragment may also occur in later pages (the reuse table): when the cursor passes — or skips —
+such a posting it files a ticket for each later page using it, in a heap keyed by that page, and
+the cursor's current page is the smaller of its next posting's page and the earliest ticket.
+
+BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N − df + 0.5)/(df + 0.5)), Lucene/tantivy's form) scores a
+version with tf = Σ over its fragments (with repeats) of the fragment's f, its length in terms, and
+N, df, avgdl over the versions in scope (all, or one epoch with ``epoch=K``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from storage.fragment_index import FragmentIndex
+
+MAXDOC = 1 << 62
+K1, B = 1.2, 0.75
+
+
+@dataclass(slots=True)
+class VersionHit:
+    version: int
+    epoch: int
+    score: float
+
+
+@dataclass(slots=True)
+class PageHit:
+    """A page's result: its best matching version's score and every matching version."""
+
+    page: int
+    url: str
+    score: float
+    versions: list[VersionHit]
+    pagerank: float | None = None
+    spam: float | None = None
+
+
+@dataclass(slots=True)
+class QueryStats:
+    postings_visited: int = 0
+    postings_skipped: int = 0
+    tickets: int = 0
+    pages_checked: int = 0
+
+
+class PageCursor:
+    """One term's list traversed page by page (contract: pages come out strictly increasing)."""
+
+    def __init__(self, index: FragmentIndex, term: str, stats: QueryStats) -> None:
+        pl = index.postings(term)
+        assert pl is not None
+        self.frags = pl.frags
+        self.freqs = pl.freqs
+        self.docs = index.frag_page[pl.frags]   # non-decreasing: fragIDs are numbered by primary page
+        self.reuse = index.reuse
+        self.shared = (np.fromiter((int(f) in index.reuse for f in pl.frags), bool, len(pl.frags))
+                       if index.reuse else np.zeros(len(pl.frags), bool))
+        self.pos = 0
+        self.tickets: list[tuple[int, int, int]] = []  # (page, fragID, f)
+        self.stats = stats
+
+    def __len__(self) -> int:
+        return int(self.frags.size)
+
+    def doc(self) -> int:
+        """Current page: the smaller of the next posting's primary page and the earliest ticket."""
+        d = int(self.docs[self.pos]) if self.pos < self.frags.size else MAXDOC
+        return min(d, self.tickets[0][0]) if self.tickets else d
+
+    def _ticket(self, lo: int, hi: int, min_page: int) -> None:
+        """File tickets for the shared postings in [lo, hi) for their reusing pages ≥ min_page."""
+        for i in np.flatnonzero(self.shared[lo:hi]) + lo:
+            fid = int(self.frags[i])
+            for p in self.reuse[fid]:
+                if p >= min_page:
+                    heapq.heappush(self.tickets, (p, fid, int(self.freqs[i])))
+                    self.stats.tickets += 1
+
+    def next_geq(self, d: int) -> int:
+        """Advance to the first page ≥ d holding this term (nextGEQ); returns it or MAXDOC."""
+        new = int(np.searchsorted(self.docs, d, side="left", sorter=None)) if self.pos < self.frags.size else self.pos
+        new = max(new, self.pos)
+        if new > self.pos:
+            self.stats.postings_skipped += new - self.pos
+            self._ticket(self.pos, new, d)  # a skipped posting may still matter for a later page
+            self.pos = new
+        while self.tickets and self.tickets[0][0] < d:
+            heapq.heappop(self.tickets)
+        return self.doc()
+
+    def take(self, d: int) -> dict[int, int]:
+        """{fragID: f} of this term in page d (must be the current page); moves past page d."""
+        assert self.doc() == d
+        out: dict[int, int] = {}
+        start = self.pos
+        while self.pos < self.frags.size and self.docs[self.pos] == d:
+            out[int(self.frags[self.pos])] = int(self.freqs[self.pos])
+            self.pos += 1
+        self.stats.postings_visited += self.pos - start
+        self._ticket(start, self.pos, d + 1)
+        while self.tickets and self.tickets[0][0] == d:
+            _, fid, f = heapq.heappop(self.tickets)
+            out[fid] = f
+        return out
+
+
+class QueryProcessor:
+    """Runs queries on one :class:`FragmentIndex` (AND or OR, all versions or one epoch)."""
+
+    def __init__(self, index: FragmentIndex) -> None:
+        self.index = index
+        self.last_stats = QueryStats()
+
+    def search(self, query_terms: list[str], k: int = 10, mode: str = "and", epoch: int | None = None) -> list[PageHit]:
+        """Top-k pages by their best version's BM25; a version matches when it holds every term
+        (AND) or any term (OR). ``epoch`` restricts matching versions and BM25 statistics."""
+        if mode not in ("and", "or"):
+            raise ValueError("mode must be 'and' or 'or'")
+        idx = self.index
+        terms = list(dict.fromkeys(query_terms))
+        stats = self.last_stats = QueryStats()
+        present = [t for t in terms if t in idx.dictionary]
+        if not present or (mode == "and" and len(present) < len(terms)):
+            return []
+        n_versions, avgdl = idx.scope_stats(epoch)
+        idf = {t: math.log(1 + (n_versions - idx.df(t, epoch) + 0.5) / (idx.df(t, epoch) + 0.5)) for t in present}
+        # Shortest list first, as in the paper's DAAT loop.
+        cursors = sorted((PageCursor(idx, t, stats) for t in present), key=len)
+        names = [t for t in sorted(present, key=lambda t: idx.dictionary[t][2])]
+        hits: list[PageHit] = []
+        d = 0
+        while True:
+            if mode == "and":
+                d = cursors[0].next_geq(d)
+                if d >= MAXDOC:
+                    break
+                agreed = True
+                for c in cursors[1:]:
+                    e = c.next_geq(d)
+                    if e != d:
+                        d, agreed = e, False
+                        break
+                if not agreed:
+                    if d >= MAXDOC:
+                        break
+                    continue
+                parts = [c.take(d) for c in cursors]
+            else:
+                d = min(c.next_geq(d) for c in cursors)
+                if d >= MAXDOC:
+                    break
+                parts = [c.take(d) if c.doc() == d else {} for c in cursors]
+            stats.pages_checked += 1
+            hit = self._score_page(d, names, parts, idf, avgdl, mode, epoch)
+            if hit is not None:
+                hits.append(hit)
+            d += 1
+        hits.sort(key=lambda h: (-h.score, h.page))
+        return hits[:k]
+
+    def _score_page(self, d: int, names: list[str], parts: list[dict[int, int]], idf: dict[str, float],
+                    avgdl: float, mode: str, epoch: int | None) -> PageHit | None:
+        """Phases (ii) and (iii): the page's versions that match, scored by BM25."""
+        idx = self.index
+        vhits = []
+        for vid in idx.page_versions[d]:
+            v = idx.versions[vid]
+            if epoch is not None and v.epoch != epoch:
+                continue
+            score, matched = 0.0, 0
+            for t, part in zip(names, parts, strict=True):
+                tf = sum(part.get(f, 0) for f in v.frags)
+                if tf:
+                    matched += 1
+                    score += idf[t] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * v.length / avgdl))
+            if matched == len(names) or (mode == "or" and matched):
+                vhits.append(VersionHit(vid, v.epoch, score))
+        if not vhits:
+            return None
+        vhits.sort(key=lambda h: h.epoch)
+        return PageHit(d, idx.urls[d], max(h.score for h in vhits), vhits, idx.pagerank[d], idx.spam[d])
+
+
+@dataclass
+class BruteForce:
+    """The reference: every version's terms scanned directly (for tests and the benchmark)."""
+
+    pages: list[tuple[str, list[tuple[int, list[str]]]]]
+    _flat: list = field(default_factory=list)
+
+    def search(self, query_terms: list[str], k: int = 10, mode: str = "and", epoch: int | None = None) -> list[tuple[int, float]]:
+        """[(docID, best version score)] as :meth:`QueryProcessor.search` should return them."""
+        from collections import Counter
+
+        terms = list(dict.fromkeys(query_terms))
+        vers = [(d, Counter(ws), len(ws)) for d, (_, vs) in enumerate(self.pages) for e, ws in vs
+                if epoch is None or e == epoch]
+        n = len(vers)
+        avgdl = sum(v[2] for v in vers) / n if n else 0.0
+        df = {t: sum(1 for v in vers if t in v[1]) for t in terms}
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+        best: dict[int, float] = {}
+        for d, c, ln in vers:
+            m = [t for t in terms if c[t]]
+            if (mode == "and" and len(m) == len(terms)) or (mode == "or" and m):
+                s = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + K1 * (1 - B + B * ln / avgdl)) for t in m)
+                best[d] = max(best.get(d, -1.0), s)
+        return sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]

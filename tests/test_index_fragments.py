@@ -1,0 +1,132 @@
+"""Fragment index: var-byte/postings round trip, winnowing properties, sharing policies, save/load."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from storage.fragment_index import FragmentIndex, FragmentIndexBuilder
+from storage.postings import decode_list, encode_list, vbyte_decode, vbyte_encode
+from tasks.index_build import build_index, websim_versions
+from tasks.winnowing import fragments, winnow_cuts, word_bytes
+
+
+def test_vbyte_round_trip_edges_and_random():
+    rng = np.random.default_rng(3)
+    vals = np.concatenate([np.array([0, 1, 127, 128, 16383, 16384, 2**63 - 1, 2**64 - 1], dtype=np.uint64),
+                           rng.integers(0, 2**40, 5000, dtype=np.uint64)])
+    buf = vbyte_encode(vals)
+    out, used = vbyte_decode(buf)
+    assert used == len(buf)
+    assert np.array_equal(out, vals)
+    # One byte per value below 128: the size is what var-byte promises.
+    assert len(vbyte_encode(np.arange(128))) == 128
+
+
+def test_postings_round_trip_exact():
+    rng = random.Random(5)
+    frags, freqs, positions = [], [], []
+    f = 0
+    for _ in range(2000):
+        f += rng.randint(1, 300)
+        n = rng.randint(1, 6)
+        frags.append(f)
+        freqs.append(n)
+        positions.extend(sorted(rng.sample(range(100), n)))
+    pl = decode_list(encode_list(np.array(frags), np.array(freqs), np.array(positions)))
+    assert pl.frags.tolist() == frags and pl.freqs.tolist() == freqs and pl.positions.tolist() == positions
+    assert pl.positions_of(1).tolist() == positions[freqs[0]: freqs[0] + freqs[1]]
+
+
+def test_winnowing_bounds_and_shared_fragments():
+    rng = random.Random(7)
+    words = [f"w{rng.randint(0, 5000)}" for _ in range(3000)]
+    for w in (20, 100):
+        cuts = winnow_cuts(word_bytes(words), 5, w)
+        bounds = [0, *cuts, len(words)]
+        sizes = np.diff(bounds)
+        assert sizes.min() >= 1 and sizes.max() <= w  # a cut in every window of w hashes
+        assert 0.3 * (w + 1) / 2 < sizes.mean() < 2 * (w + 1) / 2
+    frs = fragments(words)
+    assert sum(frs, []) == words
+    # An insertion in the middle changes only the fragments around it (content-defined cuts).
+    edited = words[:1500] + ["inserted"] + words[1500:]
+    a, b = {tuple(x) for x in frs}, {tuple(x) for x in fragments(edited)}
+    assert len(a & b) >= len(a) - 3
+
+
+def _synthetic_pages(seed: int = 1) -> dict[str, dict[int, list[str]]]:
+    """Pages with versions: small edits between epochs and a block copied across pages."""
+    rng = random.Random(seed)
+    vocab = [f"t{i}" for i in range(400)]
+    shared = [rng.choice(vocab) for _ in range(300)]
+    pages = {}
+    for p in range(30):
+        base = [rng.choice(vocab) for _ in range(rng.randint(50, 500))]
+        if p % 3 == 0:
+            base = base[: len(base) // 2] + shared + base[len(base) // 2:]
+        vs = {}
+        for e in range(4):
+            vs[e] = list(base)
+            i = rng.randrange(len(base))
+            base[i: i + 3] = [rng.choice(vocab) for _ in range(rng.randint(0, 5))]
+        pages[f"http://p{p:02d}.test/"] = vs
+    return pages
+
+
+def test_policies_order_positions_and_reuse_table():
+    pages = _synthetic_pages()
+    total = sum(len(ws) for vs in pages.values() for ws in vs.values())
+    idx = {pol: build_index(pages, pol, w=30) for pol in ("none", "local", "global")}
+    pos = {pol: ix.stats["positions"] for pol, ix in idx.items()}
+    assert pos["none"] == total  # no sharing stores every word of every version
+    assert pos["global"] <= pos["local"] <= pos["none"]
+    assert pos["local"] < 0.6 * pos["none"]  # four versions with small edits
+    assert pos["global"] < pos["local"]      # the copied block is stored once
+    g = idx["global"]
+    assert g.reuse and all(all(q > g.frag_page[f] for q in qs) for f, qs in g.reuse.items())
+    assert not idx["local"].reuse
+    # Every version's fragments reassemble its terms (the doc/version table is complete).
+    for ix in idx.values():
+        words_of = {}
+        for t in ix.dictionary:
+            pl = ix.postings(t, with_positions=True)
+            for i, f in enumerate(pl.frags.tolist()):
+                for p in pl.positions_of(i).tolist():
+                    words_of.setdefault(f, {})[p] = t
+        for url, vs in pages.items():
+            d = ix.urls.index(url)
+            for vid in ix.page_versions[d]:
+                v = ix.versions[vid]
+                rebuilt = [words_of[f][p] for f in v.frags for p in range(int(ix.frag_len[f]))]
+                assert rebuilt == vs[v.epoch]
+
+
+def test_save_load_round_trip(tmp_path):
+    ix = build_index(_synthetic_pages(2), "global", w=30)
+    ix.save(tmp_path / "index")
+    back = FragmentIndex.load(tmp_path / "index")
+    assert back.stats == ix.stats and back.urls == ix.urls and back.reuse == ix.reuse
+    assert back.hash_table == ix.hash_table
+    for t in list(ix.dictionary)[:50]:
+        a, b = ix.postings(t, True), back.postings(t, True)
+        assert a.frags.tolist() == b.frags.tolist() and a.positions.tolist() == b.positions.tolist()
+
+
+def test_builder_rejects_bad_input():
+    with pytest.raises(ValueError, match="policy"):
+        FragmentIndexBuilder("sometimes")
+    with pytest.raises(ValueError):
+        winnow_cuts(word_bytes(["a", "b"]), 0, 10)
+
+
+@pytest.mark.slow
+def test_websim_epochs_global_sharing_target():
+    """Three websim epochs of a small web: global sharing stores well under half the positions."""
+    versions = websim_versions(hosts=20, ips=5, seed=2, epochs=3)
+    none = build_index(versions, "none").stats["positions"]
+    glob = build_index(versions, "global").stats["positions"]
+    assert none == sum(len(t) for vs in versions.values() for t in vs.values())
+    assert glob < 0.5 * none
