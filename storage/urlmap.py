@@ -324,7 +324,7 @@ class UrlMap:
             raise UserError(f"URL map {path} is truncated")
         magic, version, block_size, n, vocab_len, dict_len, index_off, index_len = _HEADER.unpack_from(data)
         if magic != MAGIC or version != VERSION:
-            raise UserError(f"{path} is not a raycrawl URL map (version {VERSION})")
+            raise UserError(f"{path} is not a raycrawl URL map of version {VERSION}: rebuild it (raycrawl graph build)")
         if index_off + index_len != len(data):
             raise UserError(f"URL map {path} is truncated or corrupt (size mismatch)")
         try:
