@@ -27,9 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def rss_mb(pid: int | str = "self") -> float:
+def rss_mb(pid: int | str = "self", field: str = "VmRSS") -> float:
+    """Resident MB; ``field="RssAnon"`` leaves out file pages (the memory-mapped fingerprint store,
+    which the kernel can drop at will)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -80,6 +82,7 @@ def run_raycrawl(maximum: int, hosts: int, budget: int) -> list[dict]:
             redis_rss = rss_mb(server.proc.pid)
             c = wb.frontier.counts()
             out.append({"urls": target, "process_mb": round(rss_mb(), 1), "redis_mb": round(redis_rss, 1),
+                        "anon_mb": round(rss_mb(field="RssAnon") + rss_mb(server.proc.pid, "RssAnon"), 1),
                         "total_mb": round(rss_mb() + redis_rss, 1), "in_redis": c["queued"],
                         "on_disk": c["virtualized"], "s": round(time.time() - t0, 1)})
             print(json.dumps(out[-1]), file=sys.stderr)
@@ -119,14 +122,16 @@ def main() -> None:
     peer = json.loads(subprocess.run([sys.executable, __file__, "--peer", "--max", str(args.max), "--hosts",
                                       str(args.hosts)], capture_output=True, text=True, check=True).stdout)
     print(f"frontier memory, {args.hosts} hosts, {args.budget} URLs/host in Redis (baseline process {base:.0f} MB)")
-    print(f"{'URLs':>10} {'raycrawl MB':>12} {'(proc+redis)':>14} {'in Redis':>9} {'on disk':>9} "
-          f"{'in-memory peer MB':>18} {'ratio':>6}")
+    print(f"{'URLs':>10} {'raycrawl MB':>12} {'(proc+redis)':>14} {'anon MB':>8} {'in Redis':>9} {'on disk':>9} "
+          f"{'in-memory peer MB':>18} {'peer/ours':>9}")
     for o, p in zip(ours, peer, strict=True):
-        print(f"{o['urls']:>10} {o['total_mb']:>12.1f} {o['process_mb']:>7.1f}+{o['redis_mb']:<6.1f} "
-              f"{o['in_redis']:>9} {o['on_disk']:>9} {p['process_mb']:>18.1f} {p['process_mb'] / o['total_mb']:>6.2f}")
+        print(f"{o['urls']:>10} {o['total_mb']:>12.1f} {o['process_mb']:>7.1f}+{o['redis_mb']:<6.1f} {o['anon_mb']:>8.1f} "
+              f"{o['in_redis']:>9} {o['on_disk']:>9} {p['process_mb']:>18.1f} {p['process_mb'] / o['total_mb']:>9.2f}")
     growth = ours[-1]["total_mb"] - ours[0]["total_mb"]
     peer_growth = peer[-1]["process_mb"] - peer[0]["process_mb"]
-    print(f"growth {ours[0]['urls']}→{ours[-1]['urls']} URLs: raycrawl {growth:+.1f} MB, peer {peer_growth:+.1f} MB")
+    anon = ours[-1]["anon_mb"] - ours[0]["anon_mb"]
+    print(f"growth {ours[0]['urls']}→{ours[-1]['urls']} URLs: raycrawl {growth:+.1f} MB ({anon:+.1f} MB anonymous), "
+          f"peer {peer_growth:+.1f} MB")
 
 
 if __name__ == "__main__":
