@@ -1,0 +1,103 @@
+"""``raycrawl search DIR "query"``: BM25 top-k pages (and their matching versions) from DIR/index.
+
+Query words go through the same pipeline as pages (tokens, stopwords out, Porter stems). AND by
+default (every term in one version), ``--or`` for any term; ``--version K`` searches epoch K only
+(its versions, and BM25 statistics of that epoch). See docs/search.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "search",
+        help="search the fragment index of a crawl (BM25 over page versions)",
+        description="Top-k pages by the BM25 score of their best matching version (see docs/search.md).",
+    )
+    p.add_argument("dir", type=Path, help="crawl directory holding index/ (or an index directory)")
+    p.add_argument("query", help="query words")
+    p.add_argument("--version", type=int, default=None, metavar="K", help="search only the versions of epoch K")
+    p.add_argument("--or", action="store_true", dest="any", help="match versions holding any query term (default: all)")
+    p.add_argument("-k", "--top", type=int, default=10, dest="k", help="results to show (default 10)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=handle)
+
+
+def open_index(d: Path):
+    """The FragmentIndex of crawl dir ``d`` (or index dir ``d``); UserError when there is none."""
+    from storage.fragment_index import FragmentIndex
+
+    index_dir = d / "index" if (d / "index").is_dir() else d
+    if not (index_dir / "tables.msgpack").exists():
+        raise UserError(f"{d}: no index (run 'raycrawl index build {d}' first)")
+    try:
+        return FragmentIndex.load(index_dir)
+    except (ValueError, OSError, KeyError) as e:
+        raise UserError(f"{index_dir}: unreadable index ({e}); rebuild it with 'raycrawl index build'") from e
+
+
+def run_query(index, query: str, k: int = 10, any_term: bool = False, version: int | None = None):
+    """(hits, query terms, stats) — UserError for a query without terms or an unknown epoch."""
+    from raycrawl.text import terms
+    from tasks.query import QueryProcessor
+
+    qterms = terms(query, is_html=False)
+    if not qterms:
+        raise UserError(f"query {query!r} has no searchable words (only stopwords or punctuation)")
+    if version is not None and version not in index.epochs:
+        raise UserError(f"--version {version}: the index holds epochs {index.epochs}")
+    if k < 1:
+        raise UserError("--top must be >= 1")
+    qp = QueryProcessor(index)
+    hits = qp.search(qterms, k=k, mode="or" if any_term else "and", epoch=version)
+    return hits, qterms, qp.last_stats
+
+
+def format_hits(hits, qterms: list[str], seconds: float) -> str:
+    lines = [f"{len(hits)} result(s) for {' '.join(qterms)} ({seconds * 1000:.1f} ms)"]
+    for rank, h in enumerate(hits, 1):
+        extra = []
+        if h.pagerank is not None:
+            extra.append(f"pagerank {h.pagerank:.3g}")
+        if h.spam is not None:
+            extra.append(f"spam {h.spam:.2f}")
+        lines.append(f"{rank:3d}. {h.score:7.3f}  {h.url}" + (f"  ({', '.join(extra)})" if extra else ""))
+        lines.append("       versions: " + ", ".join(f"epoch {v.epoch} {v.score:.3f}" for v in h.versions))
+    return "\n".join(lines)
+
+
+def handle(args: argparse.Namespace) -> int:
+    index = open_index(args.dir)
+    t0 = time.perf_counter()
+    hits, qterms, stats = run_query(index, args.query, args.k, args.any, args.version)
+    dt = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"terms": qterms, "seconds": dt, "results": [
+            {"url": h.url, "score": h.score, "pagerank": h.pagerank, "spam": h.spam,
+             "versions": [{"epoch": v.epoch, "score": v.score} for v in h.versions]} for h in hits]}, indent=2))
+    else:
+        print(format_hits(hits, qterms, dt))
+    return 0
+
+
+def demo_stage(crawl_dir: Path) -> str:
+    """Query the demo crawl's index with its most frequent 2 terms (builds the index if missing)."""
+    if not (Path(crawl_dir) / "index" / "tables.msgpack").exists():
+        from raycrawl.commands.index import build
+
+        build(Path(crawl_dir))
+    index = open_index(Path(crawl_dir))
+    from tasks.query import QueryProcessor
+
+    # The two terms in most fragments (already stems: queried as is, not re-stemmed).
+    common = sorted(index.dictionary, key=lambda t: -index.dictionary[t][2])[:2]
+    t0 = time.perf_counter()
+    hits = QueryProcessor(index).search(common, k=5)
+    return format_hits(hits, common, time.perf_counter() - t0)
