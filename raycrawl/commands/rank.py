@@ -272,8 +272,9 @@ def report_text(rs, summary: dict, url_of, top: int = 10) -> str:
     ]
     if "spectrum" in summary:
         s = summary["spectrum"]
-        lines.append(f"spectrum (alpha=1): N_s={s['N_s']} N_d={s['N_d']} d_max={s['d_max']} N_1={s['N_1']}, "
-                     f"top core |lambda|={abs(complex(*s['core_top'][0])) if s['core_top'] else 0:.6f}")
+        core = ", ".join(f"{abs(complex(*z)):.6f}" for z in s["core_top"][:5]) or "none converged"
+        lines.append(f"spectrum (alpha=1): N_s={s['N_s']} N_d={s['N_d']} d_max={s['d_max']} N_1={s['N_1']} "
+                     f"(lambda=1 found: {s['unit_eigenvalues_found']}); top core |lambda|: {core}")
     if top:
         lines.append(format_top(rs, url_of, top))
     return "\n".join(lines)
