@@ -86,9 +86,15 @@ class FragmentIndex:
         return decode_list(np.frombuffer(self.postings_blob, dtype=np.uint8, count=nbytes, offset=off),
                            with_positions)
 
-    def page_first_frag(self) -> np.ndarray:
-        """first_frag[d] = the smallest fragID whose primary page is ≥ d (len = pages + 1)."""
-        return np.searchsorted(self.frag_page, np.arange(len(self.urls) + 1), side="left")
+    def shared_mask(self) -> np.ndarray:
+        """shared[fragID] = the fragment is used by pages other than its primary one (cached)."""
+        mask = getattr(self, "_shared", None)
+        if mask is None or mask.size != self.frag_page.size:
+            mask = np.zeros(self.frag_page.size, dtype=bool)
+            if self.reuse:
+                mask[np.fromiter(self.reuse.keys(), np.int64, len(self.reuse))] = True
+            self._shared = mask
+        return mask
 
     def scope_stats(self, epoch: int | None) -> tuple[int, float]:
         """(number of versions, average version length) over all versions or one epoch's."""

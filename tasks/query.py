@@ -65,8 +65,7 @@ class PageCursor:
         self.freqs = pl.freqs
         self.docs = index.frag_page[pl.frags]   # non-decreasing: fragIDs are numbered by primary page
         self.reuse = index.reuse
-        self.shared = (np.fromiter((int(f) in index.reuse for f in pl.frags), bool, len(pl.frags))
-                       if index.reuse else np.zeros(len(pl.frags), bool))
+        self.shared = index.shared_mask()[pl.frags]
         self.pos = 0
         self.tickets: list[tuple[int, int, int]] = []  # (page, fragID, f)
         self.stats = stats

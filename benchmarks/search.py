@@ -1,0 +1,167 @@
+"""Fragment index vs tantivy on a multi-epoch websim: Table 6.1 shape, index size, 2-term latency,
+top-10 overlap with tantivy's BM25 on single-version queries.
+
+    .venv/bin/python benchmarks/search.py                         # 60 hosts, 5 epochs (~2-3 min)
+    .venv/bin/python benchmarks/search.py --hosts 100 --queries 400
+
+Pages are read straight from the websim model/renderer for each epoch (no crawl: the bytes are
+what the websim server would send; see tasks.index_build.websim_versions). Both indexes see the
+same terms (raycrawl.text.terms joined by spaces; tantivy gets a whitespace tokenizer, positions
+on, one segment, one writer thread, nothing stored in the size index). Timings on a shared 2-core
+machine are noisy: each latency is the median over the queries, best of ``--repeat`` passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tasks.index_build import build_index, websim_versions  # noqa: E402
+from tasks.query import QueryProcessor  # noqa: E402
+
+
+def dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+
+
+def tantivy_index(path: Path, docs: list[tuple[str, str]], store_url: bool):
+    """A one-segment tantivy index of (url, text) with a whitespace tokenizer and positions."""
+    import tantivy
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("body", stored=False, tokenizer_name="ws", index_option="position")
+    if store_url:
+        sb.add_text_field("url", stored=True, tokenizer_name="raw", index_option="basic")
+    schema = sb.build()
+    path.mkdir(parents=True, exist_ok=True)
+    index = tantivy.Index(schema, path=str(path))
+    index.register_tokenizer("ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+    writer = index.writer(heap_size=1_000_000_000, num_threads=1)
+    for url, body in docs:
+        writer.add_document(tantivy.Document(body=body, url=url) if store_url else tantivy.Document(body=body))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    return index, schema
+
+
+def tantivy_and(index, schema, terms: list[str], k: int):
+    import tantivy
+
+    q = tantivy.Query.boolean_query([(tantivy.Occur.Must, tantivy.Query.term_query(schema, "body", t)) for t in terms])
+    searcher = index.searcher()
+    return searcher, searcher.search(q, k).hits
+
+
+def timed(fn, queries, repeat: int) -> float:
+    """Median seconds per query, best of ``repeat`` passes."""
+    best = None
+    for _ in range(repeat):
+        times = []
+        for q in queries:
+            t0 = time.perf_counter()
+            fn(q)
+            times.append(time.perf_counter() - t0)
+        med = statistics.median(times)
+        best = med if best is None else min(best, med)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=60)
+    ap.add_argument("--ips", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("-w", type=int, default=100)
+    ap.add_argument("-b", type=int, default=5)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+
+    t0 = time.perf_counter()
+    versions = websim_versions(args.hosts, args.ips, args.seed, args.epochs)
+    n_versions = sum(len(v) for v in versions.values())
+    print(f"websim {args.hosts} hosts, seed {args.seed}, epochs 0..{args.epochs - 1}: {len(versions)} pages, "
+          f"{n_versions} versions, read from the model in {time.perf_counter() - t0:.1f} s")
+
+    # ---------------------------------------------------------------- Table 6.1 shape
+    indexes = {}
+    print(f"\nTable 6.1 shape (w={args.w}, b={args.b}); ratios vs no sharing")
+    print(f"{'policy':8s} {'fragments':>10s} {'ratio':>6s} {'positions':>10s} {'ratio':>6s} {'postings':>9s} "
+          f"{'var-byte B':>11s} {'ratio':>6s} {'build s':>8s}")
+    for pol in ("none", "local", "global"):
+        t = time.perf_counter()
+        ix = indexes[pol] = build_index(versions, pol, args.b, args.w)
+        s = ix.stats
+        base = indexes["none"].stats
+        print(f"{pol:8s} {s['fragments']:10,d} {s['fragments'] / base['fragments']:6.3f} {s['positions']:10,d} "
+              f"{s['positions'] / base['positions']:6.3f} {s['postings']:9,d} {s['postings_bytes']:11,d} "
+              f"{s['postings_bytes'] / base['postings_bytes']:6.3f} {time.perf_counter() - t:8.1f}")
+    g = indexes["global"]
+    print(f"global sharing: {len(g.reuse)} fragments reused by other pages "
+          f"(target positions ≤ 0.4× none: {g.stats['positions'] / indexes['none'].stats['positions']:.3f})")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        # ------------------------------------------------------------ index size vs tantivy
+        ours = {}
+        for pol, ix in indexes.items():
+            ix.save(tmp / f"ours-{pol}")
+            ours[pol] = dir_bytes(tmp / f"ours-{pol}")
+        docs = [(u, " ".join(versions[u][e])) for u in sorted(versions) for e in sorted(versions[u])]
+        t = time.perf_counter()
+        tix, tschema = tantivy_index(tmp / "tantivy", docs, store_url=False)
+        t_build = time.perf_counter() - t
+        tbytes = dir_bytes(tmp / "tantivy")
+        print(f"\nindex size over all {n_versions} versions (bytes; ours = postings.bin + tables.msgpack)")
+        print(f"{'tantivy (positions, 1 segment: ' + str(tix.searcher().num_segments) + ')':34s} {tbytes:12,d}   1.000"
+              f"   built in {t_build:.1f} s")
+        for pol, nbytes in ours.items():
+            post = indexes[pol].stats["postings_bytes"]
+            print(f"{'fragment index, ' + pol:34s} {nbytes:12,d} {nbytes / tbytes:7.3f}   (postings alone "
+                  f"{post:,d} = {post / tbytes:.3f}×)")
+
+        # ------------------------------------------------------------ 2-term AND latency
+        all_v = [(u, e) for u in versions for e in versions[u] if len(set(versions[u][e])) >= 2]
+        queries = []
+        for _ in range(args.queries):
+            u, e = rng.choice(all_v)
+            queries.append(rng.sample(sorted(set(versions[u][e])), 2))
+        print(f"\n2-term AND queries over all versions, top 10 ({len(queries)} queries from random versions' terms)")
+        t_tan = timed(lambda q: tantivy_and(tix, tschema, q, 10), queries, args.repeat)
+        print(f"{'tantivy':24s} {t_tan * 1e3:9.3f} ms/query (median)   1.00")
+        for pol in ("none", "local", "global"):
+            qp = QueryProcessor(indexes[pol])
+            t_ours = timed(lambda q, qp=qp: qp.search(q, 10), queries, args.repeat)
+            tickets = sum((qp.search(q, 10), qp.last_stats.tickets)[1] for q in queries[:50])
+            print(f"{'fragment index, ' + pol:24s} {t_ours * 1e3:9.3f} ms/query (median) {t_ours / t_tan:6.1f}×"
+                  + (f"   tickets/query {tickets / 50:.1f}" if pol == "global" else ""))
+
+        # ------------------------------------------------------------ top-10 overlap, single version
+        last = args.epochs - 1
+        epoch_docs = [(u, " ".join(versions[u][last])) for u in sorted(versions) if last in versions[u]]
+        eix, eschema = tantivy_index(tmp / "tantivy-epoch", epoch_docs, store_url=True)
+        overlaps = []
+        qp = QueryProcessor(g)
+        for q in queries:
+            searcher, hits = tantivy_and(eix, eschema, q, 10)
+            theirs = {searcher.doc(a)["url"][0] for _, a in hits}
+            mine = {h.url for h in qp.search(q, 10, epoch=last)}
+            if theirs or mine:
+                overlaps.append(len(theirs & mine) / max(len(theirs), len(mine)))
+        print(f"\ntop-10 overlap with tantivy BM25 on epoch {last} only ({len(epoch_docs)} versions, "
+              f"{len(overlaps)} 2-term AND queries with results): mean {statistics.mean(overlaps):.3f}, "
+              f"exact match in {sum(o == 1.0 for o in overlaps)}/{len(overlaps)} (target ≥ 0.9)")
+
+
+if __name__ == "__main__":
+    main()
