@@ -9,6 +9,12 @@ a standardised logistic regression; at or past ``threshold`` the host is *blocke
 should schedule none of its URLs any more. The decision is final (no flapping) and never made on
 fewer than ``sample_pages`` pages.
 
+Optional crawl-order duplicate features (:data:`SHINGLE_FEATURES`, used when the model lists
+them): ``foreign_frac`` — share of the page's 8-word shingles first seen on *another* host earlier
+in the crawl — and ``foreign_hosts`` — how many other hosts those were. Copied-content spam
+stitches paragraphs of several popular hosts (many foreign hosts per page); a mirror copies one
+host; an original is seen first. The gate's :class:`ShingleMemory` holds one hash per shingle.
+
 The model is a JSON file (``gate.json``: feature names, means, scales, coefficients, intercept,
 threshold, sample size, query terms) so the crawler needs neither scikit-learn nor pickle.
 """
@@ -24,6 +30,35 @@ from pathlib import Path
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+SHINGLE_FEATURES = ("foreign_frac", "foreign_hosts")
+SHINGLE_WORDS = 8
+
+
+class ShingleMemory:
+    """First host seen for every 8-word shingle, in crawl order."""
+
+    def __init__(self) -> None:
+        self.owner: dict[int, str] = {}
+
+    def foreign(self, host: str, words: list[str]) -> tuple[float, int]:
+        """(share of shingles first seen on another host, number of such hosts); records the
+        page's new shingles as ``host``'s."""
+        import xxhash
+
+        k = SHINGLE_WORDS
+        if len(words) < k:
+            return 0.0, 0
+        others: set[str] = set()
+        hits = 0
+        total = len(words) - k + 1
+        for i in range(total):
+            h = xxhash.xxh3_64_intdigest(" ".join(words[i:i + k]).encode())
+            first = self.owner.setdefault(h, host)
+            if first != host:
+                hits += 1
+                others.add(first)
+        return hits / total, len(others)
 
 
 @dataclass
@@ -90,21 +125,24 @@ class _Running:
 class SpamGate:
     """Per-host decisions of a :class:`GateModel` as pages arrive. Not thread-safe."""
 
-    def __init__(self, model: GateModel, threshold: float | None = None) -> None:
+    def __init__(self, model: GateModel, threshold: float | None = None,
+                 query_terms: frozenset[str] | set[str] | None = None) -> None:
+        """``query_terms`` replaces the model's popular-query list (the query log of the web being
+        crawled, when it differs from the training web's)."""
         self.model = model
         self.threshold = model.threshold if threshold is None else threshold
         assert 0.0 <= self.threshold <= 1.0
-        self.query_terms = frozenset(model.query_terms)
+        self.query_terms = frozenset(model.query_terms if query_terms is None else query_terms)
         self._stats: dict[str, _Running] = {}
         self.blocked: dict[str, float] = {}  # host -> score at the decision
         self.scores: dict[str, float] = {}   # every host decided so far
         self.pages_after_block = 0           # pages observed for already-blocked hosts (should stay ~0)
+        self.memory = ShingleMemory() if any(f in SHINGLE_FEATURES for f in model.features) else None
 
-    def page_features(self, html: bytes | str) -> np.ndarray:
-        """The local content features of one page, as :meth:`observe` wants them."""
-        from tasks.spam_features import page_local_features, parse_page
-
-        return page_local_features(parse_page(html), self.query_terms)
+    def page_features(self, html: bytes | str, host: str = "") -> np.ndarray:
+        """The features of one fetched page, in the model's order, as :meth:`observe` wants them
+        (call once per fetched page, in fetch order: the shingle memory learns from it)."""
+        return page_feature_vector(html, host, self.query_terms, self.memory, self.model.features)
 
     def observe(self, host: str, page_features: np.ndarray) -> bool:
         """Record one fetched HTML page of ``host``; True iff the host is (now) blocked."""
@@ -128,6 +166,18 @@ class SpamGate:
         return host in self.blocked
 
 
+def page_feature_vector(html: bytes | str, host: str, query_terms: frozenset[str], memory: ShingleMemory | None,
+                        features: list[str]) -> np.ndarray:
+    """Local features (+ shingle features when ``memory`` is given), ordered as ``features``."""
+    from tasks.spam_features import LOCAL_FEATURES, page_local_features, parse_page
+
+    p = parse_page(html)
+    vals = dict(zip(LOCAL_FEATURES, page_local_features(p, query_terms).tolist(), strict=True))
+    if memory is not None:
+        vals["foreign_frac"], vals["foreign_hosts"] = memory.foreign(host, p.words)
+    return np.array([vals[f] for f in features], dtype=np.float64)
+
+
 def host_samples(page_rows: list[dict], features: list[str], sample_pages: int) -> dict[str, np.ndarray]:
     """host -> the aggregated vector of its first ``sample_pages`` pages (hosts with fewer pages
     are left out: the gate never decides on them)."""
@@ -147,7 +197,7 @@ def host_samples(page_rows: list[dict], features: list[str], sample_pages: int) 
 
 
 def train_gate(page_rows: list[dict], labels: dict[str, int], sample_pages: int = 5, max_fpr: float = 0.01,
-               query_terms: list[str] | None = None, seed: int = 0) -> GateModel:
+               query_terms: list[str] | None = None, seed: int = 0, features: list[str] | None = None) -> GateModel:
     """Fit the gate on the page rows of labelled hosts (``pages.parquet`` rows). The threshold is
     the lowest score keeping the cross-validated honest-host block rate ≤ ``max_fpr`` (≥ 0.5).
     Raises ValueError without both classes among hosts with ≥ ``sample_pages`` pages."""
@@ -157,7 +207,7 @@ def train_gate(page_rows: list[dict], labels: dict[str, int], sample_pages: int 
 
     from tasks.spam_features import LOCAL_FEATURES
 
-    feats = list(LOCAL_FEATURES)
+    feats = list(features or LOCAL_FEATURES)
     samples = host_samples(page_rows, feats, sample_pages)
     hosts = [h for h in samples if h in labels]
     y = np.array([labels[h] for h in hosts])

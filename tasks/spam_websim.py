@@ -125,7 +125,7 @@ def simulate_gated_crawl(model: WebModel, gate=None, port: int = 8080) -> dict:
             continue
         fetched[hname] = fetched.get(hname, 0) + 1
         if gate is not None:
-            gate.observe(hname, gate.page_features(renderer.html(host, page)))
+            gate.observe(hname, gate.page_features(renderer.html(host, page), hname))
         queue.extend(t for t in page.links if t not in seen)
     blocked = set(gate.blocked) if gate is not None else set()
     return {"pages": sum(fetched.values()), "skipped": skipped,
@@ -135,3 +135,22 @@ def simulate_gated_crawl(model: WebModel, gate=None, port: int = 8080) -> dict:
             "blocked_spam": sum(1 for h in blocked if labels[h]),
             "blocked_honest": sum(1 for h in blocked if not labels[h]),
             "honest_hosts": sum(1 for h in fetched if not labels[h])}
+
+
+def gate_training_rows(model: WebModel, query_terms: frozenset[str], port: int = 8080) -> list[dict]:
+    """Page rows (host, order, local + shingle features) of a breadth-first crawl of ``model``, in
+    crawl order — the crawl-time gate's view, for :func:`policies.spam_gate.train_gate`."""
+    from policies.spam_gate import SHINGLE_FEATURES, ShingleMemory, page_feature_vector
+    from tasks.spam_features import LOCAL_FEATURES
+
+    feats = list(LOCAL_FEATURES + SHINGLE_FEATURES)
+    renderer = Renderer(model, port)
+    memory = ShingleMemory()
+    order: dict[str, int] = {}
+    rows = []
+    for hname, path in reachable_html(model):
+        x = page_feature_vector(renderer.html(model.by_name[hname], model.page(hname, path)), hname, query_terms,
+                                memory, feats)
+        rows.append({"host": hname, "order": order.setdefault(hname, 0), **dict(zip(feats, x.tolist(), strict=True))})
+        order[hname] += 1
+    return rows

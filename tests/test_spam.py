@@ -285,9 +285,45 @@ def test_gate_blocks_spam_hosts_of_another_web(web, crawl, tmp_path):
     model = GateModel.load(model.save(tmp_path / "gate.json"))
     other = WebModel.generate(hosts=300, ips=120, seed=12, pages_per_host_mean=6)
     off = simulate_gated_crawl(other, None)
-    on = simulate_gated_crawl(other, SpamGate(model))
+    on = simulate_gated_crawl(other, SpamGate(model, query_terms=frozenset(other.vocab.popular_terms)))
     labels = model_labels(other)
     assert off["spam_pages"] > 0 and off["blocked_honest"] == 0
     assert on["spam_pages"] < 0.5 * off["spam_pages"]
     assert on["blocked_honest"] <= 0.02 * sum(1 for v in labels.values() if v == 0)
     assert on["honest_pages"] >= 0.9 * off["honest_pages"]
+
+
+def test_shingle_memory_crawl_order():
+    from policies.spam_gate import SHINGLE_WORDS, ShingleMemory
+
+    words = [f"w{i}" for i in range(40)]
+    mem = ShingleMemory()
+    assert mem.foreign("orig.test", words) == (0.0, 0)          # first seen: its own
+    assert mem.foreign("orig.test", words) == (0.0, 0)          # its own again
+    n = len(words) - SHINGLE_WORDS + 1
+    assert mem.foreign("mirror.test", words) == (1.0, 1)
+    other = [f"v{i}" for i in range(20)]
+    mem.foreign("b.test", other)
+    stitched = words[:20] + other
+    frac, hosts = mem.foreign("copier.test", stitched)
+    shared = (20 - SHINGLE_WORDS + 1) * 2                       # shingles inside either copied half
+    assert hosts == 2 and frac == pytest.approx(shared / (len(stitched) - SHINGLE_WORDS + 1))
+    assert n > 0
+
+
+def test_gate_shingle_features_catch_copied_content():
+    """Gate with crawl-order shingle features, trained on one web, blocks every spam role on another."""
+    from policies.spam_gate import SHINGLE_FEATURES, SpamGate, train_gate
+    from tasks.spam_features import LOCAL_FEATURES
+    from tasks.spam_websim import gate_training_rows, simulate_gated_crawl
+    from websim.model import WebModel
+
+    train_web = WebModel.generate(hosts=300, ips=120, seed=11, pages_per_host_mean=6)
+    rows = gate_training_rows(train_web, frozenset(train_web.vocab.popular_terms))
+    gm = train_gate(rows, model_labels(train_web), sample_pages=3, features=list(LOCAL_FEATURES + SHINGLE_FEATURES))
+    other = WebModel.generate(hosts=300, ips=120, seed=12, pages_per_host_mean=6)
+    gate = SpamGate(gm, query_terms=frozenset(other.vocab.popular_terms))
+    on = simulate_gated_crawl(other, gate)
+    copied = [h.name for h in other.hosts if h.role == "copied_content"]
+    assert copied and any(h in gate.blocked for h in copied)
+    assert on["blocked_honest"] <= 0.02 * on["honest_hosts"]
