@@ -311,7 +311,7 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
 
     config = tmp_path / "crawl.toml"
     config.write_text("[crawl]\nread_timeout = 3.0\nconnect_timeout = 2.0\nmax_retries = 1\nretry_backoff = 0.5\n"
-                      "max_crawl_delay = 2.0\n")
+                      "max_crawl_delay = 2.0\nfetch_actors = 2\n")  # two fetch actors share one workbench
     out = tmp_path / "crawl"
     with Websim(hosts=40, ips=6, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=8) as web:
         proc = run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
