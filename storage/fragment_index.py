@@ -97,9 +97,12 @@ class FragmentIndex:
         return mask
 
     def scope_stats(self, epoch: int | None) -> tuple[int, float]:
-        """(number of versions, average version length) over all versions or one epoch's."""
-        lens = [v.length for v in self.versions if epoch is None or v.epoch == epoch]
-        return len(lens), (float(np.mean(lens)) if lens else 0.0)
+        """(number of versions, average version length) over all versions or one epoch's (cached)."""
+        cache = self.__dict__.setdefault("_scope_stats", {})
+        if epoch not in cache:
+            lens = [v.length for v in self.versions if epoch is None or v.epoch == epoch]
+            cache[epoch] = (len(lens), float(np.mean(lens)) if lens else 0.0)
+        return cache[epoch]
 
     def df(self, term: str, epoch: int | None) -> int:
         by = self.version_df.get(term, {})

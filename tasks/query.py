@@ -66,6 +66,8 @@ class PageCursor:
         self.docs = index.frag_page[pl.frags]   # non-decreasing: fragIDs are numbered by primary page
         self.reuse = index.reuse
         self.shared = index.shared_mask()[pl.frags]
+        # shared_before[i] = shared postings before i: an O(1) "anything to ticket in [lo, hi)?".
+        self.shared_before = np.concatenate(([0], np.cumsum(self.shared)))
         self.pos = 0
         self.tickets: list[tuple[int, int, int]] = []  # (page, fragID, f)
         self.stats = stats
@@ -80,6 +82,8 @@ class PageCursor:
 
     def _ticket(self, lo: int, hi: int, min_page: int) -> None:
         """File tickets for the shared postings in [lo, hi) for their reusing pages ≥ min_page."""
+        if self.shared_before[hi] == self.shared_before[lo]:
+            return
         for i in np.flatnonzero(self.shared[lo:hi]) + lo:
             fid = int(self.frags[i])
             for p in self.reuse[fid]:
