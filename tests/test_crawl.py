@@ -333,3 +333,27 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]
     # faults are classified: no record has a status-0 answer without an error kind
     assert all(r["error"] for r in records if r["status"] == 0)
+
+
+def test_progress_line_and_report_format(tmp_path: Path) -> None:
+    import io
+
+    from raycrawl.progress import Progress
+    from raycrawl.report import build_report, format_report, write_report
+
+    tty = io.StringIO()
+    p = Progress(interval=0, stream=tty, tty=True)
+    p.show({"pages": 10, "pages/s": "2.0"})
+    p.show({"pages": 11, "pages/s": "2.2"})
+    p.close()
+    assert tty.getvalue() == "\rpages 10  pages/s 2.0\rpages 11  pages/s 2.2\n"
+    log = io.StringIO()
+    Progress(interval=0, stream=log, tty=False).show({"pages": 3})
+    assert log.getvalue().endswith(" progress: pages 3\n")
+    stats = {"pages": 5, "status:200": 4, "status:0": 1, "error:dns": 1, "ctype:text/html": 4, "dup:exact": 1}
+    report = build_report(stats, elapsed=2.0, run_pages=5, stopped="frontier empty")
+    assert report["by_status"] == {"0": 1, "200": 4} and report["errors"] == {"dns": 1}
+    assert report["pages_per_s"] == 2.5 and report["duplicates"] == {"exact": 1, "near": 0}
+    write_report(tmp_path / "report.json", report)
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+    assert "dns:1" in format_report(report)
