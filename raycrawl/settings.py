@@ -68,14 +68,17 @@ class Settings:
 
     # --- filters ----------------------------------------------------------------------------------------
     max_url_length: int = 2048
-    max_duplicate_segments: int = 2
-    """A path with a segment repeated more than this many times is a trap (filtered)."""
+    max_duplicate_segments: int = 3
+    """A run of path segments repeated this many times in a row is a trap (filtered; 0 = off)."""
     max_depth: int = 16
     """Maximum number of path segments."""
     host_suffixes: list[str] | None = None
     """Only hosts ending with one of these suffixes are crawled (None = any)."""
-    content_types: list[str] = field(default_factory=lambda: ["text/html", "application/xhtml+xml"])
-    """Media types whose links are followed (postfetch filter)."""
+    allowed_content_types: list[str] = field(
+        default_factory=lambda: ["text/html", "application/xhtml+xml", "text/plain"])
+    """Media types that are parsed (postfetch filter); others are stored but not parsed."""
+    exclude_extensions: list[str] = field(default_factory=list)
+    """URL path extensions never fetched (prefetch filter), e.g. ["jpg", "zip"]."""
     near_dup: bool = True
     """Check parsed pages against the near-duplicate index (actors/shingler.py) when present."""
 

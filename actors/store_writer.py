@@ -1,0 +1,60 @@
+"""The store writer: WARC records and link records of one agent, in one place (one actor).
+
+The agent hands it finished visits with their link records already built; it writes the exchange
+(response, or revisit for a duplicate) to the WARC store, puts the record's position in the record,
+and appends the batch of link records. Everything is handed to the OS before the call returns, so
+the agent may commit the batch in Redis afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from actors.fetcher import FetchResult
+from storage.link_records import LinkRecordWriter
+from storage.warc import WarcStore
+
+log = logging.getLogger(__name__)
+
+
+class StoreWriter:
+    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", max_file_bytes: int = 1 << 30) -> None:
+        self.warc = WarcStore(Path(crawl_dir) / "warc", writer, max_file_bytes)
+        self.links = LinkRecordWriter(crawl_dir, writer)
+
+    def write_batch(self, items: list[tuple[FetchResult, tuple[str, str] | None, dict[str, Any] | None]]) -> int:
+        """Store (exchange, revisit_of, link record or None) triples. Exchanges without a response
+        (status 0) get no WARC record. Returns WARC bytes written so far."""
+        records = []
+        for fr, revisit_of, record in items:
+            pos = None
+            if fr.status > 0:
+                pos = self.warc.write(fr, revisit_of)
+            if record is not None:
+                record["warc"] = list(pos) if pos else None
+                records.append(record)
+        self.links.write_batch(records)
+        return self.warc.bytes
+
+    def close(self) -> None:
+        self.warc.close()
+        self.links.close()
+
+
+def store_actor_class():
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class StoreActor:
+        def __init__(self, crawl_dir: str, writer: str, max_file_bytes: int) -> None:
+            self.store = StoreWriter(crawl_dir, writer, max_file_bytes)
+
+        def write_batch(self, items):
+            return self.store.write_batch(items)
+
+        def close(self) -> None:
+            self.store.close()
+
+    return StoreActor

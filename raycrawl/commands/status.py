@@ -1,0 +1,80 @@
+"""``raycrawl status``: the live state of a crawl, read from its Redis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("status", help="live state of a crawl (frontier sizes, counters) from Redis",
+                              description="Print the frontier and the crawl counters of a running or "
+                              "stopped crawl. With --out and no --redis-url, the crawl's embedded Redis "
+                              "is started on its data if it is not running.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--out", type=Path, help="crawl directory (uses its redis-url file or embedded data)")
+    src.add_argument("--redis-url", help="Redis of the crawl")
+    p.add_argument("--prefix", default="rc:", help="key prefix of the crawl (default rc:)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=handle)
+
+
+def read_status(redis_url: str, prefix: str = "rc:") -> dict:
+    """Counters and frontier sizes of the crawl stored under ``prefix`` in ``redis_url``."""
+    import redis
+
+    from storage.redis_frontier import RedisFrontier
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        f = RedisFrontier(client, prefix)
+        if not client.exists(f.key("meta")):
+            raise UserError(f"no crawl under prefix {prefix!r} in {redis_url}")
+        meta = {k.decode(): v.decode() for k, v in client.hgetall(f.key("meta")).items()}
+        return {"frontier": f.counts(), "sieve_offset": f.sieve_offset(), "stats": f.stats(),
+                "started": float(meta.get("started", 0))}
+    except redis.ConnectionError as exc:
+        raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
+    finally:
+        client.close()
+
+
+def _answers(url: str) -> bool:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        client.ping()
+        client.close()
+        return True
+    except redis.RedisError:
+        return False
+
+
+def handle(args: argparse.Namespace) -> int:
+    from raycrawl.redis_server import redis_url_for
+
+    if args.out is not None:
+        url_file = args.out / "redis-url"
+        if not (args.out / "redis").is_dir() and not url_file.exists():
+            raise UserError(f"{args.out} holds no crawl (no redis/ directory)")
+        live = url_file.read_text().strip() if url_file.exists() else None
+        if live and _answers(live):
+            st = read_status(live, args.prefix)
+        else:  # the crawl is not running: open its data with a private server
+            with redis_url_for(None, args.out / "redis") as url:
+                st = read_status(url, args.prefix)
+    else:
+        st = read_status(args.redis_url, args.prefix)
+    if args.json:
+        print(json.dumps(st, indent=2))
+    else:
+        fr, stats = st["frontier"], st["stats"]
+        print(f"pages {stats.get('pages', 0)}  front {fr['front']}  queued {fr['queued']}  "
+              f"virtualized {fr['virtualized']}  in-flight {fr['inflight']}  hosts {fr['hosts']}")
+        errors = {k[6:]: v for k, v in stats.items() if k.startswith("error:")}
+        print("errors " + ("  ".join(f"{k}:{v}" for k, v in sorted(errors.items())) or "none"))
+    return 0
