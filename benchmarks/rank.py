@@ -79,8 +79,6 @@ def main() -> int:
     ap.add_argument("--no-ray", action="store_true", help="skip the distributed contestant")
     args = ap.parse_args()
 
-    import numba
-
     from raycrawl.commands.rank import load_graph
     from tasks.pagerank import distributed_pagerank, pagerank
 
@@ -99,8 +97,7 @@ def main() -> int:
     rows = []
 
     def ours(threads: int):
-        numba.set_num_threads(threads)
-        r = pagerank(m, alpha=args.alpha, tol=args.tol)
+        r = pagerank(m, alpha=args.alpha, tol=args.tol, threads=threads)
         return r.vector, r.iterations, r.seconds
 
     ref_vec, it, s = best(lambda: ours(args.threads), args.repeat)
@@ -108,7 +105,6 @@ def main() -> int:
     if args.threads != 1:
         v, it, s = best(lambda: ours(1), args.repeat)
         rows.append(("ours single (1 thr)", it, s, float(np.abs(v - ref_vec).sum())))
-    numba.set_num_threads(args.threads)
     v, it, s = best(lambda: scipy_power_iteration(m, args.alpha, args.tol), args.repeat)
     rows.append(("scipy CSR (1 thr)", it, s, float(np.abs(v - ref_vec).sum())))
     try:

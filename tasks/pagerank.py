@@ -20,6 +20,7 @@ Iteration stops when the L1 change ``‖x' − x‖₁`` falls below ``tol``.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -44,16 +45,30 @@ def _gather_sum(indptr, indices, z, out):  # pragma: no cover - compiled
         out[i] = acc
 
 
+# Reductions (dangling mass, L1 residual) are summed over a fixed number of row chunks, each chunk
+# left to right, then the chunk totals in order: the result is the same whatever the thread count,
+# so single-process, any --threads and the distributed path agree bit for bit.
+CHUNKS = 256
+_EMPTY = np.zeros(0)
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def _scale(x, inv_outdegree, z):  # pragma: no cover - compiled
     """z = x ⊘ outdegree; returns the mass Σ x[j] over dangling nodes (inv_outdegree == 0)."""
-    dangling = 0.0
-    for j in numba.prange(x.shape[0]):
-        w = inv_outdegree[j]
-        z[j] = x[j] * w
-        if w == 0.0:
-            dangling += x[j]
-    return dangling
+    n = x.shape[0]
+    part = np.zeros(CHUNKS)
+    for c in numba.prange(CHUNKS):
+        s = 0.0
+        for j in range(c * n // CHUNKS, (c + 1) * n // CHUNKS):
+            w = inv_outdegree[j]
+            z[j] = x[j] * w
+            if w == 0.0:
+                s += x[j]
+        part[c] = s
+    total = 0.0
+    for c in range(CHUNKS):
+        total += part[c]
+    return total
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -62,42 +77,46 @@ def _mix(acc, alpha, spread, vi):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _step(indptr, indices, z, v, alpha, spread, x, y):  # pragma: no cover - compiled
-    """y = α·gather(z) + spread·v, fused with the gather; returns ‖y − x‖₁."""
-    res = 0.0
-    for i in numba.prange(y.shape[0]):
-        acc = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            acc += z[indices[k]]
-        yi = _mix(acc, alpha, spread, v[i])
-        y[i] = yi
-        res += abs(yi - x[i])
-    return res
+def _step(indptr, indices, z, v, vi, alpha, spread, x, y):  # pragma: no cover - compiled
+    """y = α·gather(z) + spread·v, fused with the gather; returns ‖y − x‖₁.
+
+    ``v`` empty means the uniform vector ``vi`` (saves reading v: the loop is memory-bound)."""
+    n = y.shape[0]
+    uniform = v.shape[0] == 0
+    part = np.zeros(CHUNKS)
+    for c in numba.prange(CHUNKS):
+        r = 0.0
+        for i in range(c * n // CHUNKS, (c + 1) * n // CHUNKS):
+            acc = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                acc += z[indices[k]]
+            yi = _mix(acc, alpha, spread, vi if uniform else v[i])
+            y[i] = yi
+            r += abs(yi - x[i])
+        part[c] = r
+    total = 0.0
+    for c in range(CHUNKS):
+        total += part[c]
+    return total
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _step_uniform(indptr, indices, z, vi, alpha, spread, x, y):  # pragma: no cover - compiled
-    """``_step`` for a uniform teleport vector ``v = vi`` (saves reading v: the loop is memory-bound)."""
-    res = 0.0
-    for i in numba.prange(y.shape[0]):
-        acc = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            acc += z[indices[k]]
-        yi = _mix(acc, alpha, spread, vi)
-        y[i] = yi
-        res += abs(yi - x[i])
-    return res
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _combine(acc, v, alpha, spread, x, y):  # pragma: no cover - compiled
-    """y = α·acc + spread·v (acc = gathered sums from the blocks); returns ‖y − x‖₁."""
-    res = 0.0
-    for i in numba.prange(y.shape[0]):
-        yi = _mix(acc[i], alpha, spread, v[i])
-        y[i] = yi
-        res += abs(yi - x[i])
-    return res
+def _combine(acc, v, vi, alpha, spread, x, y):  # pragma: no cover - compiled
+    """y = α·acc + spread·v (acc = gathered sums from the blocks); returns ‖y − x‖₁ (same order as _step)."""
+    n = y.shape[0]
+    uniform = v.shape[0] == 0
+    part = np.zeros(CHUNKS)
+    for c in numba.prange(CHUNKS):
+        r = 0.0
+        for i in range(c * n // CHUNKS, (c + 1) * n // CHUNKS):
+            yi = _mix(acc[i], alpha, spread, vi if uniform else v[i])
+            y[i] = yi
+            r += abs(yi - x[i])
+        part[c] = r
+    total = 0.0
+    for c in range(CHUNKS):
+        total += part[c]
+    return total
 
 
 def gather_sum(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -248,9 +267,10 @@ class _Stepper:
 
     def step(self, z: np.ndarray, v: np.ndarray, alpha: float, spread: float, x: np.ndarray, y: np.ndarray) -> float:
         m = self.matrix
-        if self.uniform:
-            return _step_uniform(m.pred_indptr, m.pred_indices, z, v[0], alpha, spread, x, y)
-        return _step(m.pred_indptr, m.pred_indices, z, v, alpha, spread, x, y)
+        return _step(m.pred_indptr, m.pred_indices, z, self._v(v), v[0], alpha, spread, x, y)
+
+    def _v(self, v: np.ndarray) -> np.ndarray:
+        return _EMPTY if self.uniform else v
 
 
 def _power_iteration(
@@ -290,6 +310,20 @@ def _power_iteration(
     return PageRankResult(x, len(residuals), residuals, converged, seconds)
 
 
+def auto_threads() -> int:
+    """Kernel threads: all cores when the machine is idle, 1 when it is busy.
+
+    A parallel loop is as slow as its slowest thread; on a loaded machine one descheduled thread
+    stalls every iteration (measured here: 2 threads 1.9× slower than 1 at load 12 on 2 CPUs).
+    """
+    cores = numba.config.NUMBA_NUM_THREADS
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - platforms without load average
+        return cores
+    return cores if load + cores <= (os.cpu_count() or 1) + 0.5 else 1
+
+
 def pagerank(
     matrix: LinkMatrix,
     alpha: float = DEFAULT_ALPHA,
@@ -297,13 +331,20 @@ def pagerank(
     max_iter: int = DEFAULT_MAX_ITER,
     personalization: np.ndarray | None = None,
     start: np.ndarray | None = None,
+    threads: int | None = None,
 ) -> PageRankResult:
     """Single-process PageRank (personalized when ``personalization`` is given).
 
+    ``threads``: kernel threads (default ``auto_threads()``). The result does not depend on it, bit for bit.
     Returns the vector normalised to sum 1, the number of iterations and the L1 residual of each.
     Raises ValueError on a bad ``alpha`` or personalization vector.
     """
-    return _power_iteration(_Stepper(matrix), alpha, tol, max_iter, personalization, start)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads or auto_threads(), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        return _power_iteration(_Stepper(matrix), alpha, tol, max_iter, personalization, start)
+    finally:
+        numba.set_num_threads(previous)
 
 
 def cheirank(matrix: LinkMatrix, **kwargs) -> PageRankResult:
@@ -353,7 +394,7 @@ class _RayStepper(_Stepper):
             self.nodes_used.add(node)
         del z_ref
         self.task_seconds += time.perf_counter() - t0
-        return _combine(self.acc, v, alpha, spread, x, y)
+        return _combine(self.acc, self._v(v), v[0], alpha, spread, x, y)
 
 
 def distributed_pagerank(

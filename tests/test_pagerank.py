@@ -128,6 +128,14 @@ def test_row_blocks_cover_all_rows():
         assert len(b) <= k
 
 
+def test_thread_count_does_not_change_the_vector():
+    _, m = random_graph(4, n=3000, m=15000)
+    one = pagerank(m, tol=1e-12, threads=1)
+    two = pagerank(m, tol=1e-12, threads=2)
+    assert one.iterations == two.iterations and one.residuals == two.residuals
+    assert np.array_equal(one.vector, two.vector)
+
+
 def test_distributed_equals_single(ray_local):
     _, m = random_graph(4, n=3000, m=15000)
     p = np.random.default_rng(0).random(m.num_nodes)
