@@ -327,3 +327,18 @@ def test_gate_shingle_features_catch_copied_content():
     copied = [h.name for h in other.hosts if h.role == "copied_content"]
     assert copied and any(h in gate.blocked for h in copied)
     assert on["blocked_honest"] <= 0.02 * on["honest_hosts"]
+
+
+@pytest.mark.slow
+def test_demo_stage_on_websim_crawl(web, crawl):
+    """The demo stage finds websim's manifest next to the crawl, trains and lists spam hosts first."""
+    from raycrawl.commands.spam import demo_stage
+    from websim.manifest import build_records, write_manifest
+    from websim.render import Renderer
+
+    (crawl.parent / "websim").mkdir(exist_ok=True)
+    write_manifest(build_records(web, Renderer(web, PORT)), crawl.parent / "websim" / "manifest.jsonl.gz")
+    text = demo_stage(crawl)
+    assert "trained on" in text and "highest spam scores" in text
+    top = [line for line in text.splitlines() if line.startswith("  ")][:3]
+    assert all(line.endswith("SPAM") for line in top), text
