@@ -19,7 +19,7 @@ from websim.model import WebModel
 from websim.render import Renderer
 
 
-def _write_crawl(crawl_dir, pages: dict[str, bytes]) -> None:
+def _write_crawl(crawl_dir, pages: dict[str, bytes], links: dict[str, list[str]] | None = None) -> None:
     store = WarcStore(crawl_dir / "warc", "agent0")
     writer = LinkRecordWriter(crawl_dir, "agent0")
     recs = []
@@ -32,7 +32,8 @@ def _write_crawl(crawl_dir, pages: dict[str, bytes]) -> None:
                          headers={"content-type": "text/html; charset=utf-8", "content-length": str(len(body))})
         name, off = store.write(fr)
         recs.append({"url": url, "status": 200, "ctype": "text/html", "time": now, "ip": "127.0.0.1",
-                     "size": len(body), "digest": None, "dup_of": None, "dup_kind": None, "links": [],
+                     "size": len(body), "digest": None, "dup_of": None, "dup_kind": None,
+                     "links": (links or {}).get(url, []),
                      "redirect": None, "error": None, "title": "", "warc": [name, off], "epoch": 0})
     # A non-HTML record must not be indexed.
     recs.append({"url": "http://x.test/a.png", "status": 200, "ctype": "image/png", "time": 0.0, "ip": "",

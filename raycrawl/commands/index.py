@@ -66,7 +66,7 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
     out = out or crawl_dir / "index"
     index.save(out)
     stats = dict(index.stats, seconds=round(time.perf_counter() - t0, 2), index_dir=str(out),
-                 crawls=[str(c) for c in crawls])
+                 crawls=[str(c.resolve()) for c in crawls])
     (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     return stats
 

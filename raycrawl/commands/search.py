@@ -27,6 +27,11 @@ def register(subparsers) -> None:
     p.add_argument("--or", action="store_true", dest="any", help="match versions holding any query term (default: all)")
     p.add_argument("-k", "--top", type=int, default=10, dest="k", help="results to show (default 10)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--temporal", type=int, nargs=2, metavar=("E1", "E2"), default=None,
+                   help="temporal search between epochs E1 and E2 (seed expansion by change, personalized ranks)")
+    p.add_argument("--method", choices=("pagerank", "hits-auth", "hits-hub", "baseline"), default="pagerank",
+                   help="temporal ranking (default personalized PageRank)")
+    p.add_argument("--alpha", type=float, default=0.5, help="temporal: weight of IR vs change (default 0.5)")
     p.set_defaults(func=handle)
 
 
@@ -73,8 +78,43 @@ def format_hits(hits, qterms: list[str], seconds: float) -> str:
     return "\n".join(lines)
 
 
+def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, method: str, alpha: float):
+    """Temporal search between epochs e1 and e2 of an index built from several crawls."""
+    from raycrawl.text import terms
+    from tasks.temporal_search import temporal_search
+
+    qterms = terms(query, is_html=False)
+    if not qterms:
+        raise UserError(f"query {query!r} has no searchable words (only stopwords or punctuation)")
+    for e in (e1, e2):
+        if e not in index.epochs:
+            raise UserError(f"--temporal {e}: the index holds epochs {index.epochs}")
+    if not 0 <= alpha <= 1:
+        raise UserError("--alpha must be in [0, 1]")
+    stats_file = index_dir / "stats.json"
+    crawls = json.loads(stats_file.read_text()).get("crawls", []) if stats_file.exists() else []
+    if len(crawls) <= max(e1, e2) or not all(Path(crawls[e]).is_dir() for e in (e1, e2)):
+        raise UserError(f"{index_dir}: the crawl directories of epochs {e1} and {e2} are not available")
+    return temporal_search(index, crawls, qterms, e1, e2, k=k, alpha=alpha, method=method), qterms
+
+
 def handle(args: argparse.Namespace) -> int:
     index = open_index(args.dir)
+    if args.temporal:
+        index_dir = args.dir / "index" if (args.dir / "index").is_dir() else args.dir
+        (top, edges), qterms = run_temporal(index, index_dir, args.query, *args.temporal, args.k, args.method,
+                                            args.alpha)
+        if args.json:
+            print(json.dumps({"terms": qterms, "results": [
+                {"url": h.url, "score": h.score, "ir": h.ir, "change": h.change} for h in top],
+                "edges": [[index.urls[u], index.urls[v]] for u, v in edges]}, indent=2))
+        else:
+            print(f"{len(top)} result(s) for {' '.join(qterms)} between epochs {args.temporal[0]} and "
+                  f"{args.temporal[1]} ({args.method})")
+            for rank, h in enumerate(top, 1):
+                print(f"{rank:3d}. {h.score:.4f}  {h.url}  (BM25 {h.ir:.3f}, change {h.change:.3f})")
+            print(f"  {len(edges)} link(s) among them")
+        return 0
     t0 = time.perf_counter()
     hits, qterms, stats = run_query(index, args.query, args.k, args.any, args.version)
     dt = time.perf_counter() - t0
