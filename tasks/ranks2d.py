@@ -87,18 +87,20 @@ def compute_ranks(
     personalization: np.ndarray | None = None,
     distributed: bool = False,
     num_blocks: int = 2,
+    threads: int | None = None,
 ) -> RankSet:
     """PageRank and CheiRank of ``matrix`` (both personalized by the same vector if given), K, K*, K2, κ.
 
-    ``distributed=True`` runs each power iteration as Ray tasks (Ray must be initialised).
+    ``distributed=True`` runs each power iteration as Ray tasks (Ray must be initialised); otherwise
+    ``threads`` sets the kernel threads (default ``auto_threads()``; the result does not depend on it).
     """
     kwargs = dict(alpha=alpha, tol=tol, max_iter=max_iter, personalization=personalization)
     if distributed:
         pr = distributed_pagerank(matrix, num_blocks=num_blocks, **kwargs)
         cr = distributed_pagerank(matrix.reversed(), num_blocks=num_blocks, **kwargs)
     else:
-        pr = pagerank(matrix, **kwargs)
-        cr = pagerank(matrix.reversed(), **kwargs)
+        pr = pagerank(matrix, threads=threads, **kwargs)
+        cr = pagerank(matrix.reversed(), threads=threads, **kwargs)
     k = rank_indices(pr.vector)
     ks = rank_indices(cr.vector)
     rs = RankSet(pr, cr, k, ks, two_d_rank(k, ks), kappa(pr.vector, cr.vector), alpha, tol)

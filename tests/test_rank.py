@@ -289,11 +289,12 @@ def test_cli_personalize_file(small_bv, tmp_path):
 
 def test_cli_distributed_same_as_single(small_bv, tmp_path, ray_local):
     _, _, base = small_bv
-    for name, extra in (("single", []), ("dist", ["--distributed", "--blocks", "2"])):
+    for name, extra in (("single", ["--threads", "1"]), ("dist", ["--distributed", "--blocks", "2"]),
+                        ("two", ["--threads", "2"])):
         assert main(["rank", "--graph", str(base), "--out", str(tmp_path / name), "--no-png", *extra]) == 0
     a = pq.read_table(tmp_path / "single" / "ranks.parquet")
     b = pq.read_table(tmp_path / "dist" / "ranks.parquet")
-    assert a.equals(b)
+    assert a.equals(b) and a.equals(pq.read_table(tmp_path / "two" / "ranks.parquet"))
 
 
 @pytest.mark.parametrize(
@@ -301,6 +302,7 @@ def test_cli_distributed_same_as_single(small_bv, tmp_path, ray_local):
     [
         (["--alpha", "1.5"], None, "--alpha"),
         (["--tol", "0"], None, "--tol"),
+        (["--threads", "0"], None, "--threads"),
         (["--personalize", "{p}"], "3 abc\n", "not a number"),
         (["--personalize", "{p}"], "99999 1\n", "out of range"),
         (["--personalize", "{p}"], "http://x.test/ 1\n", "no URL map"),

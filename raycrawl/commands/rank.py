@@ -45,6 +45,8 @@ def register(subparsers) -> None:
     p.add_argument("--format", choices=("parquet", "tsv"), default="parquet", help="also write ranks.tsv with 'tsv'")
     p.add_argument("--distributed", action="store_true", help="run each iteration as Ray tasks over row blocks")
     p.add_argument("--blocks", type=int, default=2, help="row blocks (Ray tasks per iteration) with --distributed")
+    p.add_argument("--threads", type=int, default=None,
+                   help="kernel threads for the single-process path (default: all cores if idle, else 1)")
     p.add_argument("--address", default=None, help="Ray cluster address for --distributed (default: local)")
     p.add_argument("--hits", type=float, default=None, metavar="C",
                    help="also compute personalized HITS with supersource weight C (authority/hub columns)")
@@ -165,6 +167,7 @@ def run_rank(
     distributed: bool = False,
     blocks: int = 2,
     address: str | None = None,
+    threads: int | None = None,
     hits: float | None = None,
     spectrum: int = 0,
     top: int = 10,
@@ -178,8 +181,8 @@ def run_rank(
         raise UserError(f"--alpha must be in (0, 1), got {alpha}")
     if not tol > 0:
         raise UserError(f"--tol must be > 0, got {tol}")
-    if max_iter < 1 or blocks < 1 or top < 0 or spectrum < 0:
-        raise UserError("--max-iter and --blocks must be >= 1, --top and --spectrum >= 0")
+    if max_iter < 1 or blocks < 1 or top < 0 or spectrum < 0 or (threads is not None and threads < 1):
+        raise UserError("--max-iter, --blocks and --threads must be >= 1, --top and --spectrum >= 0")
     t0 = time.perf_counter()
     matrix = load_graph(basename)
     load_s = time.perf_counter() - t0
@@ -200,7 +203,7 @@ def run_rank(
             started_ray = True
     try:
         rs = compute_ranks(matrix, alpha=alpha, tol=tol, max_iter=max_iter, personalization=pers,
-                           distributed=distributed, num_blocks=blocks)
+                           distributed=distributed, num_blocks=blocks, threads=threads)
     finally:
         if started_ray:
             import ray
@@ -299,7 +302,8 @@ def handle(args: argparse.Namespace) -> int:
         out = args.out or args.dir
     rs, summary, url_of = run_rank(
         basename, out, alpha=args.alpha, tol=args.tol, max_iter=args.max_iter, personalize=args.personalize,
-        fmt=args.format, distributed=args.distributed, blocks=args.blocks, address=args.address, hits=args.hits,
+        fmt=args.format, distributed=args.distributed, blocks=args.blocks, address=args.address,
+        threads=args.threads, hits=args.hits,
         spectrum=args.spectrum, top=args.top, png=not args.no_png,
     )
     print(report_text(rs, summary, url_of, args.top))
