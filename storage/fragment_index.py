@@ -71,6 +71,7 @@ class FragmentIndex:
     version_df: dict[str, dict[int, int]]    # term → {epoch: versions containing it}
     postings_blob: bytes = b""
     stats: dict = field(default_factory=dict)
+    snippets: list[str] = field(default_factory=list)  # docID → start of the latest version's visible text
 
     # ------------------------------------------------------------------ access
     @property
@@ -124,7 +125,7 @@ class FragmentIndex:
             "hash_vals": np.fromiter(self.hash_table.values(), np.int64, len(self.hash_table)).tobytes(),
             "dictionary": {t: list(e) for t, e in self.dictionary.items()},
             "version_df": {t: [[k, v] for k, v in d.items()] for t, d in self.version_df.items()},
-            "stats": self.stats,
+            "stats": self.stats, "snippets": self.snippets,
         }
         for name, data in (("postings.bin", self.postings_blob), ("tables.msgpack", msgpack.packb(tables))):
             tmp = out / (name + ".tmp")
@@ -156,6 +157,7 @@ class FragmentIndex:
             dictionary={k: tuple(v) for k, v in t["dictionary"].items()},
             version_df={k: dict(map(tuple, v)) for k, v in t["version_df"].items()},
             postings_blob=(d / "postings.bin").read_bytes(), stats=t.get("stats", {}),
+            snippets=t.get("snippets", []),
         )
 
 

@@ -29,8 +29,18 @@ log = logging.getLogger(__name__)
 Versions = dict[str, dict[int, list[str]]]
 
 
-def crawl_versions(crawl_dirs: Iterable[str | Path]) -> Versions:
-    """Versions of every 200 HTML page of each crawl; crawl i (in the order given) is epoch i."""
+SNIPPET_CHARS = 4000  # enough of a typical page to find a query word in
+
+
+def _snippet(body: bytes | str) -> str:
+    from raycrawl.text import visible_text
+
+    return " ".join(visible_text(body).split())[:SNIPPET_CHARS]
+
+
+def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | None = None) -> Versions:
+    """Versions of every 200 HTML page of each crawl; crawl i (in the order given) is epoch i.
+    ``snippets`` (if given) receives the start of each URL's latest visible text."""
     from storage.link_records import iter_link_records
     from storage.warc import iter_responses
 
@@ -45,6 +55,8 @@ def crawl_versions(crawl_dirs: Iterable[str | Path]) -> Versions:
                 bodies[url] = body
         for url, body in bodies.items():
             out.setdefault(url, {})[epoch] = terms(body)
+            if snippets is not None:
+                snippets[url] = _snippet(body)
         log.info("%s (epoch %d): %d HTML pages", crawl, epoch, len(bodies))
     return out
 
@@ -89,7 +101,8 @@ def page_scores(crawl_dir: str | Path | None) -> tuple[dict[str, float], dict[st
 
 
 def build_index(versions: Versions, policy: str = "global", b: int = DEFAULT_B, w: int = DEFAULT_W,
-                pagerank: dict[str, float] | None = None, spam: dict[str, float] | None = None) -> FragmentIndex:
+                pagerank: dict[str, float] | None = None, spam: dict[str, float] | None = None,
+                snippets: dict[str, str] | None = None) -> FragmentIndex:
     """The fragment index of ``versions`` under ``policy`` (pages in URL order, versions by epoch)."""
     from raycrawl.urls import host_of
 
@@ -100,4 +113,7 @@ def build_index(versions: Versions, policy: str = "global", b: int = DEFAULT_B, 
         vs = versions[url]
         builder.add_page(url, [(e, vs[e]) for e in sorted(vs)], pagerank.get(url),
                          spam.get(host_of(url) or "") if spam else None)
-    return builder.finish()
+    index = builder.finish()
+    if snippets:
+        index.snippets = [snippets.get(u, "") for u in index.urls]
+    return index

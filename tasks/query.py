@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +54,7 @@ class QueryStats:
     postings_skipped: int = 0
     tickets: int = 0
     pages_checked: int = 0
+    seconds: float = 0.0
 
 
 class PageCursor:
@@ -132,6 +134,7 @@ class QueryProcessor:
         if mode not in ("and", "or"):
             raise ValueError("mode must be 'and' or 'or'")
         idx = self.index
+        t0 = time.perf_counter()
         terms = list(dict.fromkeys(query_terms))
         stats = self.last_stats = QueryStats()
         present = [t for t in terms if t in idx.dictionary]
@@ -171,6 +174,7 @@ class QueryProcessor:
                 hits.append(hit)
             d += 1
         hits.sort(key=lambda h: (-h.score, h.page))
+        stats.seconds = time.perf_counter() - t0
         return hits[:k]
 
     def _score_page(self, d: int, names: list[str], parts: list[dict[int, int]], idf: dict[str, float],

@@ -58,11 +58,12 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
     for d in crawls:
         _check_crawl(d)
     t0 = time.perf_counter()
-    versions = crawl_versions(crawls)
+    snippets: dict[str, str] = {}
+    versions = crawl_versions(crawls, snippets)
     if not versions:
         raise UserError(f"{crawl_dir}: no HTML pages with status 200 to index")
     pr, spam = page_scores(crawl_dir)
-    index = build_index(versions, policy, b, w, pr, spam)
+    index = build_index(versions, policy, b, w, pr, spam, snippets)
     out = out or crawl_dir / "index"
     index.save(out)
     stats = dict(index.stats, seconds=round(time.perf_counter() - t0, 2), index_dir=str(out),
