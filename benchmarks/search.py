@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tasks.index_build import build_index, websim_versions  # noqa: E402
+from tasks.index_update import IndexUpdater, UpdateClient  # noqa: E402
 from tasks.query import QueryProcessor  # noqa: E402
 
 
@@ -109,6 +110,24 @@ def main() -> None:
     g = indexes["global"]
     print(f"global sharing: {len(g.reuse)} fragments reused by other pages "
           f"(target positions ≤ 0.4× none: {g.stats['positions'] / indexes['none'].stats['positions']:.3f})")
+
+    # ---------------------------------------------------------------- updates (Table 6.3 shape)
+    up, client = IndexUpdater(args.b, args.w), UpdateClient(args.b, args.w)
+    print("\nupdates, epoch by epoch (two-phase protocol: hashes → bit vector → missing fragments)")
+    print(f"{'epoch':>5s} {'versions':>8s} {'new frags':>9s} {'new positions/version':>21s} "
+          f"{'positions/version (standard)':>28s} {'bytes sent':>11s} {'full text bytes':>15s}")
+    for e in range(args.epochs):
+        sent0, full0, frags0, new_frags, new_pos, n, pos = client.bytes_sent, client.bytes_full, len(up.fragments), 0, 0, 0, 0
+        for u in sorted(versions):
+            if e in versions[u]:
+                before = set(up.fragments)
+                new_frags += client.push(up, u, e, versions[u][e])
+                new_pos += sum(len(up.fragments[h]) for h in set(up.fragments) - before)
+                n += 1
+                pos += len(versions[u][e])
+        assert len(up.fragments) - frags0 == new_frags
+        print(f"{e:5d} {n:8d} {new_frags:9d} {new_pos / n:21.1f} {pos / n:28.1f} {client.bytes_sent - sent0:11,d} "
+              f"{client.bytes_full - full0:15,d}")
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
