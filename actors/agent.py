@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
@@ -61,6 +62,22 @@ def read_seeds(path: str | Path) -> list[str]:
     return seeds
 
 
+def _spam_gate(settings: Settings):
+    """The crawl-time spam gate (policies/spam_gate.py, docs/spam.md): off unless a ``spam_gate``
+    setting or $RAYCRAWL_SPAM_GATE names a gate.json."""
+    import os
+
+    path = getattr(settings, "spam_gate", "") or os.environ.get("RAYCRAWL_SPAM_GATE", "")
+    if not path:
+        return None
+    from policies.spam_gate import GateModel, SpamGate
+
+    try:
+        return SpamGate(GateModel.load(path))
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+
+
 def _near_dup_index(settings: Settings, redis_url: str):
     """The near-duplicate checker of actors/shingler.py, if that module exists and is enabled."""
     if not settings.near_dup:
@@ -96,6 +113,7 @@ class Agent:
         self.prefetch = build_prefetch(settings)
         self.postfetch = build_postfetch(settings)
         self.near = _near_dup_index(settings, redis_url)
+        self.spam_gate = _spam_gate(settings)
         self.progress = progress
         self.run_pages = 0
 
@@ -270,6 +288,10 @@ class Agent:
                     counters[f"dup:{kind}"] += 1
                 else:
                     rec["links"] = pr.links
+                if self.spam_gate is not None and fr.ctype == "text/html":
+                    host = (urlsplit(fr.url).hostname or "").lower()
+                    if self.spam_gate.observe(host, self.spam_gate.page_features(fr.body, host)):
+                        counters["spam:gated_pages"] += 1
             if fr.redirect:
                 counters["redirects"] += 1
                 links.append(fr.redirect)
@@ -287,6 +309,9 @@ class Agent:
         follow = []
         for url in links:
             why = self.prefetch.explain(url)
+            if why is None and self.spam_gate is not None and self.spam_gate.is_blocked(
+                    (urlsplit(url).hostname or "").lower()):
+                why = "spam"
             if why is None:
                 follow.append(url)
             else:
