@@ -30,6 +30,7 @@ from actors.fetch_loop import Outcome
 from actors.virtualizer import Virtualizer
 from actors.workbench import Workbench
 from policies.politeness import Politeness
+from raycrawl import metrics
 from raycrawl.errors import UserError
 from raycrawl.progress import Progress
 from raycrawl.report import build_report, write_report
@@ -90,6 +91,10 @@ def _near_dup_index(settings: Settings, redis_url: str):
     return NearDupIndex(redis_url=redis_url, key_prefix=settings.redis_prefix + "dedup")
 
 
+# Seconds between exports of the frontier gauges (each costs a Redis round trip and a sieve call).
+METRICS_INTERVAL = 2.0
+
+
 class Agent:
     """Runs one crawl to the end (frontier empty or budget spent). ``run()`` returns the report."""
 
@@ -116,6 +121,8 @@ class Agent:
         self.spam_gate = _spam_gate(settings)
         self.progress = progress
         self.run_pages = 0
+        # The metrics' "agent" tag; one agent per crawl until multi-agent crawls land (issue 8).
+        self.agent_name = "agent0"
 
     # --- setup ---------------------------------------------------------------------------------------
     def _prepare_state(self) -> None:
@@ -184,6 +191,7 @@ class Agent:
         read_sieve = lambda off, n: ray.get(self.sieve.read.remote(off, n))  # noqa: E731
         resolve = lambda names: ray.get(self.fetchers[0].resolve_many.remote(names))  # noqa: E731
         t0 = time.time()
+        next_metrics = t0
         while True:
             outcomes: list[Outcome] = []
             for batch in ray.get([f.drain.remote(self.s.batch, 0.1) for f in self.fetchers]):
@@ -202,6 +210,11 @@ class Agent:
                 if res.over_host_limit:
                     self.f.commit([], {"filtered:max-urls-per-host": res.over_host_limit})
             idle = all(st["idle"] for st in statuses)
+            if time.time() >= next_metrics:
+                next_metrics = time.time() + METRICS_INTERVAL
+                sieve_size = ray.get(self.sieve.stats.remote()).get("seen")
+                metrics.record_frontier(self.agent_name, self.f.counts(),
+                                        self.run_pages / max(1e-9, time.time() - t0), sieve_size)
             if self.progress is not None and self.progress.due():
                 c = self.f.counts()
                 st = self.f.stats()
@@ -322,6 +335,7 @@ class Agent:
         ray.get([store_ref, sieve_ref])
         self.f.commit([o.key for o in outcomes], counters)
         self.run_pages += counters["pages"]
+        metrics.record_batch(self.agent_name, counters, [o.fr.ended - o.fr.started for o in pages if o.fr.status])
 
     def _shutdown(self) -> None:
         import ray

@@ -37,8 +37,8 @@ METRICS: dict[str, MetricDef] = {
         "histogram", "Request start to end of response", ("agent",), (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
     ),
     "raycrawl_front_size": MetricDef("gauge", "Hosts in the workbench (BUbiNG's front)"),
-    "raycrawl_todo_queue_size": MetricDef("gauge", "Hosts waiting for politeness (not yet ready)"),
-    "raycrawl_ready_queue_size": MetricDef("gauge", "Hosts ready to be fetched now"),
+    "raycrawl_todo_queue_size": MetricDef("gauge", "URLs queued in the workbench's visit states (Redis)"),
+    "raycrawl_ready_queue_size": MetricDef("gauge", "Workbench entries (IPs with queued hosts) waiting on their next-fetch time"),
     "raycrawl_sieve_size": MetricDef("gauge", "Distinct URLs the sieve has seen"),
     "raycrawl_dns_lookups": MetricDef("counter", "DNS lookups sent (cache misses), by outcome", ("agent", "outcome")),
     "raycrawl_politeness_wait_seconds": MetricDef("counter", "Time hosts spent waiting on host/IP delays", ("agent", "kind")),
@@ -75,3 +75,41 @@ def metric(name: str) -> Any:
 
 def exported_names() -> set[str]:
     return {n for name, d in METRICS.items() for n in d.exported_names(name)}
+
+
+def _status_class(status: str) -> str:
+    return "none" if status in ("0", "") else f"{status[0]}xx"
+
+
+def record_batch(agent: str, counters: dict[str, int], latencies: list[float]) -> None:
+    """Export one committed batch of the agent's counters (the keys ``report.json`` is built from:
+    ``status:200``, ``error:timeout``, ``dup:near``, ``bytes``, ``filtered:robots``…)."""
+    tags = {"agent": agent}
+    for key, n in counters.items():
+        if not n:
+            continue
+        kind, _, value = key.partition(":")
+        if kind == "status":
+            metric("raycrawl_pages_fetched").inc(n, tags={**tags, "status": _status_class(value)})
+        elif kind == "error":
+            metric("raycrawl_fetch_errors").inc(n, tags={**tags, "kind": value})
+            if value.startswith("robots"):
+                metric("raycrawl_robots_denied").inc(n, tags=tags)
+        elif kind == "dup":
+            metric("raycrawl_duplicates").inc(n, tags={**tags, "kind": value})
+    if counters.get("bytes"):
+        metric("raycrawl_bytes_fetched").inc(counters["bytes"], tags={**tags, "status": "all"})
+    hist = metric("raycrawl_fetch_latency_seconds")
+    for seconds in latencies:
+        hist.observe(max(0.0, seconds), tags=tags)
+
+
+def record_frontier(agent: str, counts: dict[str, int], pages_per_second: float, sieve_size: int | None = None) -> None:
+    """Export the frontier gauges (``counts`` as ``RedisFrontier.counts()`` returns them)."""
+    tags = {"agent": agent}
+    metric("raycrawl_front_size").set(counts.get("front", 0), tags=tags)
+    metric("raycrawl_todo_queue_size").set(counts.get("queued", 0), tags=tags)
+    metric("raycrawl_ready_queue_size").set(counts.get("ips_waiting", 0), tags=tags)
+    metric("raycrawl_agent_pages_per_second").set(pages_per_second, tags=tags)
+    if sieve_size is not None:
+        metric("raycrawl_sieve_size").set(sieve_size, tags=tags)

@@ -96,6 +96,8 @@ def handle(args: argparse.Namespace) -> int:
             ip_delay=args.ip_delay,
             max_pages=args.max_pages,
             max_urls_per_host=args.max_urls_per_host,
+            # websim has hosts that never answer: don't let them hold the demo's tail for 15 s each.
+            read_timeout=3.0,
         )
         _section("crawl")
         t0 = time.time()
