@@ -28,10 +28,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _data import CNR_2000 as CNR  # noqa: E402
+
 from storage.bvgraph import BVGraph, store  # noqa: E402
 from storage.graph_encodings import GzipBlocks, ShortMediumLong, reference_sizes  # noqa: E402
-
-CNR = "/work/shared/data/cnr-2000/cnr-2000"
 
 
 def best(fn, reps: int = 3) -> float:

@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-DEFAULT_GRAPH = "/work/shared/data/cnr-2000/cnr-2000"
+from _data import CNR_2000 as DEFAULT_GRAPH  # noqa: E402
 
 
 def scipy_power_iteration(m, alpha: float, tol: float, max_iter: int = 1000):

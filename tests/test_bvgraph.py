@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from shared_data import CNR_2000
 
 from raycrawl.errors import UserError
 from storage.bvgraph import BVGraph
 
-CNR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cnr-2000" / "cnr-2000"
-if not CNR.with_suffix(".graph").exists():
-    CNR = Path("/work/shared/data/cnr-2000/cnr-2000")
+CNR = CNR_2000
 needs_cnr = pytest.mark.skipif(not Path(str(CNR) + ".graph").exists(), reason="cnr-2000 not available")
 
 

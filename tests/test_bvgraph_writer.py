@@ -6,10 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_data import CNR_2000
 
 from storage.bvgraph import BVGraph, csr_from_arcs, store, transpose_csr
 
-CNR = "/work/shared/data/cnr-2000/cnr-2000"
+CNR = str(CNR_2000)
 
 
 def _random_graph(rng, n, m):
@@ -93,14 +94,14 @@ def test_transpose():
 @pytest.mark.parametrize("name", ["cnr-2000", "cnr-2000-t"])
 def test_cnr_recompressed_is_byte_identical_to_webgraph(tmp_path, name):
     """Same parameters as LAW's file => WebGraph's exact choices, hence the same bytes."""
-    src = BVGraph.load(f"/work/shared/data/cnr-2000/{name}")
+    src = BVGraph.load(f"{CNR_2000.parent}/{name}")
     indptr, indices = src.to_csr()
     props = store(tmp_path / name, indptr, indices, window=src.window, max_ref_count=src.max_ref_count,
                   min_interval=src.min_interval, zeta_k=src.zeta_k)
     assert props["bitsperlink"] == src.properties["bitsperlink"]
     for ext in (".graph", ".offsets"):
         ours_b = (tmp_path / f"{name}{ext}").read_bytes()
-        law_b = Path(f"/work/shared/data/cnr-2000/{name}{ext}").read_bytes()
+        law_b = Path(f"{CNR_2000.parent}/{name}{ext}").read_bytes()
         # LAW's files carry a few zero bytes of padding after the last record.
         assert ours_b == law_b[: len(ours_b)] and law_b[len(ours_b) :].strip(b"\0") == b""
     ours = BVGraph.load(tmp_path / name)

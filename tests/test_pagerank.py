@@ -11,6 +11,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
+from shared_data import CNR_2000
 
 from tasks.pagerank import (
     LinkMatrix,
@@ -21,7 +22,7 @@ from tasks.pagerank import (
     teleport_vector,
 )
 
-CNR = Path("/work/shared/data/cnr-2000/cnr-2000")
+CNR = CNR_2000
 REPO = Path(__file__).resolve().parents[1]
 
 
