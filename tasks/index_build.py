@@ -3,7 +3,7 @@
 Versions come from either
 
 * crawl directories (:func:`crawl_versions`): ``DIR/warc`` responses of the HTML pages whose link
-  record says status 200 and ``text/html``; the crawls are given oldest first and the i-th crawl is
+  record says status 200, ``text/html`` and no error; the crawls are given oldest first and the i-th crawl is
   **epoch i** (a URL fetched twice in one crawl keeps its last body); or
 * the websim model directly (:func:`websim_versions`): every live HTML page of
   ``WebModel.generate(..., epoch=K)`` rendered for K = 0 … epochs-1, no HTTP involved (what the
@@ -47,8 +47,9 @@ def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | 
     out: Versions = {}
     for epoch, crawl in enumerate(crawl_dirs):
         crawl = Path(crawl)
+        # A body cut by the crawler (too large, bomb, ...) carries an error: not a page version.
         html_ok = {r["url"] for r in iter_link_records(crawl)
-                   if r.get("status") == 200 and r.get("ctype") == "text/html"}
+                   if r.get("status") == 200 and r.get("ctype") == "text/html" and not r.get("error")}
         bodies: dict[str, bytes] = {}
         for url, _headers, body in iter_responses(crawl / "warc"):
             if url in html_ok:

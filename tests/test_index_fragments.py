@@ -125,7 +125,7 @@ def test_builder_rejects_bad_input():
 @pytest.mark.slow
 def test_websim_epochs_global_sharing_target():
     """Three websim epochs of a small web: global sharing stores well under half the positions."""
-    versions = websim_versions(hosts=20, ips=5, seed=2, epochs=3)
+    versions = websim_versions(hosts=15, ips=5, seed=2, epochs=3)
     none = build_index(versions, "none").stats["positions"]
     glob = build_index(versions, "global").stats["positions"]
     assert none == sum(len(t) for vs in versions.values() for t in vs.values())

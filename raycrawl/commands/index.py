@@ -99,5 +99,7 @@ def handle_stats(args: argparse.Namespace) -> int:
 
 
 def demo_stage(crawl_dir: Path) -> str:
-    """Index the demo crawl (global sharing) and return the summary to print."""
-    return describe(build(Path(crawl_dir)))
+    """Index the demo crawl (global sharing) and return the summary plus a sample 2-term search."""
+    from raycrawl.commands.search import demo_stage as search_demo
+
+    return describe(build(Path(crawl_dir))) + "\n" + search_demo(Path(crawl_dir))
