@@ -62,7 +62,9 @@ def winnow_cuts(f: np.ndarray, b: int = DEFAULT_B, w: int = DEFAULT_W) -> list[i
         if start < 0 and j != len(h) - 1:
             continue  # the first full window (or the whole array when shorter than w)
         m = dq[0]
-        # Rule (b): a tied minimum already cut before means no new cut in this window.
+        # Rule (b): a tied minimum already cut before means no new cut in this window. Checking the
+        # last cut suffices: any earlier cut still in the window was in the window that chose the
+        # last cut, so the last cut's value is ≤ it, hence also the minimum.
         if last_cut >= max(start, 0) and h[last_cut] == h[m]:
             continue
         if m != last_cut:
