@@ -1,0 +1,69 @@
+"""Two epochs of websim really crawled (``raycrawl crawl`` over loopback), indexed with
+``raycrawl index build E1 --crawl E0`` and searched; the ground truth is websim's renderer."""
+
+from __future__ import annotations
+
+import json
+import socket
+from urllib.parse import urlsplit
+
+import pytest
+from test_summaries import cli
+from test_summaries_crawl import run
+
+from raycrawl.text import stems, terms
+from storage.link_records import iter_link_records
+from tasks.query import BruteForce
+
+pytestmark = pytest.mark.slow  # two real crawls (Ray start-up each)
+
+
+def test_two_crawled_epochs(tmp_path, capsys):
+    from websim import Websim
+    from websim.model import WebModel
+    from websim.render import Renderer
+
+    params = {"hosts": 3, "ips": 1, "seed": 8}
+    # URLs carry the port: both epochs must be served on the same one to be versions of one page.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port_fixed = sock.getsockname()[1]
+    truth: dict[str, dict[int, list[str]]] = {}
+    for epoch in (0, 1):
+        crawl = tmp_path / f"e{epoch}"
+        with Websim(**params, epoch=epoch, port=port_fixed, out_dir=tmp_path / f"websim{epoch}") as web:
+            ip, port = web.dns_address
+            seeds = tmp_path / f"seeds{epoch}.txt"
+            seeds.write_text("".join(p["url"] + "\n" for p in web.manifest.html_pages()))
+            r = run(["crawl", "--seeds", seeds, "--out", crawl, "--dns-server", f"{ip}:{port}",
+                     "--allow-networks", "127.0.0.0/8", "--host-delay", "0.01", "--ip-delay", "0.005",
+                     "--max-pages", "80"])
+            assert r.returncode == 0, r.stderr[-3000:]
+            served = web.port
+        model = WebModel.generate(**params, epoch=epoch)
+        renderer = Renderer(model, served)
+        for rec in iter_link_records(crawl):
+            if rec.get("status") != 200 or rec.get("ctype") != "text/html" or rec.get("error"):
+                continue
+            parts = urlsplit(rec["url"])
+            page = model.page(parts.hostname, parts.path + (f"?{parts.query}" if parts.query else ""))
+            assert page is not None, rec["url"]
+            host = model.by_name[parts.hostname]
+            # HTML pages: the renderer's words; other bodies served as text/html (random bytes): their text.
+            truth.setdefault(rec["url"], {})[epoch] = (stems(renderer.words(host, page)) if page.kind == "html"
+                                                       else terms(renderer.response(host, page).body))
+    assert sum(len(v) > 1 for v in truth.values()) >= 10  # many pages crawled in both epochs
+    r = cli(capsys, "index", "build", tmp_path / "e1", "--crawl", tmp_path / "e0")
+    assert r.returncode == 0, r.stderr
+    stats = json.loads((tmp_path / "e1" / "index" / "stats.json").read_text())
+    assert stats["pages"] == len(truth) and stats["versions"] == sum(len(v) for v in truth.values())
+    assert stats["positions_total"] == sum(len(t) for v in truth.values() for t in v.values())
+    urls = sorted(truth)
+    brute = BruteForce([(u, sorted(truth[u].items())) for u in urls])
+    sample = truth[urls[3]][0]
+    for q in ([sample[0], sample[5]], [sample[-1]]):
+        for extra, epoch in (([], None), (["--version", "0"], 0)):
+            r = cli(capsys, "search", tmp_path / "e1", " ".join(q), "--json", "-k", "15", *extra)
+            assert r.returncode == 0, r.stderr
+            got = json.loads(r.stdout)["results"]
+            assert [g["url"] for g in got] == [urls[d] for d, _ in brute.search(q, 15, epoch=epoch)]
