@@ -27,6 +27,7 @@ import redis
 
 from actors.distributor import Distributor
 from actors.fetch_loop import Outcome
+from actors.parser import HTML_TYPES, decode_body
 from actors.virtualizer import Virtualizer
 from actors.workbench import Workbench
 from policies.politeness import Politeness
@@ -161,6 +162,11 @@ class Agent:
                          for i in range(s.fetch_actors)]
         self.parser = ray.remote(num_cpus=0)(ParserActor).remote(s.user_agent)
         self.store = store_actor_class().remote(str(self.out), "agent0", s.warc_max_bytes)
+        self.summary_writer = None
+        if s.summaries_at_crawl:
+            from actors.summary_writer import actor_class as summary_writer_class
+
+            self.summary_writer = summary_writer_class().remote(str(self.out), self.agent_name)
         ray.get([f.start.remote() for f in self.fetchers])
 
     # --- the loop ------------------------------------------------------------------------------------
@@ -330,9 +336,17 @@ class Agent:
             else:
                 counters[f"filtered:{why}"] += 1
         counters["links"] += len(follow)
-        store_ref = self.store.write_batch.remote(items)
-        sieve_ref = self.sieve.enqueue.remote(follow)
-        ray.get([store_ref, sieve_ref])
+        refs = [self.store.write_batch.remote(items), self.sieve.enqueue.remote(follow)]
+        if self.summary_writer is not None:
+            # The pages a post-crawl build reads from the WARC (full 200 HTML responses, same decoding);
+            # spilled before the commit, so a committed batch's summaries are durable too.
+            # (responses cut at the size caps included, as they are archived too).
+            html = [(o.fr.url, decode_body(o.fr.body, o.fr.charset)[0]) for o in pages
+                    if o.fr.url not in dup_of and o.fr.status == 200 and o.fr.ctype in HTML_TYPES]
+            if html:
+                self.summary_writer.add_pages.remote(html)
+                refs.append(self.summary_writer.flush.remote())
+        ray.get(refs)
         self.f.commit([o.key for o in outcomes], counters)
         self.run_pages += counters["pages"]
         metrics.record_batch(self.agent_name, counters, [o.fr.ended - o.fr.started for o in pages if o.fr.status])
@@ -348,11 +362,15 @@ class Agent:
                 rest += batch
             if rest:
                 self._process(rest)
-            ray.get([self.store.close.remote(), self.sieve.close.remote()])
+            closing = [self.store.close.remote(), self.sieve.close.remote()]
+            if self.summary_writer is not None:
+                closing.append(self.summary_writer.close.remote())
+            ray.get(closing)
         except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
             log.exception("agent shutdown incomplete")
-        for actor in [*self.fetchers, self.parser, self.store, self.sieve]:
-            ray.kill(actor)
+        for actor in [*self.fetchers, self.parser, self.store, self.sieve, self.summary_writer]:
+            if actor is not None:
+                ray.kill(actor)
         if self.near is not None:
             self.near.close()
 

@@ -81,6 +81,9 @@ class Settings:
     """URL path extensions never fetched (prefetch filter), e.g. ["jpg", "zip"]."""
     near_dup: bool = True
     """Check parsed pages against the near-duplicate index (actors/shingler.py) when present."""
+    summaries_at_crawl: bool = True
+    """Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so
+    ``raycrawl summaries build DIR --from-spill`` needs no second pass over the WARC files."""
 
     # --- agent sizing -------------------------------------------------------------------------------
     fetch_actors: int = 1

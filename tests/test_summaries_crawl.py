@@ -71,6 +71,12 @@ def test_crawled_websim_round_trip(tmp_path, capsys):
         assert archive.get_terms(node) == dict(Counter(text.stems(words))), rec["url"]
         checked += 1
     assert checked >= 60, checked
+    # The crawl fed the summary writer as it went: building from its spill gives the same archive.
+    from_warc = {v: archive.get_terms(v) for v in range(n)}
+    r = run(["summaries", "build", crawl, "--min-df", "1", "--from-spill"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    spilled = SummaryArchive.open(crawl)
+    assert {v: spilled.get_terms(v) for v in range(n)} == from_warc
     truth = tmp_path / "websim" / "manifest.jsonl.gz"
     topic = Counter(model.vocab.topic_name(h.topic) for h in model.hosts).most_common(1)[0][0]
     from test_summaries import cli

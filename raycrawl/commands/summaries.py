@@ -147,7 +147,9 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
         paths = summaries.spill_paths(crawl_dir)
         if not paths:
             raise UserError(f"{crawl_dir}: no spill files under summaries/spill/")
-        records, again = summaries.iter_spill(paths), lambda: summaries.iter_spill(paths)
+        records = list(summaries.iter_spill(paths))
+        records += _exact_duplicates(crawl_dir, records)
+        again = None
     else:
         # One pass over the WARCs turns pages into counts; held in memory for the second pass.
         records = []
