@@ -128,8 +128,9 @@ class Workbench:
             return list(pipe.execute()[-1])
 
     def recover(self, now: float) -> int:
-        """After a crash: in-flight URLs back in front of their visit states; hosts and IPs that
-        had a request in flight wait a full delay from ``now`` (that response may just have ended)."""
+        """After a crash: in-flight URLs back in front of their visit states; every host and IP
+        waits a full delay from ``now`` (a response may just have ended, and the AOF may have lost
+        the last second of next-fetch times)."""
         pol = self.politeness
         return self.frontier.recover(now, pol.host_delay, pol.ip_delay)
 

@@ -90,8 +90,9 @@ class RedisFrontier:
         return self._scripts["add"](args=args, client=pipe or self.r)
 
     def recover(self, now: float, host_delay: float, ip_delay: float) -> int:
-        """Re-queue every in-flight URL and rebuild the workbench (after a crash); hosts and IPs
-        that were busy wait a full delay from ``now``. Returns how many URLs were re-queued."""
+        """Re-queue every in-flight URL and rebuild the workbench (after a crash); every host and IP
+        waits a full delay from ``now``, since a kill -9 may have lost the last second of next-fetch
+        times (AOF everysec). Returns how many URLs were re-queued."""
         args = [self.p, repr(now), repr(host_delay), repr(ip_delay)]
         return int(self._scripts["recover"](args=args))
 

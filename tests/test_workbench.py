@@ -133,3 +133,25 @@ def test_recover_requeues_in_flight(client) -> None:
             wb.release([Release(host, ip, end=11.0)])
     assert sorted(seen) == sorted(urls)
     assert wb.frontier.stats() == {"pages": 1}
+
+
+def test_recover_delays_every_host_and_ip_even_if_the_aof_lost_their_release(client) -> None:
+    """A kill -9 may lose the last second of writes (appendfsync everysec): here the release of a
+    fetched host is 'lost' (its next-fetch time is rolled back), yet after recovery no host or IP
+    is handed out before a full delay from the restart."""
+    pol = Politeness(host_delay=2.0, ip_delay=0.5)
+    wb = Workbench(client, "t:", pol)
+    ip_of = {f"http://h{i}.test": f"127.0.0.{i % 2 + 1}" for i in range(4)}
+    wb.add_urls([f"{h}/p{j}" for h in ip_of for j in range(3)], ip_of)
+    got, _ = wb.acquire(100.0, 10)
+    wb.release([Release(h, ip, end=100.2) for h, ip, _ in got])
+    wb.frontier.commit([h + p for h, _, p in got], {"pages": len(got)})
+    # Simulate the lost second: forget the next-fetch times the releases wrote.
+    client.delete("t:hnext", "t:inext")
+    restart = 100.3
+    wb.recover(restart)
+    assert wb.acquire(restart + pol.ip_delay - 0.01, 10)[0] == []
+    got, _ = wb.acquire(restart + pol.host_delay, 10)
+    assert got, "after a full delay hosts are ready again"
+    for host in ip_of:
+        assert wb.visit_state(host).next_fetch >= restart + pol.host_delay

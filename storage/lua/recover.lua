@@ -1,21 +1,25 @@
 -- recover: after a crash, put every in-flight URL back at the front of its visit state, clear
 -- the busy marks and rebuild the workbench entries and the workbench from the visit states.
--- ARGV: prefix, now, host_delay, ip_delay: hosts and IPs busy at the crash may have been
--- answering until the very end, so their next fetch waits a full delay from now (the host delay
--- being at least the host's capped robots.txt Crawl-delay, stored in P cdelay).
+-- ARGV: prefix, now, host_delay, ip_delay. EVERY host and IP waits a full delay from now (the
+-- host delay being at least the host's capped robots.txt Crawl-delay, stored in P cdelay): with
+-- appendfsync everysec a kill -9 can lose the last second of acquires and releases, so the
+-- stored next-fetch times and busy marks may be older than the requests really made; any
+-- response before the crash ended before now, so now + delay is always late enough.
 -- Returns the number of URLs put back.
 local P = ARGV[1]
 local now, host_delay, ip_delay = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local busy_ipn = now + ip_delay
-local hbusy = redis.call('HGETALL', P .. 'hbusy')
-for i = 1, #hbusy, 2 do
-  local host, ip = hbusy[i], hbusy[i + 1]
-  local busy_hn = now + math.max(host_delay, tonumber(redis.call('HGET', P .. 'cdelay', host) or '0'))
-  if tonumber(redis.call('HGET', P .. 'hnext', host) or '0') < busy_hn then
-    redis.call('HSET', P .. 'hnext', host, busy_hn)
+local function push_back(hash, member, at)
+  if tonumber(redis.call('HGET', hash, member) or '0') < at then
+    redis.call('HSET', hash, member, at)
   end
-  if tonumber(redis.call('HGET', P .. 'inext', ip) or '0') < busy_ipn then
-    redis.call('HSET', P .. 'inext', ip, busy_ipn)
+end
+local known = redis.call('HGETALL', P .. 'hostip')
+local hbusy = redis.call('HGETALL', P .. 'hbusy')
+for _, pairs_ in ipairs({known, hbusy}) do
+  for i = 1, #pairs_, 2 do
+    local host, ip = pairs_[i], pairs_[i + 1]
+    push_back(P .. 'hnext', host, now + math.max(host_delay, tonumber(redis.call('HGET', P .. 'cdelay', host) or '0')))
+    push_back(P .. 'inext', ip, now + ip_delay)
   end
 end
 local inflight = redis.call('HGETALL', P .. 'inflight')
