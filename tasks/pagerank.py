@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from storage.bvgraph import csr_from_arcs
+
 log = logging.getLogger(__name__)
 
 DEFAULT_ALPHA = 0.85
@@ -136,16 +138,10 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray
     """CSR ``(indptr, indices)`` of the arcs ``src[k] → dst[k]`` (rows = sources, successors sorted).
 
     Duplicate arcs are kept once (a page linking twice to the same target is one arc, as in WebGraph).
+    This is :func:`storage.bvgraph.csr_from_arcs` with the unsigned index type the gather kernel wants.
     """
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    if len(src) and (src.min() < 0 or dst.min() < 0 or src.max() >= n or dst.max() >= n):
-        raise ValueError(f"arc endpoints out of range [0, {n})")
-    key = np.unique(src * n + dst)
-    s, d = np.divmod(key, n)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(s, minlength=n), out=indptr[1:])
-    return indptr, d.astype(_index_dtype(n))
+    indptr, indices = csr_from_arcs(n, src, dst)
+    return indptr, indices.astype(_index_dtype(n))
 
 
 def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
