@@ -170,7 +170,7 @@ def test_distributed_on_two_node_cluster(tmp_path):
             cluster.shutdown()
         """
     )
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=str(REPO))
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, env=env,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
