@@ -79,9 +79,8 @@ def test_personalized_pagerank_matches_networkx():
     assert np.abs(ours.vector - ref).sum() < 1e-8
 
 
-def test_pagerank_fixed_point_of_google_matrix_dense():
-    """Independent check: the vector is the λ=1 right eigenvector of the dense G of the paper's eq. (1)."""
-    _, m = random_graph(5, n=120, m=400)
+def dense_s(m: LinkMatrix) -> np.ndarray:
+    """The paper's S (α = 1, dangling columns 1/N) as a dense matrix, built from the successor lists."""
     n = m.num_nodes
     succ = m.reversed()
     s = np.zeros((n, n))
@@ -91,7 +90,14 @@ def test_pagerank_fixed_point_of_google_matrix_dense():
             s[out, j] = 1.0 / len(out)
         else:
             s[:, j] = 1.0 / n
-    gm = 0.85 * s + 0.15 / n
+    return s
+
+
+def test_pagerank_fixed_point_of_google_matrix_dense():
+    """Independent check: the vector is the λ=1 right eigenvector of the dense G of the paper's eq. (1)."""
+    _, m = random_graph(5, n=120, m=400)
+    n = m.num_nodes
+    gm = 0.85 * dense_s(m) + 0.15 / n
     vals, vecs = np.linalg.eig(gm)
     top = np.argmax(vals.real)
     assert abs(vals[top] - 1.0) < 1e-10

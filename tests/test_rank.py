@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from test_pagerank import CNR, nx_vector, random_graph
+from test_pagerank import CNR, dense_s, nx_vector, random_graph
 
 from raycrawl.cli import main
 from tasks.hits import personalized_hits
@@ -18,21 +18,6 @@ from tasks.pagerank import LinkMatrix, csr_from_edges, pagerank
 from tasks.rank_output import density, write_density_png, write_parquet, write_tsv
 from tasks.ranks2d import compute_ranks, kappa, rank_indices, two_d_rank
 from tasks.spectrum import google_spectrum, invariant_subspaces
-
-
-def dense_s(m: LinkMatrix) -> np.ndarray:
-    """The paper's S (α = 1, dangling columns 1/N) as a dense matrix, built from the successor lists."""
-    n = m.num_nodes
-    succ = m.reversed()
-    s = np.zeros((n, n))
-    for j in range(n):
-        out = succ.pred_indices[succ.pred_indptr[j] : succ.pred_indptr[j + 1]]
-        if len(out):
-            s[out, j] = 1.0 / len(out)
-        else:
-            s[:, j] = 1.0 / n
-    return s
-
 
 # ---- K, K*, K2, κ ---------------------------------------------------------------------------
 
