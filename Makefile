@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export RAY_AUTH_MODE ?= disabled
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup chromium demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -12,7 +12,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The search page's test drives headless Chromium: Debian's package, installed only when missing
+# (the one system package; sudo only when not root).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=; if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
+	  echo "installing Debian's chromium (headless browser for tests/test_search_browser.py)"; \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+setup: $(STAMP) chromium
 
 demo: setup
 	$(VENV)/bin/raycrawl demo --out demo-out

@@ -80,10 +80,9 @@ def render_page(answer: dict, error: str | None = None) -> str:
         if mark is not None:
             snippet = mark.sub(lambda m: f"<mark>{m.group(0)}</mark>", snippet)
         meta = [f"score {r['score']:.3f}"]
-        if r.get("pagerank") is not None:
-            meta.append(f"PageRank {r['pagerank']:.3g}")
-        if r.get("spam") is not None:
-            meta.append(f"spam {r['spam']:.2f}")
+        # Always shown; "–" when the index has none (built before ``raycrawl rank`` / ``spam score``).
+        meta.append("PageRank " + (f"{r['pagerank']:.3g}" if r.get("pagerank") is not None else "–"))
+        meta.append("spam " + (f"{r['spam']:.2f}" if r.get("spam") is not None else "–"))
         if "change" in r:
             meta.append(f"change {r['change']:.3f}")
         versions = ", ".join(f"epoch {v['epoch']} ({v['score']:.2f})" for v in r.get("versions", []))
@@ -92,7 +91,9 @@ def render_page(answer: dict, error: str | None = None) -> str:
                     + (f'<div class="versions">versions: {esc(versions)}</div>' if versions else "") + "</li>")
     body = (f'<p class="error">{esc(error)}</p>' if error else
             (f"<p>{len(rows)} result(s)</p><ol>{''.join(rows)}</ol>" if q else ""))
-    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>raycrawl search</title></head><body>"
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>raycrawl search</title>"
+            "<style>body{font-family:sans-serif;margin:1em 2em}li.hit{margin:.8em 0}"
+            ".meta,.versions{color:#555;font-size:90%}.error{color:#b00}</style></head><body>"
             f'<form method="get" action="/"><input name="q" value="{esc(q, quote=True)}" size="40">'
             '<input name="version" placeholder="epoch" size="5"><label><input type="checkbox" name="or" value="1">'
             " any word</label> <button>search</button></form>" + body + "</body></html>")
