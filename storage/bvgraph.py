@@ -9,8 +9,9 @@ webgraph-rs, and we read theirs):
 * ``B.properties`` Java properties: ``nodes``, ``arcs``, ``windowsize``, ``maxrefcount``,
                    ``minintervallength``, ``zetak``, ``compressionflags`` (we support the
                    default, empty, set of codes), ``bitsperlink`` and other statistics;
-* ``B.ef``         (optional) the Elias–Fano offsets index that the ``webgraph`` PyPI package
-                   needs; we never need it.
+* ``B.ef``         the offsets again, as the ε-serde-serialized sux Elias–Fano sequence that
+                   webgraph-rs and the ``webgraph`` PyPI package load instead of ``B.offsets``
+                   (``storage.webgraph_ef``); ``store`` writes it, we never read it.
 
 Access: ``successors(v)`` and ``outdegree(v)`` by random access through the offsets,
 ``iter_nodes()`` sequentially, ``to_csr()`` decodes everything once into numpy arrays (the
@@ -224,12 +225,12 @@ def transpose_csr(num_nodes: int, indptr: np.ndarray, indices: np.ndarray) -> tu
 
 def store(basename: str | Path, indptr: np.ndarray, indices: np.ndarray, *, window: int = 7,
           max_ref_count: int = 3, min_interval: int = 4, zeta_k: int = 3) -> dict[str, object]:
-    """Write a BV graph ``basename.{graph,offsets,properties}`` from CSR arrays.
+    """Write a BV graph ``basename.{graph,offsets,properties,ef}`` from CSR arrays.
 
     Successor lists must be strictly increasing and within ``[0, n)`` (``csr_from_arcs``
     makes them so). Parameters are WebGraph's (defaults: its ``-w 7 -m 3 -i 4``, ζ3).
     Returns the properties written."""
-    from storage import bv_writer
+    from storage import bv_writer, webgraph_ef
     from storage.codes import bytes_from_words, write_gamma_sequence
 
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
@@ -253,6 +254,9 @@ def store(basename: str | Path, indptr: np.ndarray, indices: np.ndarray, *, wind
     Path(basename + ".graph").write_bytes(bytes_from_words(words, nbits, align=1))
     gap_words, gap_bits = write_gamma_sequence(np.diff(offsets, prepend=0))
     Path(basename + ".offsets").write_bytes(bytes_from_words(gap_words, gap_bits, align=1))
+    # The Elias–Fano offsets webgraph-rs (and the `webgraph` PyPI package) load instead of
+    # .offsets: cheap (a few bits per node), and makes every graph we write usable there.
+    webgraph_ef.write_ef(basename, offsets)
     st = [int(v) for v in stats]
     props: dict[str, object] = {
         "graphclass": "it.unimi.dsi.webgraph.BVGraph",
