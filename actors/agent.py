@@ -6,6 +6,15 @@ stores WARC + link records, offers the followed links (prefetch-filtered) to the
 then *commits* the batch in Redis (in-flight entries dropped, counters added, AOF synced). The
 distributor then moves URLs from the sieve and the virtual queues to the workbench.
 
+Several agents (``agents`` setting, one per Ray node as in BUbiNG/UbiCrawler): no leader; each host
+belongs to the agent chosen by consistent hashing (:mod:`policies.assignment`). An agent has its own
+sieve, distributor, fetch, parser and store actors and its own *view* of the Redis workbench; links
+to hosts owned elsewhere are batched to the owner's sieve (named actor ``raycrawl-sieve-<agent>``)
+behind a cache of recently sent URLs. Hosts of one IP may belong to several agents: the IP's busy
+mark and next-fetch time are global in Redis, so IP politeness holds across agents. The crawl ends
+when every agent saw itself idle at the same value of the crawl's activity counter (see
+:meth:`Agent._all_idle`).
+
 Crash semantics (kill -9 of everything, then ``--resume``): a visit is committed only after its
 records and its links are durable, so after a crash the in-flight set holds exactly the visits
 that may have to be redone; :meth:`RedisFrontier.recover` puts them back in front of their visit
@@ -18,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +46,7 @@ from raycrawl.progress import Progress
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.urls import canonicalize
+from storage.redis_frontier import RedisFrontier
 from storage.warc import warc_date
 
 log = logging.getLogger(__name__)
@@ -94,22 +104,49 @@ def _near_dup_index(settings: Settings, redis_url: str):
 
 # Seconds between exports of the frontier gauges (each costs a Redis round trip and a sieve call).
 METRICS_INTERVAL = 2.0
+# Recently sent URLs an agent does not send again to another agent's sieve (navigation links).
+SENT_CACHE = 100_000
+
+
+def sieve_dir(out: Path, agent: str) -> Path:
+    """Where an agent's sieve lives: ``OUT/sieve`` for the first (the only one of a one-agent
+    crawl), ``OUT/sieve-<agent>`` for the others."""
+    return out / "sieve" if agent == AGENT0 else out / f"sieve-{agent}"
+
+
+AGENT0 = "agent0"
+
+
+def agent_names(n: int) -> list[str]:
+    return [f"agent{i}" for i in range(n)]
+
+
+def sieve_actor_name(prefix: str, agent: str) -> str:
+    return f"raycrawl-sieve-{prefix}{agent}"
 
 
 class Agent:
     """Runs one crawl to the end (frontier empty or budget spent). ``run()`` returns the report."""
 
-    def __init__(self, settings: Settings, redis_url: str, progress: Progress | None = None) -> None:
+    def __init__(self, settings: Settings, redis_url: str, progress: Progress | None = None,
+                 name: str = AGENT0, agents: list[str] | None = None, budget: int | None = None) -> None:
+        """``name``: this agent; ``agents``: every agent of the crawl (None: this one alone);
+        ``budget``: this agent's share of the page budget (None: all of ``max_pages``)."""
+        from policies.assignment import ConsistentHash
         from policies.filters import build_postfetch, build_prefetch
         from policies.networks import NetworkPolicy
 
         self.s = settings
         self.out = Path(settings.out)
         self.redis_url = redis_url
+        self.name = name
+        self.agents = agents or [name]
+        self.ring = ConsistentHash(self.agents)
+        self.share = budget
         self.client = redis.Redis.from_url(redis_url)
         self.wb = Workbench(self.client, settings.redis_prefix,
                             Politeness(settings.host_delay, settings.ip_delay, settings.max_crawl_delay,
-                                       settings.retry_backoff))
+                                       settings.retry_backoff), view=name)
         self.f = self.wb.frontier
         self.virt = Virtualizer(self.out / "virtualizer", self.f, settings.workbench_urls_per_host)
         self.distributor = Distributor(self.wb, self.virt, front_size=settings.front_size,
@@ -122,8 +159,9 @@ class Agent:
         self.spam_gate = _spam_gate(settings)
         self.progress = progress
         self.run_pages = 0
-        # The metrics' "agent" tag; one agent per crawl until multi-agent crawls land (issue 8).
-        self.agent_name = "agent0"
+        self.agent_name = name  # the metrics' "agent" tag
+        self.peers: dict[str, Any] = {}  # other agents' sieve actors
+        self.sent: OrderedDict[int, None] = OrderedDict()
 
     # --- setup ---------------------------------------------------------------------------------------
     def _prepare_state(self) -> None:
@@ -132,6 +170,7 @@ class Agent:
         if self.s.resume:
             if not has_state:
                 raise UserError(f"--resume: no crawl to resume in {self.out} (and its Redis)")
+            self.client.delete(self.f.key("idle"))
             requeued = self.wb.recover(time.time())
             log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
         else:
@@ -152,29 +191,41 @@ class Agent:
 
         s = self.s
         done = self.f.stats().get("pages", 0)
-        budget = max(0, s.max_pages - done) if s.max_pages else None
+        budget = self.share if self.share is not None else max(0, s.max_pages - done) if s.max_pages else None
         self.budget_left = budget
         per_actor = None if budget is None else [budget // s.fetch_actors + (i < budget % s.fetch_actors)
                                                   for i in range(s.fetch_actors)]
-        self.sieve = sieve_actor_class().remote(str(self.out / "sieve"), s.sieve_batch, s.url_cache)
-        FetchActor = fetch_actor_class()
-        self.fetchers = [FetchActor.remote(s, self.redis_url, None if per_actor is None else per_actor[i])
+        # An agent's actors run on its node (BUbiNG: an agent is one machine).
+        here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)
+        self.sieve = sieve_actor_class().options(
+            name=sieve_actor_name(s.redis_prefix, self.name), scheduling_strategy=here).remote(
+            str(sieve_dir(self.out, self.name)), s.sieve_batch, s.url_cache)
+        FetchActor = fetch_actor_class().options(scheduling_strategy=here)
+        self.fetchers = [FetchActor.remote(s, self.redis_url, None if per_actor is None else per_actor[i], self.name)
                          for i in range(s.fetch_actors)]
-        self.parser = ray.remote(num_cpus=0)(ParserActor).remote(s.user_agent)
-        self.store = store_actor_class().remote(str(self.out), "agent0", s.warc_max_bytes)
+        self.parser = ray.remote(num_cpus=0)(ParserActor).options(scheduling_strategy=here).remote(s.user_agent)
+        self.store = store_actor_class().options(scheduling_strategy=here).remote(
+            str(self.out), self.name, s.warc_max_bytes)
         self.summary_writer = None
         if s.summaries_at_crawl:
             from actors.summary_writer import actor_class as summary_writer_class
 
-            self.summary_writer = summary_writer_class().remote(str(self.out), self.agent_name)
+            self.summary_writer = summary_writer_class().options(scheduling_strategy=here).remote(
+                str(self.out), self.agent_name)
         ray.get([f.start.remote() for f in self.fetchers])
 
     # --- the loop ------------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self, prepare: bool = True) -> dict[str, Any]:
+        """Crawl until the frontier of the whole crawl is empty or this agent's budget is spent;
+        returns the report (of the whole crawl so far). ``prepare``: clear or recover the Redis
+        state first (False when the caller did it for all agents)."""
         import ray
 
         seeds = [u for u in read_seeds(self.s.seeds) if self.prefetch(u)] if self.s.seeds else []
-        self._prepare_state()
+        seeds = [u for u in seeds if self._owner(u) == self.name]
+        if prepare:
+            self._prepare_state()
         self._start_actors()
         if seeds:
             ray.get(self.sieve.enqueue.remote(seeds))
@@ -230,12 +281,67 @@ class Agent:
                                     "in-flight": sum(x["in_flight"] for x in statuses),
                                     "errors": sum(v for k, v in st.items() if k.startswith("error:"))})
             if idle and budget_spent:
+                self.client.hset(self.f.key("idle"), self.name, "done")
                 return "budget spent"
-            if idle:
-                c = self.f.counts()
-                if (c["queued"] == 0 and c["hosts_busy"] == 0 and c["virtualized"] == 0
-                        and ray.get(self.sieve.exhausted.remote(self.f.sieve_offset()))):
-                    return "frontier empty"
+            if idle and self._all_idle():
+                return "frontier empty"
+
+    def _all_idle(self) -> bool:
+        """Distributed termination: this agent has nothing to do (fetchers idle — checked by the
+        caller — its sieve exhausted, its view empty) and so has every other agent, all observed at
+        the same value of the activity counter. Every commit bumps the counter *after* its links
+        are durable in their owners' sieves, so an agent that saw itself idle before links reached
+        it holds a stale mark until it looks again, and the crawl cannot end under it. An agent
+        whose budget is spent marks itself ``done``."""
+        import ray
+
+        act = self.client.get(self.f.key("activity")) or b"0"
+        c = self.f.counts(view_only=True)
+        mine = (c["virtualized"] == 0 and c["front"] == 0
+                and ray.get(self.sieve.exhausted.remote(self.f.sieve_offset())))
+        if not mine:
+            return False
+        self.client.hset(self.f.key("idle"), self.name, act)
+        marks = self.client.hmget(self.f.key("idle"), self.agents)
+        if not all(m == b"done" or m == act for m in marks):
+            return False
+        c = self.f.counts()
+        return c["queued"] == 0 and c["hosts_busy"] == 0 and c["virtualized"] == 0 and act == (
+            self.client.get(self.f.key("activity")) or b"0")
+
+    def _owner(self, url: str) -> str:
+        return self.ring.owner(urlsplit(url).hostname or "") if len(self.agents) > 1 else self.name
+
+    def _send_links(self, urls: list[str]) -> list[Any]:
+        """Offer links to their owners' sieves (ours directly; others' in one batch each, minus the
+        URLs sent recently). Returns the calls to wait for before committing."""
+        import ray
+
+        if len(self.agents) == 1:
+            return [self.sieve.enqueue.remote(urls)]
+        from actors.sieve import fingerprint
+
+        by_owner: dict[str, list[str]] = {}
+        for url in urls:
+            owner = self._owner(url)
+            if owner != self.name:
+                fp = fingerprint(url)
+                if fp in self.sent:
+                    self.sent.move_to_end(fp)
+                    continue
+                self.sent[fp] = None
+                if len(self.sent) > SENT_CACHE:
+                    self.sent.popitem(last=False)
+            by_owner.setdefault(owner, []).append(url)
+        refs = []
+        for owner, batch in by_owner.items():
+            if owner == self.name:
+                refs.append(self.sieve.enqueue.remote(batch))
+                continue
+            if owner not in self.peers:
+                self.peers[owner] = ray.get_actor(sieve_actor_name(self.s.redis_prefix, owner))
+            refs.append(self.peers[owner].enqueue.remote(batch))
+        return refs
 
     def _record_failures(self, failed: list[tuple[str, str]]) -> None:
         import ray
@@ -336,7 +442,7 @@ class Agent:
             else:
                 counters[f"filtered:{why}"] += 1
         counters["links"] += len(follow)
-        refs = [self.store.write_batch.remote(items), self.sieve.enqueue.remote(follow)]
+        refs = [self.store.write_batch.remote(items), *self._send_links(follow)]
         if self.summary_writer is not None:
             # The pages a post-crawl build reads from the WARC (full 200 HTML responses, same decoding);
             # spilled before the commit, so a committed batch's summaries are durable too.
@@ -407,6 +513,64 @@ def _init_ray(address: str | None, attempts: int = 3) -> None:
             log.warning("Ray did not start (%s); retrying", exc)
 
 
+def agent_actor_class():
+    """An agent as a Ray actor, for crawls with several agents: the agent's loop runs in the actor
+    (threaded, so ``run`` may block), its sieve/fetch/parser/store actors on the same node."""
+    import ray
+
+    @ray.remote(num_cpus=0, max_concurrency=2)
+    class AgentActor:
+        def __init__(self, settings: Settings, redis_url: str, name: str, agents: list[str],
+                     budget: int | None) -> None:
+            logging.basicConfig(level=logging.WARNING)
+            self.agent = Agent(settings, redis_url, None, name=name, agents=agents, budget=budget)
+
+        def node(self) -> str:
+            return ray.get_runtime_context().get_node_id()
+
+        def run(self) -> dict[str, Any]:
+            report = self.agent.run(prepare=False)
+            return {"agent": self.agent.name, "pages": self.agent.run_pages, "stopped": report["stopped"]}
+
+    return AgentActor
+
+
+def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
+    """A crawl with ``settings.agents`` agents, spread round-robin over the Ray cluster's alive
+    nodes (one per node when there are as many nodes as agents). The caller's process only sets
+    the crawl up and waits: the agents share nothing but Redis and each other's sieves."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    names = agent_names(settings.agents)
+    # One agent's frontier object prepares (clears or recovers) the Redis state for all of them.
+    Agent(settings, redis_url, name=AGENT0, agents=names)._prepare_state()
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    budget = None
+    if settings.max_pages:
+        left = max(0, settings.max_pages - RedisFrontier(redis.Redis.from_url(redis_url), settings.redis_prefix).stats()
+                   .get("pages", 0))
+        budget = [left // len(names) + (i < left % len(names)) for i in range(len(names))]
+    cls = agent_actor_class()
+    actors = [cls.options(name=f"raycrawl-{settings.redis_prefix}{name}", scheduling_strategy=NodeAffinitySchedulingStrategy(
+                  nodes[i % len(nodes)], soft=False)).remote(settings, redis_url, name, names,
+                                                             None if budget is None else budget[i])
+              for i, name in enumerate(names)]
+    started = time.time()
+    try:
+        per_agent = ray.get([a.run.remote() for a in actors])
+    finally:
+        for a in actors:
+            ray.kill(a)
+    elapsed = time.time() - started
+    f = RedisFrontier(redis.Redis.from_url(redis_url), settings.redis_prefix)
+    stopped = "frontier empty" if all(r["stopped"] == "frontier empty" for r in per_agent) else "budget spent"
+    report = build_report(f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),
+                          stopped=stopped, frontier=f.counts(), extra={"agents": per_agent})
+    write_report(Path(settings.out) / "report.json", report)
+    return report
+
+
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
@@ -427,6 +591,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             _init_ray(settings.address)
             started_ray = True
         try:
+            if settings.agents > 1:
+                return run_agents(settings, url)
             return Agent(settings, url, progress).run()
         finally:
             if started_ray:

@@ -48,12 +48,12 @@ class Outcome:
 class FetchLoop:
     """Plain asyncio class; :func:`fetch_actor_class` wraps it in a Ray actor."""
 
-    def __init__(self, settings: Settings, redis_url: str, budget: int | None = None) -> None:
+    def __init__(self, settings: Settings, redis_url: str, budget: int | None = None, view: str = "agent0") -> None:
         self.s = settings
         self.client = redis.Redis.from_url(redis_url)
         self.politeness = Politeness(settings.host_delay, settings.ip_delay, settings.max_crawl_delay,
                                      settings.retry_backoff)
-        self.wb = Workbench(self.client, settings.redis_prefix, self.politeness)
+        self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
         self.budget = budget  # page fetches this loop may still start (None = unlimited)
         self.robots: dict[str, RobotsRules] = {}
         self.attempts: dict[str, int] = {}
@@ -268,9 +268,9 @@ def fetch_actor_class():
 
     @ray.remote(num_cpus=0, max_concurrency=64)
     class FetchActor:
-        def __init__(self, settings: Settings, redis_url: str, budget: int | None) -> None:
+        def __init__(self, settings: Settings, redis_url: str, budget: int | None, view: str = "agent0") -> None:
             logging.basicConfig(level=logging.WARNING)
-            self.loop = FetchLoop(settings, redis_url, budget)
+            self.loop = FetchLoop(settings, redis_url, budget, view)
 
         async def start(self) -> None:
             await self.loop.start()

@@ -42,7 +42,7 @@ class Virtualizer:
         """URLs on disk for each host."""
         if not hosts:
             return []
-        return [int(v or 0) for v in self.f.r.hmget(self.f.key("virt"), hosts)]
+        return [int(v or 0) for v in self.f.r.hmget(self.f.vkey("virt"), hosts)]
 
     def ends(self, hosts: list[str]) -> list[int]:
         """Committed end of each host's virtual queue (bytes)."""
@@ -61,7 +61,7 @@ class Virtualizer:
             fh.write(("\n".join(paths) + "\n").encode())
             new_end = fh.tell()
         pipe.hset(self.f.key("vend"), host, new_end)
-        pipe.hincrby(self.f.key("virt"), host, len(paths))
+        pipe.hincrby(self.f.vkey("virt"), host, len(paths))
         self.spilled += len(paths)
 
     def refill(self, host: str, ip: str, n: int) -> int:
@@ -81,10 +81,10 @@ class Virtualizer:
             if off >= end:  # queue drained: forget it
                 pipe.hdel(self.f.key("voff"), host)
                 pipe.hdel(self.f.key("vend"), host)
-                pipe.hdel(self.f.key("virt"), host)
+                pipe.hdel(self.f.vkey("virt"), host)
             else:
                 pipe.hset(self.f.key("voff"), host, off)
-                pipe.hincrby(self.f.key("virt"), host, -len(paths))
+                pipe.hincrby(self.f.vkey("virt"), host, -len(paths))
             pipe.execute()
         if off >= end:
             self.path(host).unlink(missing_ok=True)
@@ -94,7 +94,7 @@ class Virtualizer:
     def limbo(self) -> list[tuple[str, int]]:
         """Hosts with URLs on disk and fewer than half a budget in Redis: (host, queue length)."""
         r = self.f.r
-        hosts = [h.decode() for h in r.hkeys(self.f.key("virt"))]
+        hosts = [h.decode() for h in r.hkeys(self.f.vkey("virt"))]
         if not hosts:
             return []
         pipe = r.pipeline(transaction=False)

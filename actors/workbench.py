@@ -73,8 +73,9 @@ class Release:
 class Workbench:
     """Visit states and workbench entries in Redis, with politeness applied on release."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "rc:", politeness: Politeness | None = None) -> None:
-        self.frontier = RedisFrontier(client, prefix)
+    def __init__(self, client: redis.Redis, prefix: str = "rc:", politeness: Politeness | None = None,
+                 view: str = "agent0") -> None:
+        self.frontier = RedisFrontier(client, prefix, view)
         self.politeness = politeness or Politeness()
 
     def add_urls(self, urls: list[str], ips: dict[str, str], sieve_offset: int | None = None,
@@ -91,8 +92,8 @@ class Workbench:
         return self.frontier.add([(h, ips[h], paths) for h, paths in groups.items()], sieve_offset)
 
     def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
-        """Up to ``n`` ready (host, ip, path), each host and IP now busy; and when the next one
-        becomes ready (None: nothing waiting)."""
+        """Up to ``n`` ready (host, ip, path) of this agent's view, each host and IP now busy for
+        every agent; and when the next one of the view becomes ready (None: nothing waiting)."""
         return self.frontier.acquire(now, n)
 
     def release(self, releases: list[Release]) -> list[int]:
@@ -144,11 +145,11 @@ class Workbench:
             next_fetch=float(f.r.hget(f.key("hnext"), host) or 0),
             queued=f.r.llen(f.key("vs:") + host),
             busy=bool(f.r.hexists(f.key("hbusy"), host)),
-            virtualized=int(f.r.hget(f.key("virt"), host) or 0),
+            virtualized=int(f.r.hget(f.vkey("virt"), host) or 0),
         )
 
     def entry(self, ip: str) -> WorkbenchEntry:
         f = self.frontier
-        hosts = [(h.decode(), s) for h, s in f.r.zrange(f.key("ent:") + ip, 0, -1, withscores=True)]
+        hosts = [(h.decode(), s) for h, s in f.r.zrange(f.vkey("ent:") + ip, 0, -1, withscores=True)]
         return WorkbenchEntry(ip=ip, next_fetch=float(f.r.hget(f.key("inext"), ip) or 0),
                               busy=bool(f.r.sismember(f.key("ibusy"), ip)), ready_hosts=hosts)

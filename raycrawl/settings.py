@@ -86,6 +86,9 @@ class Settings:
     ``raycrawl summaries build DIR --from-spill`` needs no second pass over the WARC files."""
 
     # --- agent sizing -------------------------------------------------------------------------------
+    agents: int = 1
+    """Agents of the crawl (each with its sieve, fetchers, parser, store and workbench view), spread
+    over the Ray cluster's nodes; hosts are split among them by consistent hashing."""
     fetch_actors: int = 1
     fetch_concurrency: int = 256
     """Maximum requests in flight per fetch actor (one per host and per IP at a time anyway)."""
@@ -114,7 +117,7 @@ class Settings:
         for name in ("max_pages", "max_urls_per_host", "max_retries"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
-        for name in ("fetch_actors", "fetch_concurrency", "front_size", "workbench_urls_per_host", "sieve_batch",
+        for name in ("agents", "fetch_actors", "fetch_concurrency", "front_size", "workbench_urls_per_host", "sieve_batch",
                      "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")

@@ -1,6 +1,6 @@
 """The workbench's storage in Redis: key layout and the Lua scripts that move URLs atomically.
 
-Keys (all under a prefix ``P``, default ``rc:``):
+Keys (all under a prefix ``P``, default ``rc:``; ``V`` = ``P v:<agent>:`` is one agent's *view*):
 
 ==================== ======= =====================================================================
 key                  type    content
@@ -10,28 +10,36 @@ key                  type    content
 ``P hnext``          hash    host → UNIX time its next request may start
 ``P cdelay``         hash    host → robots.txt Crawl-delay (seconds, already capped)
 ``P inext``          hash    IP → UNIX time its next request may start (only moves forward)
-``P ent:<ip>``       zset    workbench entry of an IP: its idle hosts with URLs, scored by hnext
-``P wb``             zset    the workbench: idle IPs with a non-empty entry, scored by
+``P howner``         hash    host → the view (``V``) of the agent that owns it (fixed at first add)
+``P views``          set     every agent's view prefix ``V``
+``V ent:<ip>``       zset    workbench entry of an IP in one view: the agent's idle hosts on that IP
+                             with URLs, scored by hnext
+``V wb``             zset    the agent's workbench: IPs with a non-empty entry in this view, scored by
                              max(inext, smallest hnext in the entry) = when it becomes ready
+``V active``         set     the agent's hosts whose visit state is non-empty (its front, in BUbiNG's terms)
+``V sieve_off``      string  byte offset of the agent's sieve output queue already distributed
+``V virt``           hash    host → URLs of the agent's host waiting in the virtualizer
 ``P hbusy``          hash    host → IP, hosts with a request in flight
-``P ibusy``          set     IPs with a request in flight
+``P ibusy``          set     IPs with a request in flight (by any agent)
 ``P inflight``       hash    URL → host, acquired but not yet committed (re-queued by recover)
 ``P queued``         string  number of paths in all visit states
-``P active``         set     hosts whose visit state is non-empty (the front, in BUbiNG's terms)
 ``P hcount``         hash    host → URLs ever scheduled (for max-urls-per-host)
-``P sieve_off``      string  byte offset of the sieve's output queue already distributed
-``P virt``           hash    host → URLs of the host waiting in the virtualizer
 ``P voff``           hash    host → byte offset already read from its virtual queue
 ``P vend``           hash    host → committed end (bytes) of its virtual queue
 ``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
 ``P robots``         hash    host → robots.txt rules (JSON of RobotsRules.to_dict), until expiry
 ``P digest``         hash    content digest (hex) → first URL with it (exact duplicates)
 ``P meta``           hash    started, settings of the crawl
+``P activity``       string  commits so far (bumped by every commit: distributed termination)
+``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
 ==================== ======= =====================================================================
 
-Invariants the scripts keep: a host is in at most one of {``hbusy``, ``ent:<ip>``}; a host in
-``ent:<ip>`` has a non-empty visit state; an IP is in at most one of {``ibusy``, ``wb``}; an IP in
-``wb`` has a non-empty entry. Hence a host (IP) has at most one request in flight.
+Invariants the scripts keep: a host is in at most one of {``hbusy``, its owner's ``ent:<ip>``}; a
+host in an entry has a non-empty visit state; a view's ``wb`` holds only IPs with a non-empty entry
+in that view; ``acquire`` takes an IP only when it is not in ``ibusy``, and every ``release``
+re-scores the IP in each view with an entry for it. Hence a host, and an IP, has at most one
+request in flight across all agents, and an IP's next-fetch time (``inext``) is shared by the
+agents whose hosts live on it — IP politeness holds across agents (BUbiNG's issue #8).
 """
 
 from __future__ import annotations
@@ -50,21 +58,35 @@ LUA_DIR = Path(__file__).with_name("lua")
 class RedisFrontier:
     """Thin typed wrapper over the Lua scripts; one Redis connection (synchronous)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "rc:") -> None:
+    def __init__(self, client: redis.Redis, prefix: str = "rc:", view: str = "agent0") -> None:
         self.r = client
         self.p = prefix
+        self.view = view
+        self.v = f"{prefix}v:{view}:"
         self._scripts = {
             name: client.register_script((LUA_DIR / f"{name}.lua").read_text())
             for name in ("acquire", "release", "add", "recover")
         }
+        self.register()
 
     def key(self, name: str) -> str:
         return self.p + name
 
+    def vkey(self, name: str) -> str:
+        """A key of this agent's view."""
+        return self.v + name
+
+    def register(self) -> None:
+        """Make this view known to release/recover (idempotent; again after :meth:`clear`)."""
+        self.r.sadd(self.key("views"), self.v)
+
+    def views(self) -> list[str]:
+        return sorted(v.decode() for v in self.r.smembers(self.key("views")))
+
     def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
         """Up to ``n`` (host, ip, path) ready at ``now`` (distinct hosts, distinct IPs), marked
         busy and in flight; and the earliest time something else becomes ready (None if none)."""
-        raw = self._scripts["acquire"](args=[self.p, repr(now), n])
+        raw = self._scripts["acquire"](args=[self.p, self.v, repr(now), n])
         earliest = float(raw[-1])
         items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 3)]
         return items, (None if earliest < 0 else earliest)
@@ -84,7 +106,8 @@ class RedisFrontier:
             front: bool = False, pipe: redis.client.Pipeline | None = None) -> int:
         """Append (prepend if ``front``) paths to visit states: groups of (host, ip, paths).
         Optionally records the sieve offset in the same atomic step."""
-        args: list[object] = [self.p, "" if sieve_offset is None else str(sieve_offset), "1" if front else "0"]
+        args: list[object] = [self.p, self.v, "" if sieve_offset is None else self.vkey("sieve_off"),
+                              str(sieve_offset or 0), "1" if front else "0"]
         for host, ip, paths in groups:
             args += [host, ip, len(paths), *paths]
         return self._scripts["add"](args=args, client=pipe or self.r)
@@ -105,6 +128,7 @@ class RedisFrontier:
             for name, n in counters.items():
                 if n:
                     pipe.hincrby(self.key("stats"), name, n)
+            pipe.incr(self.key("activity"))  # termination detection (actors.agent.Agent._all_idle)
             pipe.execute()
         self.wait_durable()
 
@@ -115,24 +139,30 @@ class RedisFrontier:
 
     # --- reads for status, the distributor and tests ---------------------------------------------
     def sieve_offset(self) -> int:
-        return int(self.r.get(self.key("sieve_off")) or 0)
+        return int(self.r.get(self.vkey("sieve_off")) or 0)
 
     def front_size(self) -> int:
-        """Hosts with URLs in their visit state."""
-        return self.r.scard(self.key("active"))
+        """This agent's hosts with URLs in their visit state."""
+        return self.r.scard(self.vkey("active"))
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, view_only: bool = False) -> dict[str, int]:
+        """Frontier sizes of the whole crawl (``front``, ``ips_waiting``, ``virtualized`` summed over
+        the views), or of this view only (``view_only``: ``queued`` and ``hosts_busy`` stay global)."""
+        views = [self.v] if view_only else self.views() or [self.v]
         pipe = self.r.pipeline(transaction=False)
         pipe.get(self.key("queued"))
         pipe.hlen(self.key("hostip"))
-        pipe.zcard(self.key("wb"))
         pipe.hlen(self.key("hbusy"))
         pipe.hlen(self.key("inflight"))
-        pipe.hvals(self.key("virt"))
-        pipe.scard(self.key("active"))
-        queued, hosts, ready_ips, busy, inflight, virt, front = pipe.execute()
-        return {"queued": int(queued or 0), "hosts": hosts, "front": front, "ips_waiting": ready_ips,
-                "hosts_busy": busy, "inflight": inflight, "virtualized": sum(int(v) for v in virt)}
+        for v in views:
+            pipe.zcard(v + "wb")
+            pipe.hvals(v + "virt")
+            pipe.scard(v + "active")
+        queued, hosts, busy, inflight, *per_view = pipe.execute()
+        ready_ips, virt, front = per_view[0::3], per_view[1::3], per_view[2::3]
+        return {"queued": int(queued or 0), "hosts": hosts, "front": sum(front), "ips_waiting": sum(ready_ips),
+                "hosts_busy": busy, "inflight": inflight,
+                "virtualized": sum(int(x) for vals in virt for x in vals), "agents": len(views)}
 
     def stats(self) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in self.r.hgetall(self.key("stats")).items()}
@@ -170,3 +200,4 @@ class RedisFrontier:
                 self.r.delete(*keys)
             if cursor == 0:
                 break
+        self.register()

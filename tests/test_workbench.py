@@ -25,8 +25,12 @@ def make_web(rng: random.Random, hosts: int, ips: int, per_host: int) -> tuple[l
     return urls, ip_of
 
 
-def simulate(wb: Workbench, pol: Politeness, rng: random.Random, fetchers: int, crawl_delays: dict[str, float]):
-    """Drive the workbench with a virtual clock; check every start against an independent log."""
+def simulate(wb: Workbench | list[Workbench], pol: Politeness, rng: random.Random, fetchers: int,
+             crawl_delays: dict[str, float]):
+    """Drive the workbench (or several agents' views of it, each with ``fetchers`` slots) with a
+    virtual clock; check every start against an independent log."""
+    wbs = wb if isinstance(wb, list) else [wb]
+    fetchers *= len(wbs)
     now = 1000.0
     in_flight: list[tuple[float, str, str, str]] = []  # (end, host, ip, path)
     last_end_host: dict[str, float] = {}
@@ -35,7 +39,11 @@ def simulate(wb: Workbench, pol: Politeness, rng: random.Random, fetchers: int, 
     busy_hosts: set[str] = set()
     busy_ips: set[str] = set()
     while True:
-        got, earliest = wb.acquire(now, fetchers - len(in_flight))
+        got, earliest = [], None
+        for view in wbs:
+            g, e = view.acquire(now, (fetchers - len(in_flight) - len(got)) // len(wbs) or 1)
+            got += g
+            earliest = e if earliest is None else min(earliest, e if e is not None else earliest)
         for host, ip, path in got:
             assert host not in busy_hosts and ip not in busy_ips, "two requests in flight"
             delay = pol.effective_host_delay(crawl_delays.get(host))
@@ -61,7 +69,8 @@ def simulate(wb: Workbench, pol: Politeness, rng: random.Random, fetchers: int, 
         last_end_ip[ip] = end
         fetched.append(host + path)
         cd = crawl_delays.get(host) if path == ROBOTS else None
-        wb.release([Release(host, ip, end=end, crawl_delay=crawl_delays.get(host) if cd is None else cd)])
+        wbs[rng.randrange(len(wbs))].release(
+            [Release(host, ip, end=end, crawl_delay=crawl_delays.get(host) if cd is None else cd)])
 
 
 def test_politeness_fifo_and_completeness(client) -> None:
@@ -85,6 +94,31 @@ def test_politeness_fifo_and_completeness(client) -> None:
     assert not wb.frontier.idle()  # results not committed yet
     wb.frontier.commit(fetched, {})
     assert wb.frontier.idle()
+
+
+def test_agents_share_ip_politeness(client) -> None:
+    """Three agents' views of one workbench; hosts of every IP are split among the agents, yet no
+    IP (or host) ever has two requests in flight or a gap below its delay, and nothing is lost."""
+    from policies.assignment import ConsistentHash
+
+    rng = random.Random(5)
+    pol = Politeness(host_delay=1.0, ip_delay=0.4)
+    agents = ["a0", "a1", "a2"]
+    views = {a: Workbench(client, "t:", pol, view=a) for a in agents}
+    ring = ConsistentHash(agents)
+    urls, ip_of = make_web(rng, hosts=30, ips=4, per_host=5)
+    owners = {h: ring.owner(h) for h in ip_of}
+    for ip in set(ip_of.values()):  # the test means something only if IPs are really shared
+        assert len({owners[h] for h in ip_of if ip_of[h] == ip}) > 1
+    for a, wb in views.items():
+        mine = {h for h in ip_of if owners[h] == a}
+        wb.add_urls([u for u in urls if u.rsplit("/", 1)[0] in mine], ip_of, new_hosts=mine)
+    for a, wb in views.items():  # each view's entries hold its own hosts only
+        for ip in set(ip_of.values()):
+            assert {h for h, _ in wb.entry(ip).ready_hosts} == {h for h in ip_of if ip_of[h] == ip and owners[h] == a}
+    fetched = simulate(list(views.values()), pol, rng, fetchers=4, crawl_delays={})
+    assert sorted(u for u in fetched if not u.endswith(ROBOTS)) == sorted(urls)
+    assert views["a0"].frontier.counts()["agents"] == 3
 
 
 def test_release_of_untouched_host_keeps_times_and_putback_goes_first(client) -> None:

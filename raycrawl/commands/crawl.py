@@ -51,6 +51,7 @@ def register(subparsers) -> None:
     p.add_argument("--config", type=Path, help="settings file (.toml/.yaml); options override it")
     p.add_argument("--resume", action="store_true", help="continue the crawl in OUT (after a stop or a crash)")
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
+    p.add_argument("--agents", type=_positive_int, help="agents, spread over the cluster's nodes (default 1)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.set_defaults(func=handle)
 
@@ -63,7 +64,7 @@ def settings_from_args(args: argparse.Namespace):
         seeds=str(args.seeds) if args.seeds else None, out=str(args.out), max_pages=args.max_pages,
         host_delay=args.host_delay, ip_delay=args.ip_delay, max_urls_per_host=args.max_urls_per_host,
         user_agent=args.user_agent, resolve=args.resolve, dns_server=args.dns_server,
-        allow_networks=args.allow_networks, redis_url=args.redis_url, address=args.address,
+        allow_networks=args.allow_networks, redis_url=args.redis_url, address=args.address, agents=args.agents,
         resume=True if args.resume else None,
     )
     if not s.resume and not s.seeds:

@@ -1,5 +1,5 @@
 -- recover: after a crash, put every in-flight URL back at the front of its visit state, clear
--- the busy marks and rebuild the workbench entries and the workbench from the visit states.
+-- the busy marks and rebuild every view's workbench entries and workbench from the visit states.
 -- ARGV: prefix, now, host_delay, ip_delay. EVERY host and IP waits a full delay from now (the
 -- host delay being at least the host's capped robots.txt Crawl-delay, stored in P cdelay): with
 -- appendfsync everysec a kill -9 can lose the last second of acquires and releases, so the
@@ -26,25 +26,29 @@ local inflight = redis.call('HGETALL', P .. 'inflight')
 for i = 1, #inflight, 2 do
   local url, host = inflight[i], inflight[i + 1]
   redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 1))
-  redis.call('SADD', P .. 'active', host)
+  redis.call('SADD', redis.call('HGET', P .. 'howner', host) .. 'active', host)
 end
 redis.call('INCRBY', P .. 'queued', #inflight / 2)
-redis.call('DEL', P .. 'inflight', P .. 'hbusy', P .. 'ibusy', P .. 'wb')
+redis.call('DEL', P .. 'inflight', P .. 'hbusy', P .. 'ibusy')
+for _, v in ipairs(redis.call('SMEMBERS', P .. 'views')) do redis.call('DEL', v .. 'wb') end
 local hostip = redis.call('HGETALL', P .. 'hostip')
-local ips = {}
+local entries = {}
 for i = 1, #hostip, 2 do
   local host, ip = hostip[i], hostip[i + 1]
+  local v = redis.call('HGET', P .. 'howner', host)
   if redis.call('LLEN', P .. 'vs:' .. host) > 0 then
     local hn = tonumber(redis.call('HGET', P .. 'hnext', host) or '0')
-    redis.call('ZADD', P .. 'ent:' .. ip, hn, host)
+    redis.call('ZADD', v .. 'ent:' .. ip, hn, host)
   end
-  ips[ip] = true
+  entries[v .. '\n' .. ip] = true
 end
-for ip, _ in pairs(ips) do
-  local top = redis.call('ZRANGE', P .. 'ent:' .. ip, 0, 0, 'WITHSCORES')
+for e, _ in pairs(entries) do
+  local cut = string.find(e, '\n', 1, true)
+  local v, ip = string.sub(e, 1, cut - 1), string.sub(e, cut + 1)
+  local top = redis.call('ZRANGE', v .. 'ent:' .. ip, 0, 0, 'WITHSCORES')
   if #top > 0 then
     local ipn = tonumber(redis.call('HGET', P .. 'inext', ip) or '0')
-    redis.call('ZADD', P .. 'wb', math.max(ipn, tonumber(top[2])), ip)
+    redis.call('ZADD', v .. 'wb', math.max(ipn, tonumber(top[2])), ip)
   end
 end
 return #inflight / 2

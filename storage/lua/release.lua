@@ -1,9 +1,12 @@
 -- release: hand back hosts taken by acquire.lua, scheduling their next fetch.
--- ARGV: prefix, then groups of (host, ip, host_next, ip_next); a negative time keeps the stored
+-- ARGV: prefix P, then groups of (host, ip, host_next, ip_next); a negative time keeps the stored
 -- one (nothing was sent to the host/IP).  The IP's next-fetch only ever moves forward, so several
--- fetchers (or agents) sharing an IP can never shorten its delay.
+-- fetchers (or agents) sharing an IP can never shorten its delay. The host goes back to its
+-- owner's view; the IP is re-scored in every view (P views) whose entry for it is non-empty, since
+-- hosts of one IP may belong to several agents.
 -- Returns the remaining queue length of each host, in order.
 local P = ARGV[1]
+local views = redis.call('SMEMBERS', P .. 'views')
 local out = {}
 for i = 2, #ARGV, 4 do
   local host, ip = ARGV[i], ARGV[i + 1]
@@ -23,13 +26,14 @@ for i = 2, #ARGV, 4 do
     ipn = old
   end
   local len = redis.call('LLEN', P .. 'vs:' .. host)
-  local ent = P .. 'ent:' .. ip
   if len > 0 then
-    redis.call('ZADD', ent, hn, host)
+    redis.call('ZADD', redis.call('HGET', P .. 'howner', host) .. 'ent:' .. ip, hn, host)
   end
-  local top = redis.call('ZRANGE', ent, 0, 0, 'WITHSCORES')
-  if #top > 0 then
-    redis.call('ZADD', P .. 'wb', math.max(ipn, tonumber(top[2])), ip)
+  for _, v in ipairs(views) do
+    local top = redis.call('ZRANGE', v .. 'ent:' .. ip, 0, 0, 'WITHSCORES')
+    if #top > 0 then
+      redis.call('ZADD', v .. 'wb', math.max(ipn, tonumber(top[2])), ip)
+    end
   end
   out[#out + 1] = len
 end
