@@ -17,9 +17,9 @@ The type (webgraph-rs's ``EF``) is::
 built as ``EliasFanoBuilder::new(n + 1, 8 * len(.graph))``, then ``map_high_bits`` with
 ``SelectAdaptConst::<_, _, 11, 3>::new`` and ``try_into_unaligned``.
 
-File layout (all integers little-endian, ``usize`` = 8 bytes; "pad8" = zero bytes up to a
-file offset multiple of 8, which ε-serde inserts before the data of every zero-copy slice so
-that it can be used in place once the file is mapped)::
+File layout (all integers little-endian, ``usize`` = 8 bytes; scalars are written in place,
+unaligned; "pad8" = zero bytes up to a file offset multiple of 8, which ε-serde inserts before
+the data of every zero-copy slice so that it can be used in place once the file is mapped)::
 
     header   "epserde " (8 bytes), major u16 = 2, minor u16 = 0, usize size u8 = 8,
              type hash [u8; 32], alignment hash [u8; 32],
@@ -27,6 +27,8 @@ that it can be used in place once the file is mapped)::
     n        usize   number of values (nodes + 1)
     u        usize   upper bound (bits in the .graph file, a multiple of 8)
     l        usize   low bits per value, floor(log2(u / n)) (0 if u < n)
+    first_val usize  the first value (0), cached by sux 0.15
+    last_val usize   the last value (the stream length in bits)
     low_bits BitFieldVecU = BitFieldVec: bits (len usize, pad8, len × u64: the l-bit fields,
              LSB first, plus one zero padding word for unaligned reads), bit_width usize = l,
              mask u64 = 2**l - 1, len usize = n
@@ -35,7 +37,9 @@ that it can be used in place once the file is mapped)::
                   value i sets bit (x_i >> l) + i
              inventory (len usize, pad8, words), spill (len usize, pad8, words)
 
-The hashes cannot be computed from Python (they hash Rust type structure); they are the
+(The field order was read from epserde/sux sources and confirmed against the loader: an
+all-zero body must be exactly as long as the fields above for it to parse.)  The hashes
+cannot be computed from Python (they hash Rust type structure); they are the
 constants the loader printed when handed a file with wrong ones, and they only change with the
 type or the library versions, which ``tests/test_webgraph_ef.py`` would catch.
 
