@@ -201,10 +201,14 @@ class Agent:
         self.sieve = sieve_actor_class().options(
             name=sieve_actor_name(s.redis_prefix, self.name), scheduling_strategy=here).remote(
             str(sieve_dir(self.out, self.name)), s.sieve_batch, s.url_cache)
-        FetchActor = fetch_actor_class().options(scheduling_strategy=here)
-        self.fetchers = [FetchActor.remote(s, self.redis_url, None if per_actor is None else per_actor[i], self.name)
+        FetchActor = fetch_actor_class()
+        self.fetchers = [FetchActor.options(name=f"raycrawl-fetch-{s.redis_prefix}{self.name}-{i}",
+                                            scheduling_strategy=here).remote(
+                             s, self.redis_url, None if per_actor is None else per_actor[i], self.name)
                          for i in range(s.fetch_actors)]
-        self.parser = ray.remote(num_cpus=0)(ParserActor).options(scheduling_strategy=here).remote(s.user_agent)
+        # Stateless: Ray restarts it and retries the batch it was parsing.
+        self.parser = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(ParserActor).options(
+            name=f"raycrawl-parser-{s.redis_prefix}{self.name}", scheduling_strategy=here).remote(s.user_agent)
         self.store = store_actor_class().options(scheduling_strategy=here).remote(
             str(self.out), self.name, s.warc_max_bytes)
         self.summary_writer = None
@@ -251,17 +255,25 @@ class Agent:
         next_metrics = t0
         while True:
             outcomes: list[Outcome] = []
-            for batch in ray.get([f.drain.remote(self.s.batch, 0.1) for f in self.fetchers]):
-                outcomes += batch
+            try:
+                for batch in ray.get([f.drain.remote(self.s.batch, 0.1) for f in self.fetchers]):
+                    outcomes += batch
+                statuses = ray.get([f.status.remote() for f in self.fetchers])
+            except ray.exceptions.RayActorError as exc:
+                self._recover_fetchers(exc)
+                continue
             if outcomes:
                 self._process(outcomes)
-            statuses = ray.get([f.status.remote() for f in self.fetchers])
             if any(st["waited"] for st in statuses):
                 self.distributor.fetchers_waited()
             budget_spent = self.s.max_pages and all(st["budget"] is not None and st["budget"] <= 0
                                                     for st in statuses)
             if not budget_spent:
-                res = self.distributor.step(read_sieve, resolve)
+                try:  # (a step changes Redis only at its end, after resolving)
+                    res = self.distributor.step(read_sieve, resolve)
+                except ray.exceptions.RayActorError as exc:
+                    self._recover_fetchers(exc)
+                    continue
                 if res.failed:
                     self._record_failures(res.failed)
                 if res.over_host_limit:
@@ -285,6 +297,37 @@ class Agent:
                 return "budget spent"
             if idle and self._all_idle():
                 return "frontier empty"
+
+    def _recover_fetchers(self, exc: Exception) -> None:
+        """A fetch actor died (Ray restarts it with an empty loop). Stop the others and commit their
+        results, put the in-flight URLs of this agent's view back (:meth:`Workbench.recover_view`),
+        then start every fetch actor again. What the dead one had fetched but not handed over is
+        fetched again — the only pages a fetcher's death costs twice."""
+        import ray
+
+        log.warning("agent %s: a fetch actor failed (%s); recovering its in-flight URLs", self.name, exc)
+        rest: list[Outcome] = []
+        for f in self.fetchers:
+            try:
+                ray.get(f.stop.remote(), timeout=120)
+                rest += ray.get(f.drain.remote(10**9, 0), timeout=60)
+            except ray.exceptions.RayError:
+                log.warning("agent %s: fetch actor not answering while stopping", self.name)
+        if rest:
+            self._process(rest)
+        requeued = self.wb.recover_view(time.time())
+        self.f.commit([], {"recovered": requeued})
+        log.warning("agent %s: %d in-flight URLs put back", self.name, requeued)
+        deadline = time.time() + 120
+        for f in self.fetchers:
+            while True:
+                try:
+                    ray.get(f.start.remote(), timeout=60)
+                    break
+                except ray.exceptions.RayError:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.5)
 
     def _all_idle(self) -> bool:
         """Distributed termination: this agent has nothing to do (fetchers idle — checked by the
@@ -458,6 +501,11 @@ class Agent:
         metrics.record_batch(self.agent_name, counters, [o.fr.ended - o.fr.started for o in pages if o.fr.status])
 
     def _shutdown(self) -> None:
+        self._stop_fetching()
+        if len(self.agents) == 1:
+            self.close()
+
+    def _stop_fetching(self) -> None:
         import ray
 
         try:
@@ -468,6 +516,15 @@ class Agent:
                 rest += batch
             if rest:
                 self._process(rest)
+        except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+            log.exception("agent shutdown incomplete")
+
+    def close(self) -> None:
+        """Close the stores and the sieve, end the agent's actors. With several agents, only once
+        every agent has stopped: until then others may still send links to this agent's sieve."""
+        import ray
+
+        try:
             closing = [self.store.close.remote(), self.sieve.close.remote()]
             if self.summary_writer is not None:
                 closing.append(self.summary_writer.close.remote())
@@ -532,6 +589,9 @@ def agent_actor_class():
             report = self.agent.run(prepare=False)
             return {"agent": self.agent.name, "pages": self.agent.run_pages, "stopped": report["stopped"]}
 
+        def close(self) -> None:
+            self.agent.close()
+
     return AgentActor
 
 
@@ -559,6 +619,7 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
     started = time.time()
     try:
         per_agent = ray.get([a.run.remote() for a in actors])
+        ray.get([a.close.remote() for a in actors])
     finally:
         for a in actors:
             ray.kill(a)

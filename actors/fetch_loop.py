@@ -83,8 +83,10 @@ class FetchLoop:
 
     # --- control -------------------------------------------------------------------------------------
     async def start(self) -> None:
+        """Start (or, after :meth:`stop`, restart) acquiring and fetching."""
         if self.fetcher is None:
             self._make_clients()
+        self._stop = False
         self._runner = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
@@ -97,6 +99,7 @@ class FetchLoop:
             await self.fetcher.close()
         if self.resolver:
             await self.resolver.close()
+        self.fetcher = self.resolver = None
 
     async def resolve_many(self, names: list[str]) -> dict[str, str | None]:
         if self.resolver is None:
@@ -266,7 +269,9 @@ def fetch_actor_class():
     """The Ray actor shell (async actor: one event loop runs the fetch loop and serves calls)."""
     import ray
 
-    @ray.remote(num_cpus=0, max_concurrency=64)
+    # Restarted by Ray when its process dies; the agent then recovers its in-flight URLs and calls
+    # start() again (actors.agent.Agent._recover_fetchers).
+    @ray.remote(num_cpus=0, max_concurrency=64, max_restarts=-1)
     class FetchActor:
         def __init__(self, settings: Settings, redis_url: str, budget: int | None, view: str = "agent0") -> None:
             logging.basicConfig(level=logging.WARNING)

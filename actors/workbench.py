@@ -135,6 +135,12 @@ class Workbench:
         pol = self.politeness
         return self.frontier.recover(now, pol.host_delay, pol.ip_delay)
 
+    def recover_view(self, now: float) -> int:
+        """This agent's fetchers died (none of its fetchers has anything in flight any more): their
+        in-flight URLs go back to the front of their visit states, hosts and IPs wait a full delay."""
+        pol = self.politeness
+        return self.frontier.recover_view(now, pol.host_delay, pol.ip_delay)
+
     # --- snapshots ---------------------------------------------------------------------------------
     def visit_state(self, host: str) -> VisitState:
         f = self.frontier

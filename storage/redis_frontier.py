@@ -65,7 +65,7 @@ class RedisFrontier:
         self.v = f"{prefix}v:{view}:"
         self._scripts = {
             name: client.register_script((LUA_DIR / f"{name}.lua").read_text())
-            for name in ("acquire", "release", "add", "recover")
+            for name in ("acquire", "release", "add", "recover", "recover_view")
         }
         self.register()
 
@@ -118,6 +118,12 @@ class RedisFrontier:
         times (AOF everysec). Returns how many URLs were re-queued."""
         args = [self.p, repr(now), repr(host_delay), repr(ip_delay)]
         return int(self._scripts["recover"](args=args))
+
+    def recover_view(self, now: float, host_delay: float, ip_delay: float) -> int:
+        """This agent's fetch actors died: its in-flight URLs back in front of their visit states,
+        their hosts and IPs freed and delayed a full delay from ``now``. Only when no live fetcher
+        of the view has anything in flight. Returns how many URLs were put back."""
+        return int(self._scripts["recover_view"](args=[self.p, self.v, repr(now), repr(host_delay), repr(ip_delay)]))
 
     def commit(self, urls: list[str], counters: dict[str, int], digests: dict[str, str] | None = None) -> None:
         """Forget in-flight URLs whose results are stored, and add to the crawl counters, atomically;

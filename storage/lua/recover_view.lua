@@ -1,0 +1,46 @@
+-- recover_view: one agent's fetch actors died with requests in flight (the agent's surviving
+-- fetchers were stopped and their results committed first, so every in-flight URL of hosts owned
+-- by this view belongs to the dead ones). Put those URLs back at the front of their visit states,
+-- free their hosts and IPs, and delay both a full delay from now (the requests may have reached the
+-- servers; they ended at the latest when the processes died, before now).
+-- ARGV: prefix P, view V, now, host_delay, ip_delay.  Returns the number of URLs put back.
+local P, V = ARGV[1], ARGV[2]
+local now, host_delay, ip_delay = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local function push_back(hash, member, at)
+  if tonumber(redis.call('HGET', hash, member) or '0') < at then
+    redis.call('HSET', hash, member, at)
+  end
+end
+local views = redis.call('SMEMBERS', P .. 'views')
+local inflight = redis.call('HGETALL', P .. 'inflight')
+local back = 0
+local freed = {}
+for i = 1, #inflight, 2 do
+  local url, host = inflight[i], inflight[i + 1]
+  if redis.call('HGET', P .. 'howner', host) == V then
+    redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 1))
+    redis.call('HDEL', P .. 'inflight', url)
+    redis.call('SADD', V .. 'active', host)
+    back = back + 1
+    local ip = redis.call('HGET', P .. 'hbusy', host)
+    if ip then
+      redis.call('HDEL', P .. 'hbusy', host)
+      redis.call('SREM', P .. 'ibusy', ip)
+      freed[ip] = true
+    end
+    ip = redis.call('HGET', P .. 'hostip', host)
+    push_back(P .. 'hnext', host, now + math.max(host_delay, tonumber(redis.call('HGET', P .. 'cdelay', host) or '0')))
+    push_back(P .. 'inext', ip, now + ip_delay)
+    redis.call('ZADD', V .. 'ent:' .. ip, tonumber(redis.call('HGET', P .. 'hnext', host)), host)
+    freed[ip] = true
+  end
+end
+redis.call('INCRBY', P .. 'queued', back)
+for ip, _ in pairs(freed) do
+  local ipn = tonumber(redis.call('HGET', P .. 'inext', ip) or '0')
+  for _, v in ipairs(views) do
+    local top = redis.call('ZRANGE', v .. 'ent:' .. ip, 0, 0, 'WITHSCORES')
+    if #top > 0 then redis.call('ZADD', v .. 'wb', math.max(ipn, tonumber(top[2])), ip) end
+  end
+end
+return back
