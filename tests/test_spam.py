@@ -259,14 +259,16 @@ def test_cli_labels_train_score(web, crawl, tmp_path):
     (["spam", "score", "{empty}"], "model not found"),
     (["spam", "train", "{crawl}", "--labels", "{bad}"], "expected 'host<TAB>0|1'"),
     (["spam", "train", "{crawl}", "--labels", "{honest}"], "need both spam and honest"),
+    (["spam", "train", "{crawl}", "--labels", "{few}"], "too few labelled hosts"),
     (["spam", "labels", "--manifest", "{bad}"], "not a readable websim manifest"),
 ])
 def test_cli_user_errors(crawl, tmp_path, args, message):
     (tmp_path / "bad.tsv").write_text("host.test\tmaybe\n")
     (tmp_path / "honest.tsv").write_text("".join(f"{h}\t0\n" for h in _table(crawl)))
+    (tmp_path / "few.tsv").write_text("".join(f"{h}\t{int(i == 0)}\n" for i, h in enumerate(sorted(_table(crawl))[:3])))
     (tmp_path / "empty").mkdir()
     subs = {"{empty}": str(tmp_path / "empty"), "{crawl}": str(crawl), "{bad}": str(tmp_path / "bad.tsv"),
-            "{honest}": str(tmp_path / "honest.tsv")}
+            "{honest}": str(tmp_path / "honest.tsv"), "{few}": str(tmp_path / "few.tsv")}
     r = _cli(*[subs.get(a, a) for a in args])
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr and "Traceback" not in r.stderr

@@ -241,6 +241,11 @@ def train(crawl_dir: Path, labels: dict[str, int], sets: list[str], quick: bool 
     data, vocab = feature_data(table, terms)
     groups = host_groups(table.column("host").to_pylist(), table.column("ip").to_pylist())
     es = EnsembleSelection(n_iter=30 if quick else 100, n_bags=5 if quick else 20)
+    if int(groups.max()) + 1 < es.folds or min(int(y.sum()), len(y) - int(y.sum())) < 2:
+        # every fold needs training hosts of both classes, and folds never split an IP/domain group
+        raise UserError(f"too few labelled hosts for {es.folds}-fold cross-validation: {len(y)} hosts "
+                        f"({int(y.sum())} spam) in {int(groups.max()) + 1} IP/domain groups; need at least "
+                        f"{es.folds} groups and 2 hosts of each class")
     es.fit(data, y, groups, default_library(data, sets))
     out = spam_dir(crawl_dir)
     with open(out / "model.pkl", "wb") as f:
