@@ -348,8 +348,10 @@ class Agent:
         marks = self.client.hmget(self.f.key("idle"), self.agents)
         if not all(m == b"done" or m == act for m in marks):
             return False
+        # In flight = acquired and not yet committed, also when a fetcher holds the result in its
+        # buffer after releasing the host (the caller's idle statuses may be that old).
         c = self.f.counts()
-        return c["queued"] == 0 and c["hosts_busy"] == 0 and c["virtualized"] == 0 and act == (
+        return c["queued"] == c["hosts_busy"] == c["virtualized"] == c["inflight"] == 0 and act == (
             self.client.get(self.f.key("activity")) or b"0")
 
     def _owner(self, url: str) -> str:
