@@ -46,7 +46,6 @@ from raycrawl.progress import Progress
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.urls import canonicalize
-from storage.redis_frontier import RedisFrontier
 from storage.warc import warc_date
 
 log = logging.getLogger(__name__)
@@ -108,13 +107,13 @@ METRICS_INTERVAL = 2.0
 SENT_CACHE = 100_000
 
 
+AGENT0 = "agent0"
+
+
 def sieve_dir(out: Path, agent: str) -> Path:
     """Where an agent's sieve lives: ``OUT/sieve`` for the first (the only one of a one-agent
     crawl), ``OUT/sieve-<agent>`` for the others."""
     return out / "sieve" if agent == AGENT0 else out / f"sieve-{agent}"
-
-
-AGENT0 = "agent0"
 
 
 def agent_names(n: int) -> list[str]:
@@ -306,15 +305,7 @@ class Agent:
         import ray
 
         log.warning("agent %s: a fetch actor failed (%s); recovering its in-flight URLs", self.name, exc)
-        rest: list[Outcome] = []
-        for f in self.fetchers:
-            try:
-                ray.get(f.stop.remote(), timeout=120)
-                rest += ray.get(f.drain.remote(10**9, 0), timeout=60)
-            except ray.exceptions.RayError:
-                log.warning("agent %s: fetch actor not answering while stopping", self.name)
-        if rest:
-            self._process(rest)
+        self._stop_fetching()
         requeued = self.wb.recover_view(time.time())
         self.f.commit([], {"recovered": requeued})
         log.warning("agent %s: %d in-flight URLs put back", self.name, requeued)
@@ -503,23 +494,29 @@ class Agent:
         metrics.record_batch(self.agent_name, counters, [o.fr.ended - o.fr.started for o in pages if o.fr.status])
 
     def _shutdown(self) -> None:
-        self._stop_fetching()
+        try:
+            self._stop_fetching()
+        except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+            log.exception("agent shutdown incomplete")
         if len(self.agents) == 1:
             self.close()
 
     def _stop_fetching(self) -> None:
+        """Stop every fetch actor (each finishes its fetches and releases their hosts) and store and
+        commit the visits they hand over. One that does not answer is skipped: its URLs stay in
+        the in-flight set, which recover_view or --resume put back."""
         import ray
 
-        try:
-            ray.get([f.stop.remote() for f in self.fetchers], timeout=60)
-            # Visits that finished while stopping are stored and committed too.
-            rest: list[Outcome] = []
-            for batch in ray.get([f.drain.remote(10**9, 0) for f in self.fetchers]):
-                rest += batch
-            if rest:
-                self._process(rest)
-        except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
-            log.exception("agent shutdown incomplete")
+        rest: list[Outcome] = []
+        stops = [f.stop.remote() for f in self.fetchers]
+        for f, stop in zip(self.fetchers, stops, strict=True):
+            try:
+                ray.get(stop, timeout=60)
+                rest += ray.get(f.drain.remote(10**9, 0), timeout=60)
+            except ray.exceptions.RayError:
+                log.warning("agent %s: a fetch actor did not answer while stopping", self.name)
+        if rest:
+            self._process(rest)
 
     def close(self) -> None:
         """Close the stores and the sieve, end the agent's actors. With several agents, only once
@@ -605,13 +602,16 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     names = agent_names(settings.agents)
-    # One agent's frontier object prepares (clears or recovers) the Redis state for all of them.
-    Agent(settings, redis_url, name=AGENT0, agents=names)._prepare_state()
+    # Prepare (clear or recover) the Redis state for all agents once, here; read the totals here too.
+    lead = Agent(settings, redis_url, name=AGENT0, agents=names)
+    lead._prepare_state()
+    if lead.near is not None:
+        lead.near.close()
+    f = lead.f
     nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
     budget = None
     if settings.max_pages:
-        left = max(0, settings.max_pages - RedisFrontier(redis.Redis.from_url(redis_url), settings.redis_prefix).stats()
-                   .get("pages", 0))
+        left = max(0, settings.max_pages - f.stats().get("pages", 0))
         budget = [left // len(names) + (i < left % len(names)) for i in range(len(names))]
     cls = agent_actor_class()
     actors = [cls.options(name=f"raycrawl-{settings.redis_prefix}{name}", scheduling_strategy=NodeAffinitySchedulingStrategy(
@@ -626,7 +626,6 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
         for a in actors:
             ray.kill(a)
     elapsed = time.time() - started
-    f = RedisFrontier(redis.Redis.from_url(redis_url), settings.redis_prefix)
     stopped = "frontier empty" if all(r["stopped"] == "frontier empty" for r in per_agent) else "budget spent"
     report = build_report(f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),
                           stopped=stopped, frontier=f.counts(), extra={"agents": per_agent})

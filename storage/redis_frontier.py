@@ -53,6 +53,8 @@ import redis
 log = logging.getLogger(__name__)
 
 LUA_DIR = Path(__file__).with_name("lua")
+# Shared Lua functions (``lua/_<name>.lua``) prepended to the scripts that use them.
+FRAGMENTS = {"recover": ("_delay",), "recover_view": ("_delay",)}
 
 
 class RedisFrontier:
@@ -64,7 +66,8 @@ class RedisFrontier:
         self.view = view
         self.v = f"{prefix}v:{view}:"
         self._scripts = {
-            name: client.register_script((LUA_DIR / f"{name}.lua").read_text())
+            name: client.register_script("".join((LUA_DIR / f"{part}.lua").read_text()
+                                                 for part in (*FRAGMENTS.get(name, ()), name)))
             for name in ("acquire", "release", "add", "recover", "recover_view")
         }
         self.register()

@@ -1,25 +1,18 @@
 -- recover: after a crash, put every in-flight URL back at the front of its visit state, clear
 -- the busy marks and rebuild every view's workbench entries and workbench from the visit states.
--- ARGV: prefix, now, host_delay, ip_delay. EVERY host and IP waits a full delay from now (the
--- host delay being at least the host's capped robots.txt Crawl-delay, stored in P cdelay): with
+-- ARGV: prefix, now, host_delay, ip_delay. EVERY host and IP waits a full delay from now
+-- (delay_host_and_ip, from _delay.lua; the host delay being at least the host's capped robots.txt Crawl-delay, stored in P cdelay): with
 -- appendfsync everysec a kill -9 can lose the last second of acquires and releases, so the
 -- stored next-fetch times and busy marks may be older than the requests really made; any
 -- response before the crash ended before now, so now + delay is always late enough.
 -- Returns the number of URLs put back.
 local P = ARGV[1]
 local now, host_delay, ip_delay = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local function push_back(hash, member, at)
-  if tonumber(redis.call('HGET', hash, member) or '0') < at then
-    redis.call('HSET', hash, member, at)
-  end
-end
 local known = redis.call('HGETALL', P .. 'hostip')
 local hbusy = redis.call('HGETALL', P .. 'hbusy')
 for _, pairs_ in ipairs({known, hbusy}) do
   for i = 1, #pairs_, 2 do
-    local host, ip = pairs_[i], pairs_[i + 1]
-    push_back(P .. 'hnext', host, now + math.max(host_delay, tonumber(redis.call('HGET', P .. 'cdelay', host) or '0')))
-    push_back(P .. 'inext', ip, now + ip_delay)
+    delay_host_and_ip(P, pairs_[i], pairs_[i + 1], now, host_delay, ip_delay)
   end
 end
 local inflight = redis.call('HGETALL', P .. 'inflight')

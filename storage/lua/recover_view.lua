@@ -3,14 +3,9 @@
 -- by this view belongs to the dead ones). Put those URLs back at the front of their visit states,
 -- free their hosts and IPs, and delay both a full delay from now (the requests may have reached the
 -- servers; they ended at the latest when the processes died, before now).
--- ARGV: prefix P, view V, now, host_delay, ip_delay.  Returns the number of URLs put back.
+-- ARGV: prefix P, view V, now, host_delay, ip_delay (delay_host_and_ip: _delay.lua).  Returns the number of URLs put back.
 local P, V = ARGV[1], ARGV[2]
 local now, host_delay, ip_delay = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local function push_back(hash, member, at)
-  if tonumber(redis.call('HGET', hash, member) or '0') < at then
-    redis.call('HSET', hash, member, at)
-  end
-end
 local views = redis.call('SMEMBERS', P .. 'views')
 local inflight = redis.call('HGETALL', P .. 'inflight')
 local back = 0
@@ -29,8 +24,7 @@ for i = 1, #inflight, 2 do
       freed[ip] = true
     end
     ip = redis.call('HGET', P .. 'hostip', host)
-    push_back(P .. 'hnext', host, now + math.max(host_delay, tonumber(redis.call('HGET', P .. 'cdelay', host) or '0')))
-    push_back(P .. 'inext', ip, now + ip_delay)
+    delay_host_and_ip(P, host, ip, now, host_delay, ip_delay)
     redis.call('ZADD', V .. 'ent:' .. ip, tonumber(redis.call('HGET', P .. 'hnext', host)), host)
     freed[ip] = true
   end
