@@ -35,7 +35,7 @@ def crawl_args(web, out: Path, config: Path) -> list[str]:
 
 # Runs in the driver of a cluster crawl with faults: once the crawl has committed `after` pages,
 # kill (Ray restarts them) the named actors, one after the other; a fetch actor of agent A only
-# while a URL of one of A's hosts is in flight (acquired, not yet committed).
+# while it has a request to one of A's hosts on the wire.
 KILLER = """
 def kill_later(out, names, after):
     import time, redis
@@ -50,7 +50,8 @@ def kill_later(out, names, after):
         pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: __import__("os").getpid()))
         if "-fetch-" in name:
             view = "rc:v:" + name.split(":")[-1].rsplit("-", 1)[0] + ":"
-            while not any(client.hget("rc:howner", h) == view.encode() for h in client.hvals("rc:inflight")):
+            # a host of that agent busy = a request on the wire (the result is not even buffered yet)
+            while view.encode() not in (client.hmget("rc:howner", client.hkeys("rc:hbusy") or ["-"])):
                 time.sleep(0.001)
         os.kill(pid, 9)  # the worker process dies as on a crash; Ray restarts the actor
         print("KILLED", name, flush=True)
@@ -119,16 +120,32 @@ def crawl_slice(web, args: list[str], nodes: int, cwd: Path, **kw):
     return proc, web.requests()[n0:], web.manifest
 
 
-def same_pages(one: Path, two: Path) -> None:
-    """The same pages as one agent crawling alone; on hosts that hit --max-urls-per-host (traps),
-    WHICH URLs were scheduled depends on discovery order, so there only the counts must agree."""
-    one_urls, two_urls = fetched(one), fetched(two)
-    per_host = lambda urls: Counter(urlsplit(u).hostname for u in urls)  # noqa: E731
-    assert per_host(one_urls) == per_host(two_urls)
-    capped = {h for h, n in per_host(one_urls).items() if n >= MAX_URLS_PER_HOST}
+def same_pages(one: Path, two: Path, manifest) -> None:
+    """The same pages as one agent crawling alone, up to what discovery order decides:
+    - on hosts that hit --max-urls-per-host (traps), WHICH URLs are scheduled; there only the
+      counts must agree;
+    - which copy of duplicate pages comes first (its links are followed, the others' are not).
+    So a page fetched by one crawl only must be linked, in websim's manifest, from a page that crawl
+    fetched and the other did not, or from a page the other recorded as a duplicate."""
+    recs = {d: {r["url"]: r for r in iter_link_records(d)} for d in (one, two)}
+    per_host = {d: Counter(urlsplit(u).hostname for u in recs[d]) for d in recs}
+    capped = {h for h, n in per_host[one].items() if n >= MAX_URLS_PER_HOST}
     assert len(capped) < 5
-    free = lambda urls: {u for u in urls if urlsplit(u).hostname not in capped}  # noqa: E731
-    assert free(one_urls) == free(two_urls)
+    assert all(per_host[one][h] == per_host[two][h] for h in capped)
+    linked_from: dict[str, set[str]] = defaultdict(set)
+    for url, page in manifest.pages.items():
+        for target in [*page["links"], *([page["location"]] if page["location"] else [])]:
+            linked_from[target].add(url)
+    differ = 0
+    for a, b in ((one, two), (two, one)):
+        only_a = set(recs[a]) - set(recs[b])
+        dups_b = {u for u, r in recs[b].items() if r["dup_of"]}
+        for url in only_a:
+            if urlsplit(url).hostname in capped:
+                continue
+            differ += 1
+            assert linked_from[url] & (only_a | dups_b), f"{url} fetched by {a.name} only, not through discovery order"
+    assert differ <= 0.02 * len(recs[one]), differ
 
 
 @pytest.mark.slow
@@ -152,7 +169,7 @@ def test_two_agents_two_nodes_politeness_and_same_urls(web_and_baseline) -> None
     ip_of = {r.host.split(":")[0]: r.ip for r in requests}
     shared = {ip_of[h] for h in by_writer["agent0"] if h in ip_of} & {ip_of[h] for h in by_writer["agent1"] if h in ip_of}
     assert shared, "no IP had hosts of both agents: the test would prove nothing"
-    same_pages(one, tmp / "two")
+    same_pages(one, tmp / "two", manifest)
 
 
 @pytest.mark.slow
@@ -172,4 +189,4 @@ def test_killed_fetcher_and_parser(web_and_baseline) -> None:
     kinds = Counter(v.kind for v in report.violations)
     assert kinds["host"] == kinds["ip"] == kinds["robots"] == 0, report.summary()
     assert kinds["duplicate"] <= rep["recovered"], report.summary()
-    same_pages(one, tmp / "faults")
+    same_pages(one, tmp / "faults", manifest)

@@ -189,3 +189,22 @@ def test_recover_delays_every_host_and_ip_even_if_the_aof_lost_their_release(cli
     assert got, "after a full delay hosts are ready again"
     for host in ip_of:
         assert wb.visit_state(host).next_fetch >= restart + pol.host_delay
+
+
+def test_recover_view_requeues_only_that_agents_in_flight(client) -> None:
+    """Agent a1's fetchers died with URLs in flight; a0 has one in flight too. recover_view of a1
+    puts back a1's URLs only, frees their hosts and IPs after a full delay, and a0's request keeps
+    its IP busy."""
+    pol = Politeness(host_delay=2.0, ip_delay=0.5)
+    a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")
+    a0.add_urls(["http://x.test/1"], {"http://x.test": "127.0.0.2"})
+    a1.add_urls(["http://y.test/1", "http://y.test/2", "http://z.test/1"],
+                {"http://y.test": "127.0.0.3", "http://z.test": "127.0.0.4"})
+    assert len(a0.acquire(100.0, 10)[0]) == 1 and len(a1.acquire(100.0, 10)[0]) == 2
+    assert a1.recover_view(100.5) == 2
+    assert set(client.hkeys("t:inflight")) == {b"http://x.test/1"}
+    assert client.smembers("t:ibusy") == {b"127.0.0.2"} and client.hkeys("t:hbusy") == [b"http://x.test"]
+    assert a1.acquire(100.5 + pol.host_delay - 0.01, 10)[0] == []  # host delay from the recovery
+    got, _ = a1.acquire(100.5 + pol.host_delay, 10)
+    assert sorted(h + p for h, _, p in got) == ["http://y.test/1", "http://z.test/1"]  # back in front, FIFO kept
+    assert a0.acquire(1e9, 10)[0] == []  # a0's host is still in flight: not handed out again
