@@ -6,11 +6,12 @@ stores WARC + link records, offers the followed links (prefetch-filtered) to the
 then *commits* the batch in Redis (in-flight entries dropped, counters added, AOF synced). The
 distributor then moves URLs from the sieve and the virtual queues to the workbench.
 
-Several agents (``agents`` setting, one per Ray node as in BUbiNG/UbiCrawler): no leader; each host
-belongs to the agent chosen by consistent hashing (:mod:`policies.assignment`). An agent has its own
-sieve, distributor, fetch, parser and store actors and its own *view* of the Redis workbench; links
-to hosts owned elsewhere are batched to the owner's sieve (named actor ``raycrawl-sieve-<agent>``)
-behind a cache of recently sent URLs. Hosts of one IP may belong to several agents: the IP's busy
+Several agents (``agents`` setting, one per Ray node as in BUbiNG/UbiCrawler): no leader; hosts fall
+in shards and each shard belongs to the agent chosen by consistent hashing (:mod:`policies.assignment`).
+An agent has its own sieve shards, distributor, fetch, parser and store actors and its own *view* of
+the Redis workbench; links to hosts owned elsewhere are batched to the owner's sieve (named actor
+``raycrawl-sieve-<agent>``) behind a cache of recently sent URLs. When agents join or leave, the
+driver pauses them all, moves shards, and resumes them (:mod:`actors.membership`). Hosts of one IP may belong to several agents: the IP's busy
 mark and next-fetch time are global in Redis, so IP politeness holds across agents. The crawl ends
 when every agent saw itself idle at the same value of the crawl's activity counter (see
 :meth:`Agent._all_idle`).
@@ -26,26 +27,27 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import redis
-
 from actors.distributor import Distributor
 from actors.fetch_loop import Outcome
 from actors.parser import HTML_TYPES, decode_body
 from actors.virtualizer import Virtualizer
 from actors.workbench import Workbench
+from policies.assignment import shard_of
 from policies.politeness import Politeness
 from raycrawl import metrics
 from raycrawl.errors import UserError
 from raycrawl.progress import Progress
+from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
-from raycrawl.urls import canonicalize
+from raycrawl.urls import canonicalize, split_host
 from storage.warc import warc_date
 
 log = logging.getLogger(__name__)
@@ -110,12 +112,6 @@ SENT_CACHE = 100_000
 AGENT0 = "agent0"
 
 
-def sieve_dir(out: Path, agent: str) -> Path:
-    """Where an agent's sieve lives: ``OUT/sieve`` for the first (the only one of a one-agent
-    crawl), ``OUT/sieve-<agent>`` for the others."""
-    return out / "sieve" if agent == AGENT0 else out / f"sieve-{agent}"
-
-
 def agent_names(n: int) -> list[str]:
     return [f"agent{i}" for i in range(n)]
 
@@ -124,14 +120,19 @@ def sieve_actor_name(prefix: str, agent: str) -> str:
     return f"raycrawl-sieve-{prefix}{agent}"
 
 
+def split_budget(n: int | None, k: int) -> list[int | None]:
+    """``n`` pages over ``k`` shares, as evenly as possible (None: no budget)."""
+    return [None if n is None else n // k + (i < n % k) for i in range(k)]
+
+
 class Agent:
     """Runs one crawl to the end (frontier empty or budget spent). ``run()`` returns the report."""
 
     def __init__(self, settings: Settings, redis_url: str, progress: Progress | None = None,
-                 name: str = AGENT0, agents: list[str] | None = None, budget: int | None = None) -> None:
-        """``name``: this agent; ``agents``: every agent of the crawl (None: this one alone);
-        ``budget``: this agent's share of the page budget (None: all of ``max_pages``)."""
-        from policies.assignment import ConsistentHash
+                 name: str = AGENT0, shards: dict[int, str] | None = None, budget: int | None = None) -> None:
+        """``name``: this agent; ``shards``: shard → agent for every agent of the crawl (None: this
+        one owns all); ``budget``: this agent's share of the page budget (None: all of ``max_pages``)."""
+        from policies.assignment import SHARDS
         from policies.filters import build_postfetch, build_prefetch
         from policies.networks import NetworkPolicy
 
@@ -139,10 +140,8 @@ class Agent:
         self.out = Path(settings.out)
         self.redis_url = redis_url
         self.name = name
-        self.agents = agents or [name]
-        self.ring = ConsistentHash(self.agents)
         self.share = budget
-        self.client = redis.Redis.from_url(redis_url)
+        self.client = connect(redis_url)
         self.wb = Workbench(self.client, settings.redis_prefix,
                             Politeness(settings.host_delay, settings.ip_delay, settings.max_crawl_delay,
                                        settings.retry_backoff), view=name)
@@ -161,6 +160,25 @@ class Agent:
         self.agent_name = name  # the metrics' "agent" tag
         self.peers: dict[str, Any] = {}  # other agents' sieve actors
         self.sent: OrderedDict[int, None] = OrderedDict()
+        # Processed batches not committed yet: (in-flight keys, counters, links, latencies).
+        self.deferred: list[tuple[list[str], Counter[str], list[str], list[float]]] = []
+        self.standalone = shards is None  # not one of several agents under actors/membership.py
+        self._set_shards(shards or dict.fromkeys(range(SHARDS), name))
+        self.started = False
+        self.share_base = 0  # run_pages when the current budget share was set
+        self.next_budget: int | None = None
+        # Membership changes (actors/membership.py): the driver asks the loop to pause, changes the
+        # shards, resumes it. ``finished``: the loop is over (no pause will ever be honoured).
+        self.pause_requested, self.paused = threading.Event(), threading.Event()
+        self.resumed, self.finished = threading.Event(), threading.Event()
+        self.redis_run_id: str | None = None
+
+    def _set_shards(self, shards: dict[int, str]) -> None:
+        self.shards = dict(shards)
+        self.agents = sorted(set(self.shards.values()) | {self.name})
+        self.my_shards = sorted(s for s, a in self.shards.items() if a == self.name)
+        self.distributor.shards = self.my_shards
+        self.peers = {}
 
     # --- setup ---------------------------------------------------------------------------------------
     def _prepare_state(self) -> None:
@@ -185,25 +203,24 @@ class Agent:
 
         from actors.fetch_loop import fetch_actor_class
         from actors.parser import ParserActor
-        from actors.sieve import sieve_actor_class
+        from actors.sieve_shards import sieve_actor_class
         from actors.store_writer import store_actor_class
 
         s = self.s
         done = self.f.stats().get("pages", 0)
-        budget = self.share if self.share is not None else max(0, s.max_pages - done) if s.max_pages else None
-        self.budget_left = budget
-        per_actor = None if budget is None else [budget // s.fetch_actors + (i < budget % s.fetch_actors)
-                                                  for i in range(s.fetch_actors)]
+        if self.share is None and s.max_pages:
+            self.share = max(0, s.max_pages - done)
+        per_actor = split_budget(self.share, s.fetch_actors)
         # An agent's actors run on its node (BUbiNG: an agent is one machine).
         here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)
         self.sieve = sieve_actor_class().options(
             name=sieve_actor_name(s.redis_prefix, self.name), scheduling_strategy=here).remote(
-            str(sieve_dir(self.out, self.name)), s.sieve_batch, s.url_cache)
+            str(self.out / "sieve"), self.my_shards, s.sieve_batch, s.url_cache)
         FetchActor = fetch_actor_class()
         self.fetchers = [FetchActor.options(name=f"raycrawl-fetch-{s.redis_prefix}{self.name}-{i}",
                                             scheduling_strategy=here).remote(
-                             s, self.redis_url, None if per_actor is None else per_actor[i], self.name)
+                             s, self.redis_url, per_actor[i], self.name)
                          for i in range(s.fetch_actors)]
         # Stateless: Ray restarts it and retries the batch it was parsing.
         self.parser = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(ParserActor).options(
@@ -217,21 +234,31 @@ class Agent:
             self.summary_writer = summary_writer_class().options(scheduling_strategy=here).remote(
                 str(self.out), self.agent_name)
         ray.get([f.start.remote() for f in self.fetchers])
+        self.redis_run_id = self.client.info("server")["run_id"]
+        self.started = True
+
+    def start(self) -> None:
+        """Start the agent's actors and offer it the seeds of its hosts."""
+        import ray
+
+        seeds = [u for u in read_seeds(self.s.seeds) if self.prefetch(u)] if self.s.seeds else []
+        seeds = [u for u in seeds if self._owner(u) == self.name]
+        self._start_actors()
+        if seeds:
+            ray.get(self.sieve.enqueue.remote(seeds))
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self, prepare: bool = True) -> dict[str, Any]:
         """Crawl until the frontier of the whole crawl is empty or this agent's budget is spent;
         returns the report (of the whole crawl so far). ``prepare``: clear or recover the Redis
         state first (False when the caller did it for all agents)."""
-        import ray
-
-        seeds = [u for u in read_seeds(self.s.seeds) if self.prefetch(u)] if self.s.seeds else []
-        seeds = [u for u in seeds if self._owner(u) == self.name]
         if prepare:
+            from actors.membership import apply_shards
+
             self._prepare_state()
-        self._start_actors()
-        if seeds:
-            ray.get(self.sieve.enqueue.remote(seeds))
+            apply_shards(self.f, self.shards)
+        if not self.started:
+            self.start()
         started = time.time()
         stopped = "interrupted"
         try:
@@ -239,6 +266,7 @@ class Agent:
         finally:
             elapsed = time.time() - started
             self._shutdown()
+            self.finished.set()
             report = build_report(self.f.stats(), elapsed=elapsed, run_pages=self.run_pages, stopped=stopped,
                                   frontier=self.f.counts(),
                                   extra={"required_front": self.distributor.required_front})
@@ -248,11 +276,14 @@ class Agent:
     def _loop(self) -> str:
         import ray
 
-        read_sieve = lambda off, n: ray.get(self.sieve.read.remote(off, n))  # noqa: E731
+        read_sieve = lambda offs, n: ray.get(self.sieve.read.remote(offs, n))  # noqa: E731
         resolve = lambda names: ray.get(self.fetchers[0].resolve_many.remote(names))  # noqa: E731
         t0 = time.time()
         next_metrics = t0
         while True:
+            if self.pause_requested.is_set():
+                self._hold()
+                continue
             outcomes: list[Outcome] = []
             try:
                 for batch in ray.get([f.drain.remote(self.s.batch, 0.1) for f in self.fetchers]):
@@ -280,6 +311,12 @@ class Agent:
             idle = all(st["idle"] for st in statuses)
             if time.time() >= next_metrics:
                 next_metrics = time.time() + METRICS_INTERVAL
+                run_id = self.client.info("server")["run_id"]
+                if run_id != self.redis_run_id:
+                    # Redis restarted: an acquire whose reply was lost left hosts busy for no fetcher.
+                    self._recover_fetchers("Redis restarted")
+                    self.redis_run_id = run_id
+                    continue
                 sieve_size = ray.get(self.sieve.stats.remote()).get("seen")
                 metrics.record_frontier(self.agent_name, self.f.counts(),
                                         self.run_pages / max(1e-9, time.time() - t0), sieve_size)
@@ -297,28 +334,61 @@ class Agent:
             if idle and self._all_idle():
                 return "frontier empty"
 
-    def _recover_fetchers(self, exc: Exception) -> None:
-        """A fetch actor died (Ray restarts it with an empty loop). Stop the others and commit their
-        results, put the in-flight URLs of this agent's view back (:meth:`Workbench.recover_view`),
-        then start every fetch actor again. What the dead one had fetched but not handed over is
-        fetched again — the only pages a fetcher's death costs twice."""
-        import ray
-
-        log.warning("agent %s: a fetch actor failed (%s); recovering its in-flight URLs", self.name, exc)
+    def _recover_fetchers(self, why: object) -> None:
+        """A fetch actor died (Ray restarts it with an empty loop), or Redis restarted. Stop the
+        fetchers and commit their results, put the in-flight URLs of this agent's view back
+        (:meth:`Workbench.recover_view`), then start every fetch actor again with what is left of
+        the agent's budget. What a dead one had fetched but not handed over is fetched again —
+        the only pages a fetcher's death costs twice."""
+        log.warning("agent %s: %s; recovering in-flight URLs", self.name, why)
         self._stop_fetching()
         requeued = self.wb.recover_view(time.time())
         self.f.commit([], {"recovered": requeued})
         log.warning("agent %s: %d in-flight URLs put back", self.name, requeued)
+        self._start_fetchers(None if self.share is None else max(0, self.share - (self.run_pages - self.share_base)))
+
+    def _start_fetchers(self, budget: int | None) -> None:
+        """(Re)start every fetch actor with an even split of ``budget``, waiting for Ray to have
+        restarted the dead ones."""
+        import ray
+
+        self.share, self.share_base = budget, self.run_pages
         deadline = time.time() + 120
-        for f in self.fetchers:
+        for f, b in zip(self.fetchers, split_budget(budget, len(self.fetchers)), strict=True):
             while True:
                 try:
-                    ray.get(f.start.remote(), timeout=60)
+                    ray.get([f.set_budget.remote(b), f.start.remote()], timeout=60)
                     break
                 except ray.exceptions.RayError:
                     if time.time() > deadline:
                         raise
                     time.sleep(0.5)
+
+    # --- membership changes (called from the driver's thread while the loop runs) -------------------
+    def request_pause(self) -> bool:
+        """Ask the loop to stop fetching, commit everything and wait; True once it does, False if
+        the loop ended instead."""
+        self.pause_requested.set()
+        while not self.paused.wait(0.1):
+            if self.finished.is_set():
+                return False
+        return True
+
+    def resume(self, shards: dict[int, str], budget: int | None) -> None:
+        """Continue with a new shard map (gained shards already taken by the sieve) and budget share."""
+        self._set_shards(shards)
+        self.next_budget = budget
+        self.resumed.set()
+
+    def _hold(self) -> None:
+        self._stop_fetching()
+        self.paused.set()
+        self.resumed.wait()
+        self.resumed.clear()
+        self.paused.clear()
+        self.pause_requested.clear()
+        self._retry_deferred()
+        self._start_fetchers(self.next_budget if self.s.max_pages else None)
 
     def _all_idle(self) -> bool:
         """Distributed termination: this agent has nothing to do (fetchers idle — checked by the
@@ -332,7 +402,7 @@ class Agent:
         act = self.client.get(self.f.key("activity")) or b"0"
         c = self.f.counts(view_only=True)
         mine = (c["virtualized"] == 0 and c["front"] == 0
-                and ray.get(self.sieve.exhausted.remote(self.f.sieve_offset())))
+                and ray.get(self.sieve.exhausted.remote(self.f.sieve_offsets(self.my_shards))))
         if not mine:
             return False
         self.client.hset(self.f.key("idle"), self.name, act)
@@ -346,21 +416,24 @@ class Agent:
             self.client.get(self.f.key("activity")) or b"0")
 
     def _owner(self, url: str) -> str:
-        return self.ring.owner(urlsplit(url).hostname or "") if len(self.agents) > 1 else self.name
+        return self.shards[shard_of(split_host(url)[0])] if len(self.agents) > 1 else self.name
 
-    def _send_links(self, urls: list[str]) -> list[Any]:
+    def _deliver(self, urls: list[str], cache: bool = True) -> bool:
         """Offer links to their owners' sieves (ours directly; others' in one batch each, minus the
-        URLs sent recently). Returns the calls to wait for before committing."""
+        URLs sent recently) and wait until they are durable there. False if another agent's sieve
+        is gone (that agent died): the caller keeps the batch uncommitted until the membership
+        change gives its shards to a live agent (:meth:`_retry_deferred`)."""
         import ray
 
         if len(self.agents) == 1:
-            return [self.sieve.enqueue.remote(urls)]
+            ray.get(self.sieve.enqueue.remote(urls))
+            return True
         from actors.sieve import fingerprint
 
         by_owner: dict[str, list[str]] = {}
         for url in urls:
             owner = self._owner(url)
-            if owner != self.name:
+            if owner != self.name and cache:
                 fp = fingerprint(url)
                 if fp in self.sent:
                     self.sent.move_to_end(fp)
@@ -369,15 +442,38 @@ class Agent:
                 if len(self.sent) > SENT_CACHE:
                     self.sent.popitem(last=False)
             by_owner.setdefault(owner, []).append(url)
-        refs = []
-        for owner, batch in by_owner.items():
-            if owner == self.name:
-                refs.append(self.sieve.enqueue.remote(batch))
-                continue
-            if owner not in self.peers:
-                self.peers[owner] = ray.get_actor(sieve_actor_name(self.s.redis_prefix, owner))
-            refs.append(self.peers[owner].enqueue.remote(batch))
-        return refs
+        mine = self.sieve.enqueue.remote(by_owner.pop(self.name, []))
+        try:
+            refs = []
+            for owner, batch in by_owner.items():
+                if owner not in self.peers:
+                    self.peers[owner] = ray.get_actor(sieve_actor_name(self.s.redis_prefix, owner))
+                refs.append(self.peers[owner].enqueue.remote(batch))
+            ray.get(refs)
+            delivered = True
+        except (ray.exceptions.RayActorError, ValueError) as exc:
+            log.warning("agent %s: another agent's sieve is gone (%s); holding the batch", self.name,
+                        str(exc).splitlines()[0])
+            for url in urls:  # not known to be sent: send again, to the new owners
+                self.sent.pop(fingerprint(url), None)
+            delivered = False
+        ray.get(mine)
+        return delivered
+
+    def _retry_deferred(self) -> None:
+        """Batches whose links could not reach a dead agent: send them to the shards' new owners
+        and commit them."""
+        deferred, self.deferred = self.deferred, []
+        for keys, counters, follow, latencies in deferred:
+            if self._deliver(follow, cache=False):
+                self._commit(keys, counters, latencies)
+            else:
+                self.deferred.append((keys, counters, follow, latencies))
+
+    def _commit(self, keys: list[str], counters: Counter[str], latencies: list[float]) -> None:
+        self.f.commit(keys, counters)
+        self.run_pages += counters["pages"]
+        metrics.record_batch(self.agent_name, counters, latencies)
 
     def _record_failures(self, failed: list[tuple[str, str]]) -> None:
         import ray
@@ -478,7 +574,7 @@ class Agent:
             else:
                 counters[f"filtered:{why}"] += 1
         counters["links"] += len(follow)
-        refs = [self.store.write_batch.remote(items), *self._send_links(follow)]
+        refs = [self.store.write_batch.remote(items)]
         if self.summary_writer is not None:
             # The pages a post-crawl build reads from the WARC (full 200 HTML responses, same decoding);
             # spilled before the commit, so a committed batch's summaries are durable too.
@@ -488,17 +584,20 @@ class Agent:
             if html:
                 self.summary_writer.add_pages.remote(html)
                 refs.append(self.summary_writer.flush.remote())
+        latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
+        delivered = self._deliver(follow)
         ray.get(refs)
-        self.f.commit([o.key for o in outcomes], counters)
-        self.run_pages += counters["pages"]
-        metrics.record_batch(self.agent_name, counters, [o.fr.ended - o.fr.started for o in pages if o.fr.status])
+        if delivered:
+            self._commit([o.key for o in outcomes], counters, latencies)
+        else:
+            self.deferred.append(([o.key for o in outcomes], counters, follow, latencies))
 
     def _shutdown(self) -> None:
         try:
             self._stop_fetching()
         except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
             log.exception("agent shutdown incomplete")
-        if len(self.agents) == 1:
+        if self.standalone:
             self.close()
 
     def _stop_fetching(self) -> None:
@@ -571,66 +670,40 @@ def _init_ray(address: str | None, attempts: int = 3) -> None:
 
 def agent_actor_class():
     """An agent as a Ray actor, for crawls with several agents: the agent's loop runs in the actor
-    (threaded, so ``run`` may block), its sieve/fetch/parser/store actors on the same node."""
+    (threaded, so ``run`` may block while the driver pauses and resumes it), its
+    sieve/fetch/parser/store actors on the same node."""
     import ray
 
-    @ray.remote(num_cpus=0, max_concurrency=2)
+    @ray.remote(num_cpus=0, max_concurrency=4)
     class AgentActor:
-        def __init__(self, settings: Settings, redis_url: str, name: str, agents: list[str],
+        def __init__(self, settings: Settings, redis_url: str, name: str, shards: dict[int, str],
                      budget: int | None) -> None:
             logging.basicConfig(level=logging.WARNING)
-            self.agent = Agent(settings, redis_url, None, name=name, agents=agents, budget=budget)
+            self.agent = Agent(settings, redis_url, None, name=name, shards=shards, budget=budget)
 
-        def node(self) -> str:
-            return ray.get_runtime_context().get_node_id()
+        def start(self) -> None:
+            self.agent.start()
 
         def run(self) -> dict[str, Any]:
             report = self.agent.run(prepare=False)
             return {"agent": self.agent.name, "pages": self.agent.run_pages, "stopped": report["stopped"]}
 
+        def pause(self) -> bool:
+            return self.agent.request_pause()
+
+        def give(self, shards: list[int]) -> None:
+            ray.get(self.agent.sieve.give.remote(shards))
+
+        def take(self, shards: list[int]) -> None:
+            ray.get(self.agent.sieve.take.remote(shards))
+
+        def resume(self, shards: dict[int, str], budget: int | None) -> None:
+            self.agent.resume(shards, budget)
+
         def close(self) -> None:
             self.agent.close()
 
     return AgentActor
-
-
-def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
-    """A crawl with ``settings.agents`` agents, spread round-robin over the Ray cluster's alive
-    nodes (one per node when there are as many nodes as agents). The caller's process only sets
-    the crawl up and waits: the agents share nothing but Redis and each other's sieves."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    names = agent_names(settings.agents)
-    # Prepare (clear or recover) the Redis state for all agents once, here; read the totals here too.
-    lead = Agent(settings, redis_url, name=AGENT0, agents=names)
-    lead._prepare_state()
-    if lead.near is not None:
-        lead.near.close()
-    f = lead.f
-    nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
-    budget = None
-    if settings.max_pages:
-        left = max(0, settings.max_pages - f.stats().get("pages", 0))
-        budget = [left // len(names) + (i < left % len(names)) for i in range(len(names))]
-    cls = agent_actor_class()
-    actors = [cls.options(name=f"raycrawl-{settings.redis_prefix}{name}", scheduling_strategy=NodeAffinitySchedulingStrategy(
-                  nodes[i % len(nodes)], soft=False)).remote(settings, redis_url, name, names,
-                                                             None if budget is None else budget[i])
-              for i, name in enumerate(names)]
-    started = time.time()
-    try:
-        per_agent = ray.get([a.run.remote() for a in actors])
-        ray.get([a.close.remote() for a in actors])
-    finally:
-        for a in actors:
-            ray.kill(a)
-    elapsed = time.time() - started
-    stopped = "frontier empty" if all(r["stopped"] == "frontier empty" for r in per_agent) else "budget spent"
-    report = build_report(f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),
-                          stopped=stopped, frontier=f.counts(), extra={"agents": per_agent})
-    write_report(Path(settings.out) / "report.json", report)
-    return report
 
 
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
@@ -653,7 +726,9 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             _init_ray(settings.address)
             started_ray = True
         try:
-            if settings.agents > 1:
+            if settings.agents > 1 or settings.elastic:
+                from actors.membership import run_agents
+
                 return run_agents(settings, url)
             return Agent(settings, url, progress).run()
         finally:

@@ -22,8 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import redis
+
 from actors.virtualizer import Virtualizer
 from actors.workbench import ROBOTS, Workbench
+from policies.assignment import SHARDS
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,7 @@ class Distributor:
         self.max_urls_per_host = max_urls_per_host
         self.batch = batch
         self.allows = allows
+        self.shards: list[int] = list(range(SHARDS))  # the shards whose sieve output this distributor reads
 
     def fetchers_waited(self) -> None:
         """Fetchers had free slots and nothing was ready: enlarge the required front if the front
@@ -60,16 +64,31 @@ class Distributor:
             self.required_front = min(self.max_front_size, self.required_front + max(1, self.required_front // 10))
             log.debug("required front size now %d", self.required_front)
 
-    def step(self, read_sieve: Callable[[int, int], tuple[list[str], int]],
+    def step(self, read_sieve: Callable[[dict[int, int], int], tuple[list[str], dict[int, int]]],
              resolve: Callable[[list[str]], dict[str, str | None]]) -> StepResult:
         """One round: refill the limbo, then (front permitting) one batch from the sieve.
-        ``read_sieve(offset, n)`` is :meth:`actors.sieve.Sieve.read`; ``resolve(names)`` maps host
-        names to IPv4 addresses or None."""
+        ``read_sieve(offsets, n)`` is :meth:`actors.sieve_shards.SieveShards.read` over the shards
+        in :attr:`shards`; ``resolve(names)`` maps host names to IPv4 addresses or None.
+
+        The shards' offsets are WATCHed from before the read to the transaction that queues the
+        URLs and moves the offsets: if the connection to Redis breaks in between (a Redis restart,
+        and the client retries), the step is dropped rather than possibly applied twice."""
         res = StepResult(refilled=self.virt.refill_limbo())
         if self.f.front_size() >= self.required_front:
             return res
-        offset = self.f.sieve_offset()
-        urls, new_offset = read_sieve(offset, self.batch)
+        with self.f.r.pipeline(transaction=True) as pipe:
+            try:
+                return self._from_sieve(pipe, read_sieve, resolve, res)
+            except redis.WatchError:
+                log.warning("distributor: Redis connection lost during a step; the step is dropped")
+                return StepResult(refilled=res.refilled)
+
+    def _from_sieve(self, pipe, read_sieve, resolve, res: StepResult) -> StepResult:
+        keys = [self.f.soff_key(s) for s in self.shards]
+        if keys:
+            pipe.watch(*keys)
+        offsets = self.f.sieve_offsets(self.shards, client=pipe)
+        urls, new_offsets = read_sieve(offsets, self.batch)
         if not urls:
             return res
         res.taken = len(urls)
@@ -87,35 +106,36 @@ class Distributor:
         ends = dict(zip(hosts, self.virt.ends(hosts), strict=True))
         ips: dict[str, str] = {}
         groups: list[tuple[str, str, list[str]]] = []
-        with self.f.r.pipeline(transaction=True) as pipe:
-            for host, host_urls in by_host.items():
-                ip = known[host] or addresses.get(urlsplit(host).hostname or "")
-                if ip is None:
-                    res.failed += [(u, "dns") for u in host_urls]
-                    continue
-                if not self.allows(ip):
-                    res.failed += [(u, "forbidden-network") for u in host_urls]
-                    continue
-                room = max(0, self.max_urls_per_host - counts[host])
-                if len(host_urls) > room:
-                    res.over_host_limit += len(host_urls) - room
-                    host_urls = host_urls[:room]
-                if not host_urls:
-                    continue
-                ips[host] = ip
-                paths = [split_host(u)[1] for u in host_urls]
-                pipe.hincrby(self.f.key("hcount"), host, len(paths))
-                if known[host] is None:
-                    paths.insert(0, ROBOTS)
-                    res.new_hosts += 1
-                in_redis = 0 if virtualized[host] else max(0, self.virt.budget - lengths[host])
-                keep, spill = paths[:in_redis], paths[in_redis:]
-                if spill:
-                    self.virt.spill(host, spill, pipe, end=ends[host])
-                    res.spilled += len(spill)
-                groups.append((host, ip, keep))
-                res.queued += len(keep)
-            # Even a batch that queued nothing moves the offset: those URLs were dealt with.
-            self.f.add(groups, sieve_offset=new_offset, pipe=pipe)
-            pipe.execute()
+        pipe.multi()
+        for host, host_urls in by_host.items():
+            ip = known[host] or addresses.get(urlsplit(host).hostname or "")
+            if ip is None:
+                res.failed += [(u, "dns") for u in host_urls]
+                continue
+            if not self.allows(ip):
+                res.failed += [(u, "forbidden-network") for u in host_urls]
+                continue
+            room = max(0, self.max_urls_per_host - counts[host])
+            if len(host_urls) > room:
+                res.over_host_limit += len(host_urls) - room
+                host_urls = host_urls[:room]
+            if not host_urls:
+                continue
+            ips[host] = ip
+            paths = [split_host(u)[1] for u in host_urls]
+            pipe.hincrby(self.f.key("hcount"), host, len(paths))
+            if known[host] is None:
+                paths.insert(0, ROBOTS)
+                res.new_hosts += 1
+            in_redis = 0 if virtualized[host] else max(0, self.virt.budget - lengths[host])
+            keep, spill = paths[:in_redis], paths[in_redis:]
+            if spill:
+                self.virt.spill(host, spill, pipe, end=ends[host])
+                res.spilled += len(spill)
+            groups.append((host, ip, keep))
+            res.queued += len(keep)
+        # Even a batch that queued nothing moves the offsets: those URLs were dealt with.
+        self.f.add(groups, pipe=pipe)
+        pipe.mset({self.f.soff_key(s): off for s, off in new_offsets.items()})
+        pipe.execute()
         return res

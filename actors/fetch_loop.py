@@ -21,13 +21,12 @@ import logging
 import time
 from dataclasses import dataclass
 
-import redis
-
 from actors.dns import Resolver
 from actors.fetcher import REDIRECT_STATUSES, ROBOTS_MAX_HOPS, ROBOTS_MIN_BODY, ROBOTS_TTL, FetchResult
 from actors.workbench import ROBOTS, Release, Workbench
 from policies.politeness import Politeness
 from policies.robots import RobotsRules
+from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.urls import split_host
 
@@ -50,7 +49,7 @@ class FetchLoop:
 
     def __init__(self, settings: Settings, redis_url: str, budget: int | None = None, view: str = "agent0") -> None:
         self.s = settings
-        self.client = redis.Redis.from_url(redis_url)
+        self.client = connect(redis_url)
         self.politeness = Politeness(settings.host_delay, settings.ip_delay, settings.max_crawl_delay,
                                      settings.retry_backoff)
         self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
@@ -109,6 +108,10 @@ class FetchLoop:
     def consume_budget(self, n: int) -> None:
         if self.budget is not None:
             self.budget -= n
+
+    def set_budget(self, n: int | None) -> None:
+        """A new share of the page budget (the agent's membership or its fetch actors changed)."""
+        self.budget = n
 
     async def drain(self, max_items: int, wait: float) -> list[Outcome]:
         """Up to ``max_items`` finished visits, waiting up to ``wait`` s for the first one."""
@@ -291,6 +294,9 @@ def fetch_actor_class():
 
         async def consume_budget(self, n: int) -> None:
             self.loop.consume_budget(n)
+
+        async def set_budget(self, n: int | None) -> None:
+            self.loop.set_budget(n)
 
         async def status(self) -> dict[str, object]:
             return self.loop.status()

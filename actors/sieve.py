@@ -103,29 +103,3 @@ class Sieve:
     def close(self) -> None:
         self.store.close()
 
-
-def sieve_actor_class():
-    """The Ray actor shell (built lazily so importing this module does not import Ray)."""
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class SieveActor:
-        def __init__(self, directory: str, batch_size: int, cache_size: int) -> None:
-            self.sieve = Sieve(directory, batch_size, cache_size)
-
-        def enqueue(self, urls: list[str]) -> int:
-            return self.sieve.enqueue(urls)
-
-        def read(self, offset: int, n: int) -> tuple[list[str], int]:
-            return self.sieve.read(offset, n)
-
-        def exhausted(self, offset: int) -> bool:
-            return self.sieve.exhausted(offset)
-
-        def stats(self) -> dict[str, int]:
-            return self.sieve.stats()
-
-        def close(self) -> None:
-            self.sieve.close()
-
-    return SieveActor

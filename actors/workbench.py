@@ -78,10 +78,9 @@ class Workbench:
         self.frontier = RedisFrontier(client, prefix, view)
         self.politeness = politeness or Politeness()
 
-    def add_urls(self, urls: list[str], ips: dict[str, str], sieve_offset: int | None = None,
-                 new_hosts: set[str] = frozenset()) -> int:
+    def add_urls(self, urls: list[str], ips: dict[str, str], new_hosts: set[str] = frozenset()) -> int:
         """Append canonical URLs to their hosts' visit states (``ips``: host → IP). Hosts in
-        ``new_hosts`` get the robots.txt marker first. Records ``sieve_offset`` atomically."""
+        ``new_hosts`` get the robots.txt marker first."""
         groups: dict[str, list[str]] = defaultdict(list)
         for host in new_hosts:
             groups[host].append(ROBOTS)
@@ -89,7 +88,7 @@ class Workbench:
             host, path = split_host(url)
             assert host in ips, host
             groups[host].append(path)
-        return self.frontier.add([(h, ips[h], paths) for h, paths in groups.items()], sieve_offset)
+        return self.frontier.add([(h, ips[h], paths) for h, paths in groups.items()])
 
     def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
         """Up to ``n`` ready (host, ip, path) of this agent's view, each host and IP now busy for
@@ -100,7 +99,6 @@ class Workbench:
         """Hand back acquired hosts: next fetch of host and IP from the END of the response.
         Returns each host's remaining queue length."""
         items = []
-        front = []
         cdelays = []
         pol = self.politeness
         for rel in releases:
@@ -112,21 +110,13 @@ class Workbench:
                 cdelays.append((rel.host, pol.effective_host_delay(rel.crawl_delay)))
             if rel.not_before is not None:
                 hn = max(hn, rel.not_before)
-            items.append((rel.host, rel.ip, hn, ipn))
-            if rel.putback:
-                front.append((rel.host, rel.ip, list(rel.putback)))
+            # A URL put back is re-queued and no longer in flight in the same script: never both or neither.
+            items.append((rel.host, rel.ip, hn, ipn, list(rel.putback or ())))
         if not items:
             return []
         if cdelays:  # for recover(): the delay a host busy at a crash must wait
             self.frontier.r.hset(self.frontier.key("cdelay"), mapping=dict(cdelays))
-        if not front:
-            return list(self.frontier.release(items))
-        # One transaction: a URL put back is re-queued and no longer in flight, never both or neither.
-        with self.frontier.r.pipeline(transaction=True) as pipe:
-            self.frontier.add(front, front=True, pipe=pipe)
-            pipe.hdel(self.frontier.key("inflight"), *[h + p for h, _, ps in front for p in ps])
-            self.frontier.release(items, pipe=pipe)
-            return list(pipe.execute()[-1])
+        return list(self.frontier.release(items))
 
     def recover(self, now: float) -> int:
         """After a crash: in-flight URLs back in front of their visit states; every host and IP

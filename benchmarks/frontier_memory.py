@@ -50,15 +50,16 @@ def run_raycrawl(maximum: int, hosts: int, budget: int) -> list[dict]:
     import redis
 
     from actors.distributor import Distributor
-    from actors.sieve import Sieve
+    from actors.sieve_shards import SieveShards
     from actors.virtualizer import Virtualizer
     from actors.workbench import Workbench
+    from policies.assignment import SHARDS
     from raycrawl.redis_server import EmbeddedRedis
 
     out = []
     with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(Path(tmp) / "redis") as server:
         client = redis.Redis.from_url(server.url)
-        sieve = Sieve(Path(tmp) / "sieve", batch_size=100_000, cache_size=100_000)
+        sieve = SieveShards(Path(tmp) / "sieve", range(SHARDS), batch_size=100_000, cache_size=100_000)
         wb = Workbench(client, "m:")
         virt = Virtualizer(Path(tmp) / "virt", wb.frontier, budget)
         dist = Distributor(wb, virt, front_size=10**9, batch=5000)
@@ -77,7 +78,7 @@ def run_raycrawl(maximum: int, hosts: int, budget: int) -> list[dict]:
             fed = target
             while True:  # distribute everything the sieve has
                 res = dist.step(sieve.read, resolve)
-                if res.taken == 0 and sieve.exhausted(wb.frontier.sieve_offset()):
+                if res.taken == 0 and sieve.exhausted(wb.frontier.sieve_offsets(dist.shards)):
                     break
             redis_rss = rss_mb(server.proc.pid)
             c = wb.frontier.counts()

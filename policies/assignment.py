@@ -47,3 +47,41 @@ class ConsistentHash:
 
     def without_agent(self, agent: str) -> ConsistentHash:
         return ConsistentHash((a for a in self.agents if a != agent), self.replicas)
+
+
+# Hosts are grouped in SHARDS shards (xxh3 of the host); a shard is the unit that moves between
+# agents, with its sieve directory and its hosts' Redis state (actors/sieve_shards.py).
+SHARDS = 64
+
+
+def shard_of(host: str) -> int:
+    """The shard of ``host`` (``scheme://name[:port]``, as :func:`raycrawl.urls.split_host` gives)."""
+    return _h(host) % SHARDS
+
+
+def assign_shards(agents: Iterable[str], previous: dict[int, str] | None = None,
+                  shards: int = SHARDS) -> dict[int, str]:
+    """Shard → agent by consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam 2018):
+    each shard walks the ring clockwise from its own point and takes the first agent with fewer
+    than ceil(shards / agents) shards. A shard whose ``previous`` owner is still an agent and has
+    room stays there, so a join moves only the newcomer's share and a leave only the leaver's."""
+    ring = ConsistentHash(agents)
+    cap = -(-shards // len(ring.agents))
+    load = dict.fromkeys(ring.agents, 0)
+    out: dict[int, str] = {}
+    for s in range(shards):
+        old = (previous or {}).get(s)
+        if old in load and load[old] < cap:
+            out[s] = old
+            load[old] += 1
+    for s in range(shards):
+        if s in out:
+            continue
+        i = bisect.bisect_right(ring._keys, _h(f"shard#{s}"))
+        for j in range(len(ring._keys)):
+            a = ring._owners[(i + j) % len(ring._keys)]
+            if load[a] < cap:
+                break
+        out[s] = a
+        load[a] += 1
+    return out

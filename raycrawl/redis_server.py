@@ -134,3 +134,21 @@ def redis_url_for(url: str | None, data_dir: str | Path) -> Iterator[str]:
         return
     with EmbeddedRedis(data_dir) as server:
         yield server.url
+
+
+# How long a crawl waits for its Redis to come back (a restart, AOF reload) before giving up.
+REDIS_WAIT = 300.0
+
+
+def connect(url: str, wait: float = REDIS_WAIT) -> redis.Redis:
+    """A client for the crawl's Redis that rides out a restart: a command that finds the server
+    gone (or loading its AOF) is retried with backoff for up to ``wait`` seconds, so the crawl
+    pauses and then resumes. Commands that must not apply twice are made safe for this by their
+    callers (commit tokens, WATCHed distributor steps, release.lua skipping repeats)."""
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    cap = 1.0
+    return redis.Redis.from_url(
+        url, retry=Retry(ExponentialBackoff(cap=cap, base=0.05), int(wait / cap) + 10),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError])

@@ -89,6 +89,9 @@ class Settings:
     agents: int = 1
     """Agents of the crawl (each with its sieve, fetchers, parser, store and workbench view), spread
     over the Ray cluster's nodes; hosts are split among them by consistent hashing."""
+    elastic: bool = False
+    """One agent per Ray node that can hold one (the nodes with the ``agent`` resource, or all),
+    added when a node joins; a node that leaves has its hosts taken over (actors/membership.py)."""
     fetch_actors: int = 1
     fetch_concurrency: int = 256
     """Maximum requests in flight per fetch actor (one per host and per IP at a time anyway)."""

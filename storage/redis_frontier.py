@@ -12,12 +12,14 @@ key                  type    content
 ``P inext``          hash    IP → UNIX time its next request may start (only moves forward)
 ``P howner``         hash    host → the view (``V``) of the agent that owns it (fixed at first add)
 ``P views``          set     every agent's view prefix ``V``
+``P soff:<shard>``   string  byte offset of the shard's sieve output queue already distributed
+``P shards``         hash    shard → agent that owns it (actors/membership.py; absent: agent0)
+``P commit:<token>`` string  a commit already applied (10 minutes: retried commits apply once)
 ``V ent:<ip>``       zset    workbench entry of an IP in one view: the agent's idle hosts on that IP
                              with URLs, scored by hnext
 ``V wb``             zset    the agent's workbench: IPs with a non-empty entry in this view, scored by
                              max(inext, smallest hnext in the entry) = when it becomes ready
 ``V active``         set     the agent's hosts whose visit state is non-empty (its front, in BUbiNG's terms)
-``V sieve_off``      string  byte offset of the agent's sieve output queue already distributed
 ``V virt``           hash    host → URLs of the agent's host waiting in the virtualizer
 ``P hbusy``          hash    host → IP, hosts with a request in flight
 ``P ibusy``          set     IPs with a request in flight (by any agent)
@@ -60,7 +62,7 @@ FRAGMENTS = {"recover": ("_delay",), "recover_view": ("_delay",)}
 class RedisFrontier:
     """Thin typed wrapper over the Lua scripts; one Redis connection (synchronous)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "rc:", view: str = "agent0") -> None:
+    def __init__(self, client: redis.Redis, prefix: str = "rc:", view: str = "agent0", register: bool = True) -> None:
         self.r = client
         self.p = prefix
         self.view = view
@@ -68,9 +70,10 @@ class RedisFrontier:
         self._scripts = {
             name: client.register_script("".join((LUA_DIR / f"{part}.lua").read_text()
                                                  for part in (*FRAGMENTS.get(name, ()), name)))
-            for name in ("acquire", "release", "add", "recover", "recover_view")
+            for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit")
         }
-        self.register()
+        if register:
+            self.register()
 
     def key(self, name: str) -> str:
         return self.p + name
@@ -94,23 +97,23 @@ class RedisFrontier:
         items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 3)]
         return items, (None if earliest < 0 else earliest)
 
-    def release(self, items: list[tuple[str, str, float, float]],
+    def release(self, items: list[tuple[str, str, float, float, list[str]]],
                 pipe: redis.client.Pipeline | None = None) -> list[int]:
-        """Release (host, ip, host_next, ip_next) taken by :meth:`acquire`; a negative time keeps the
-        stored one. Returns each host's remaining queue length."""
+        """Release (host, ip, host_next, ip_next, putback) taken by :meth:`acquire`; a negative time
+        keeps the stored one; ``putback`` paths return to the front of the visit state. A host not
+        busy (a release retried after a Redis restart) is skipped. Returns each host's remaining
+        queue length (-1 if skipped)."""
         if not items:
             return []
         args: list[object] = [self.p]
-        for host, ip, hn, ipn in items:
-            args += [host, ip, repr(float(hn)), repr(float(ipn))]
+        for host, ip, hn, ipn, back in items:
+            args += [host, ip, repr(float(hn)), repr(float(ipn)), len(back), *back]
         return self._scripts["release"](args=args, client=pipe or self.r)
 
-    def add(self, groups: list[tuple[str, str, list[str]]], sieve_offset: int | None = None,
-            front: bool = False, pipe: redis.client.Pipeline | None = None) -> int:
-        """Append (prepend if ``front``) paths to visit states: groups of (host, ip, paths).
-        Optionally records the sieve offset in the same atomic step."""
-        args: list[object] = [self.p, self.v, "" if sieve_offset is None else self.vkey("sieve_off"),
-                              str(sieve_offset or 0), "1" if front else "0"]
+    def add(self, groups: list[tuple[str, str, list[str]]], front: bool = False,
+            pipe: redis.client.Pipeline | None = None) -> int:
+        """Append (prepend if ``front``) paths to visit states: groups of (host, ip, paths)."""
+        args: list[object] = [self.p, self.v, "1" if front else "0"]
         for host, ip, paths in groups:
             args += [host, ip, len(paths), *paths]
         return self._scripts["add"](args=args, client=pipe or self.r)
@@ -128,18 +131,19 @@ class RedisFrontier:
         of the view has anything in flight. Returns how many URLs were put back."""
         return int(self._scripts["recover_view"](args=[self.p, self.v, repr(now), repr(host_delay), repr(ip_delay)]))
 
-    def commit(self, urls: list[str], counters: dict[str, int], digests: dict[str, str] | None = None) -> None:
-        """Forget in-flight URLs whose results are stored, and add to the crawl counters, atomically;
-        then wait for the AOF to reach the disk so a kill -9 cannot roll the commit back."""
-        with self.r.pipeline(transaction=True) as pipe:
-            if urls:
-                pipe.hdel(self.key("inflight"), *urls)
-            for name, n in counters.items():
-                if n:
-                    pipe.hincrby(self.key("stats"), name, n)
-            pipe.incr(self.key("activity"))  # termination detection (actors.agent.Agent._all_idle)
-            pipe.execute()
+    def commit(self, urls: list[str], counters: dict[str, int], token: str | None = None) -> bool:
+        """Forget in-flight URLs whose results are stored, and add to the crawl counters, atomically
+        and once (``token``: retries of one commit apply once); then wait for the AOF to reach the
+        disk so a kill -9 cannot roll the commit back. Returns False for a repeat."""
+        import uuid
+
+        args: list[object] = [self.p, token or uuid.uuid4().hex, len(urls), *urls]
+        for name, n in counters.items():
+            if n:
+                args += [name, int(n)]
+        applied = bool(self._scripts["commit"](args=args))
         self.wait_durable()
+        return applied
 
     def wait_durable(self) -> None:
         # AOF off (an external Redis configured so): nothing to wait for.
@@ -147,8 +151,43 @@ class RedisFrontier:
             self.r.execute_command("WAITAOF", 1, 0, 1000)
 
     # --- reads for status, the distributor and tests ---------------------------------------------
-    def sieve_offset(self) -> int:
-        return int(self.r.get(self.vkey("sieve_off")) or 0)
+    def soff_key(self, shard: int) -> str:
+        return f"{self.p}soff:{shard}"
+
+    def sieve_offsets(self, shards: list[int], client: redis.Redis | None = None) -> dict[int, int]:
+        """Shard → byte offset of its sieve output queue already distributed."""
+        if not shards:
+            return {}
+        vals = (client or self.r).mget([self.soff_key(s) for s in shards])
+        return {s: int(v or 0) for s, v in zip(shards, vals, strict=True)}
+
+    def shard_owners(self) -> dict[int, str]:
+        """The current shard → agent map (empty before the first assignment: agent0 owns all)."""
+        return {int(k): v.decode() for k, v in self.r.hgetall(self.key("shards")).items()}
+
+    def move_hosts(self, moves: list[tuple[str, str]], batch: int = 500) -> int:
+        """Give hosts to other agents: (host, agent) pairs; see lua/move.lua."""
+        moved = 0
+        for i in range(0, len(moves), batch):
+            args: list[object] = [self.p]
+            for host, agent in moves[i:i + batch]:
+                args += [host, f"{self.p}v:{agent}:"]
+            moved += int(self._scripts["move"](args=args))
+        return moved
+
+    def owned_hosts(self) -> list[tuple[str, str]]:
+        """Every known host and the agent owning it (a scan: for membership changes only)."""
+        n = len(self.p) + 2
+        return [(h.decode(), v.decode()[n:-1]) for h, v in self.r.hscan_iter(self.key("howner"), count=2000)]
+
+    def drop_view(self, agent: str) -> None:
+        """Forget an agent that left (its hosts were moved away first)."""
+        v = f"{self.p}v:{agent}:"
+        self.r.srem(self.key("views"), v)
+        left = self.r.scard(v + "active") + self.r.zcard(v + "wb") + self.r.hlen(v + "virt")
+        if left:
+            log.error("view %s dropped with %d entries left", v, left)
+        self.r.delete(v + "active", v + "wb", v + "virt")
 
     def front_size(self) -> int:
         """This agent's hosts with URLs in their visit state."""

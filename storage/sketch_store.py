@@ -90,10 +90,10 @@ class RedisSketchStore:
     """Representatives in Redis (see the module docstring for the layout)."""
 
     def __init__(self, redis_url: str, key_prefix: str, meta: dict[str, str], dtype: str = "<u4") -> None:
-        import redis
+        from raycrawl.redis_server import connect
 
         self.dtype = np.dtype(dtype)
-        self.client = redis.Redis.from_url(redis_url)
+        self.client = connect(redis_url)
         self.prefix = key_prefix
         self.meta = {k: str(v) for k, v in meta.items()}
         self._check_meta()

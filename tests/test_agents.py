@@ -59,28 +59,71 @@ def kill_later(out, names, after):
 """
 
 
+# Runs in the driver of an elastic crawl: once the crawl has committed `after` pages, change the
+# cluster (JOIN: add an agent node; LEAVE: remove agent1's node; REDIS: stop Redis, which flushes
+# its AOF, and start it again on the same port and data).
+CHANGES = """
+def change_later(out, what, after):
+    import time, redis
+    from pathlib import Path
+    url_file = Path(out) / "redis-url"
+    while not url_file.exists():
+        time.sleep(0.1)
+    client = redis.Redis.from_url(url_file.read_text().strip())
+    while int(client.hget("rc:stats", "pages") or 0) < after:
+        time.sleep(0.05)
+    if what == "join":
+        cluster.add_node(num_cpus=1, resources={"agent": 1})
+    elif what == "leave":
+        node_id = ray.get(ray.get_actor("raycrawl-rc:agent1").__ray_call__.remote(
+            lambda self: __import__("ray").get_runtime_context().get_node_id()))
+        cluster.remove_node(next(n for n in cluster.worker_nodes if n.node_id == node_id))
+    elif what == "redis":
+        server.stop()
+        time.sleep(3)
+        server.start()
+    print("CHANGED", what, int(client.hget("rc:stats", "pages")), flush=True)
+"""
+
+
 def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (),
-                     after: int = 60) -> subprocess.CompletedProcess:
+                     after: int = 60, change: str = "", agent_nodes: bool = False,
+                     redis_port: int = 0) -> subprocess.CompletedProcess:
     """``raycrawl crawl ARGS`` in a driver joined to a fresh ``nodes``-node Cluster (1 CPU each);
-    ``kill``: actors to kill mid-crawl."""
+    ``kill``: actors to kill mid-crawl; ``change``: a cluster change mid-crawl (see CHANGES);
+    ``agent_nodes``: the head has no ``agent`` resource and ``nodes`` workers have it (as in
+    ray_cluster.yaml); ``redis_port``: the driver runs the crawl's Redis (``--redis-url``) there."""
     out = args[args.index("--out") + 1]
     script = textwrap.dedent(
         f"""
         import os, sys, threading, ray
+        from pathlib import Path
         from ray.cluster_utils import Cluster
         from raycrawl.cli import main
+        from raycrawl.redis_server import EmbeddedRedis
         cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1, "include_dashboard": False}})
-        for _ in range({nodes} - 1):
-            cluster.add_node(num_cpus=1)
+        for _ in range({nodes} - {0 if agent_nodes else 1}):
+            cluster.add_node(num_cpus=1, resources={{"agent": 1}} if {agent_nodes} else {{}})
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-        """) + KILLER + textwrap.dedent(f"""
+        server = EmbeddedRedis(Path({out!r} + "-redis"), port={redis_port}).start() if {redis_port} else None
+        """) + KILLER + CHANGES + textwrap.dedent(f"""
         if {list(kill)!r}:
             threading.Thread(target=kill_later, args=({out!r}, {list(kill)!r}, {after}), daemon=True).start()
+        result = []
         try:
-            rc = main({args!r})
+            if {change!r}:  # Cluster.add_node must run in the main thread: the crawl runs in another
+                crawl = threading.Thread(target=lambda: result.append(main({args!r})))
+                crawl.start()
+                change_later({out!r}, {change!r}, {after})
+                crawl.join()
+                rc = result[0] if result else 1
+            else:
+                rc = main({args!r})
         finally:
             ray.shutdown()
             cluster.shutdown()
+            if server is not None:
+                server.stop()
         sys.exit(rc)
         """
     )
@@ -190,3 +233,74 @@ def test_killed_fetcher_and_parser(web_and_baseline) -> None:
     assert kinds["host"] == kinds["ip"] == kinds["robots"] == 0, report.summary()
     assert kinds["duplicate"] <= rep["recovered"], report.summary()
     same_pages(one, tmp / "faults", manifest)
+
+
+def check_against_baseline(one: Path, out: Path, requests, manifest, duplicates_allowed: int) -> dict:
+    """The crawl in ``out`` ended with an empty frontier, 0 host/IP/robots violations, at most
+    ``duplicates_allowed`` URLs fetched twice, and the one-agent crawl's pages. Returns its report."""
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["stopped"] == "frontier empty"
+    assert rep["frontier"]["queued"] == rep["frontier"]["inflight"] == 0
+    report = audit(requests, manifest, *DELAYS)
+    kinds = Counter(v.kind for v in report.violations)
+    assert kinds["host"] == kinds["ip"] == kinds["robots"] == 0, report.summary()
+    assert kinds["duplicate"] <= duplicates_allowed, report.summary()
+    same_pages(one, out, manifest)
+    return rep
+
+
+def writers(out: Path) -> Counter:
+    """Pages recorded per agent (link files are named after their writer)."""
+    return Counter(path.name.split("-")[0] for path in (out / "links").glob("*.rec.gz") for _ in read_link_file(path))
+
+
+@pytest.mark.slow
+def test_node_joins_mid_crawl(web_and_baseline) -> None:
+    """--elastic on one agent node; a second agent node joins mid-crawl: its new agent takes a share
+    of the shards (hosts, queued URLs, seen-sets) and fetches; nothing is lost and — no agent
+    died — nothing is fetched twice."""
+    web, one, config, tmp = web_and_baseline
+    out = tmp / "join"
+    proc, requests, manifest = crawl_slice(web, [*crawl_args(web, out, config), "--elastic"], 1, tmp,
+                                           change="join", agent_nodes=True, after=60)
+    assert "CHANGED join" in proc.stdout, proc.stderr[-3000:]
+    rep = check_against_baseline(one, out, requests, manifest, duplicates_allowed=0)
+    (event,) = rep["membership"]
+    assert event["joined"] == ["agent1"] and event["left"] == [] and event["hosts_moved"] > 0, event
+    assert writers(out)["agent1"] > 0, writers(out)
+
+
+@pytest.mark.slow
+def test_node_leaves_mid_crawl(web_and_baseline) -> None:
+    """--elastic on two agent nodes; agent1's node is removed mid-crawl: agent0 takes over its
+    shards from Redis and the shared sieve directory. Only URLs in flight at the death are fetched
+    again (report.recovered bounds them)."""
+    web, one, config, tmp = web_and_baseline
+    out = tmp / "leave"
+    proc, requests, manifest = crawl_slice(web, [*crawl_args(web, out, config), "--elastic"], 2, tmp,
+                                           change="leave", agent_nodes=True, after=60)
+    assert "CHANGED leave" in proc.stdout, proc.stderr[-3000:]
+    rep = json.loads((out / "report.json").read_text())
+    rep = check_against_baseline(one, out, requests, manifest, duplicates_allowed=rep.get("recovered", 0))
+    (event,) = rep["membership"]
+    assert event["left"] == ["agent1"] and event["joined"] == [], event
+    assert {a["agent"]: a["stopped"] for a in rep["agents"]} == {"agent0": "frontier empty", "agent1": "died"}
+    assert writers(out)["agent0"] > writers(out)["agent1"] > 0, writers(out)
+
+
+@pytest.mark.slow
+def test_redis_restart_mid_crawl(web_and_baseline) -> None:
+    """Two agents; Redis (AOF on) is stopped mid-crawl and started again 3 s later on the same port
+    and data: the crawl waits, then goes on to the end, with the one-agent crawl's pages."""
+    from raycrawl.redis_server import free_port
+
+    web, one, config, tmp = web_and_baseline
+    out = tmp / "redis-restart"
+    port = free_port()
+    proc, requests, manifest = crawl_slice(
+        web, [*crawl_args(web, out, config), "--agents", "2", "--redis-url", f"redis://127.0.0.1:{port}/0"], 2, tmp,
+        change="redis", redis_port=port, after=60)
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHANGED redis")]
+    rep = json.loads((out / "report.json").read_text())
+    assert int(line.split()[-1]) < rep["pages"] - 50, "the crawl did not go on after the restart"
+    check_against_baseline(one, out, requests, manifest, duplicates_allowed=rep.get("recovered", 0))

@@ -40,3 +40,18 @@ def test_partition_and_determinism():
     assert ring1.partition(HOSTS[:500]) == ring2.partition(HOSTS[:500])
     with pytest.raises(ValueError):
         ConsistentHash([])
+
+
+def test_shard_assignment_is_balanced_and_moves_little():
+    from policies.assignment import SHARDS, assign_shards
+
+    two = assign_shards(["a0", "a1"])
+    assert sorted(Counter(two.values()).values()) == [SHARDS // 2, SHARDS // 2]
+    three = assign_shards(["a0", "a1", "a2"], previous=two)
+    loads = Counter(three.values())
+    assert max(loads.values()) <= -(-SHARDS // 3) and min(loads.values()) >= SHARDS - 2 * -(-SHARDS // 3)
+    # A join moves shards only to the newcomer; a leave only the leaver's.
+    assert all(three[s] == "a2" for s in range(SHARDS) if three[s] != two[s])
+    back = assign_shards(["a0", "a2"], previous=three)
+    assert all(three[s] == "a1" for s in range(SHARDS) if back[s] != three[s])
+    assert assign_shards(["a1", "a0"]) == two  # no coordinator needed: every agent computes the same map

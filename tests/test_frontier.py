@@ -9,9 +9,10 @@ import pytest
 import redis
 
 from actors.distributor import Distributor
-from actors.sieve import Sieve
+from actors.sieve_shards import SieveShards
 from actors.virtualizer import Virtualizer
 from actors.workbench import ROBOTS, Release, Workbench
+from policies.assignment import SHARDS
 from policies.politeness import Politeness
 
 
@@ -28,7 +29,7 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
     stream = [f"{rng.choice(hosts)}/p{rng.randrange(60)}" for _ in range(3000)]
     dns = {urlsplit(h).hostname: f"127.0.{i % 4}.1" for i, h in enumerate(hosts[:-1])}
     dns["s11.test"] = "10.1.2.3"  # forbidden by the network policy below
-    sieve = Sieve(tmp_path / "sieve", batch_size=200)
+    sieve = SieveShards(tmp_path / "sieve", range(SHARDS), batch_size=200)
     for i in range(0, len(stream), 100):
         sieve.enqueue(stream[i : i + 100])
     wb = Workbench(client, "t:", Politeness(host_delay=0, ip_delay=0))
@@ -54,7 +55,7 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
             fetched.append(host + path)
             wb.release([Release(host, ip, end=1.0)])
         max_len = max([max_len] + [wb.frontier.queue_length(h) for h in hosts])
-        if not got and res.taken == 0 and res.refilled == 0 and sieve.exhausted(wb.frontier.sieve_offset()):
+        if not got and res.taken == 0 and res.refilled == 0 and sieve.exhausted(wb.frontier.sieve_offsets(dist.shards)):
             break
     first_seen = list(dict.fromkeys(stream))
     assert virt.spilled > 0 and virt.refilled == virt.spilled

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import storage.sieve_store as sieve_store
 from actors.sieve import Sieve
@@ -95,3 +96,38 @@ def test_kill9_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     assert len(urls) == len(set(urls)), "a URL came out twice"
     expected = {f"http://k{j % 13}.test/{j}" for j in range(acked)}
     assert expected <= set(urls), "a durably enqueued URL was lost"
+
+
+def test_sieve_shards_move_between_agents(tmp_path) -> None:
+    """A shard given by one agent and taken by another keeps its seen-set, its queued URLs and its
+    not-yet-merged batch: each URL still comes out once, at the new owner."""
+    from actors.sieve_shards import SieveShards
+    from policies.assignment import SHARDS, shard_of
+
+    hosts = [f"http://h{i}.test" for i in range(40)]
+    mine = {shard_of(h) for h in hosts[:20]}
+    a = SieveShards(tmp_path, range(SHARDS), batch_size=1000)
+    b = SieveShards(tmp_path, [], batch_size=1000)
+    first = [f"{h}/{j}" for h in hosts for j in range(5)]
+    a.enqueue(first[:100])
+    offsets: dict[int, int] = {}
+    got, new = a.read(offsets, 30)  # flushes the first 100, reads 30
+    offsets.update(new)
+    a.enqueue(first[100:])  # batched, not merged
+    a.give(mine)
+    b.take(mine)
+    with pytest.raises(ValueError):
+        a.enqueue([f"{hosts[0]}/x"])
+    moved = [u for u in first if shard_of(u.rsplit("/", 1)[0]) in mine]
+    b.enqueue(moved)  # all seen already: none comes out again
+    b.enqueue([f"{hosts[0]}/fresh"])
+    out = list(got)
+    for sieve in (a, b):
+        while True:
+            urls, new = sieve.read(offsets, 17)
+            if not urls:
+                break
+            offsets.update(new)
+            out += urls
+        assert sieve.exhausted(offsets)
+    assert sorted(out) == sorted([*first, f"{hosts[0]}/fresh"])

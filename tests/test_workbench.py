@@ -208,3 +208,47 @@ def test_recover_view_requeues_only_that_agents_in_flight(client) -> None:
     got, _ = a1.acquire(100.5 + pol.host_delay, 10)
     assert sorted(h + p for h, _, p in got) == ["http://y.test/1", "http://z.test/1"]  # back in front, FIFO kept
     assert a0.acquire(1e9, 10)[0] == []  # a0's host is still in flight: not handed out again
+
+
+def test_move_hosts_hands_queued_and_busy_hosts_to_the_new_owner(client) -> None:
+    """Shards changing owner (actors/membership.py): a0's idle host with URLs and its host in flight
+    move to a1. a1 then gets both, a0 neither; the busy one only after its release, and the host
+    delay set by that release still holds."""
+    from actors.membership import apply_shards
+    from policies.assignment import SHARDS, shard_of
+
+    pol = Politeness(host_delay=2.0, ip_delay=0.0)
+    a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")
+    a0.add_urls(["http://x.test/1", "http://x.test/2", "http://y.test/1"],
+                {"http://x.test": "127.0.0.2", "http://y.test": "127.0.0.3"})
+    (busy,), _ = a0.acquire(100.0, 1)
+    idle = "http://y.test" if busy[0] == "http://x.test" else "http://x.test"
+    shards = dict.fromkeys(range(SHARDS), "a0")
+    shards[shard_of("http://x.test")] = shards[shard_of("http://y.test")] = "a1"
+    assert apply_shards(a0.frontier, shards) == 2
+    assert a0.frontier.front_size() == 0 and a0.acquire(1e9, 10)[0] == []
+    got, _ = a1.acquire(100.0, 10)
+    assert [h for h, _, _ in got] == [idle]
+    a0.release([Release(busy[0], busy[1], end=100.5)])  # the old owner's fetcher finishes its request
+    assert a0.acquire(1e9, 10)[0] == []
+    if busy[0] == "http://x.test":
+        assert a1.acquire(100.5 + pol.host_delay - 0.01, 10)[0] == []
+        assert [h for h, _, _ in a1.acquire(100.5 + pol.host_delay, 10)[0]] == ["http://x.test"]
+    assert {v.decode() for v in client.smembers("t:views")} == {"t:v:a0:", "t:v:a1:"}
+    apply_shards(a0.frontier, dict.fromkeys(range(SHARDS), "a1"))  # a0 left
+    assert {v.decode() for v in client.smembers("t:views")} == {"t:v:a1:"}
+
+
+def test_retried_release_and_commit_apply_once(client) -> None:
+    """What a client retries after a Redis restart lost the reply must not apply twice: a release
+    (with a URL put back) and a commit (its counters)."""
+    pol = Politeness(host_delay=0.0, ip_delay=0.0)
+    wb = Workbench(client, "t:", pol)
+    wb.add_urls(["http://x.test/1", "http://x.test/2"], {"http://x.test": "127.0.0.2"})
+    (got,), _ = wb.acquire(100.0, 1)
+    rel = [Release(got[0], got[1], end=None, putback=(got[2],))]
+    assert wb.release(rel) == [2]
+    assert wb.release(rel) == [-1]
+    assert wb.frontier.queue_lengths(["http://x.test"]) == [2]
+    assert wb.frontier.commit([], {"pages": 3}, token="t1") and not wb.frontier.commit([], {"pages": 3}, token="t1")
+    assert wb.frontier.stats()["pages"] == 3

@@ -52,6 +52,9 @@ def register(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue the crawl in OUT (after a stop or a crash)")
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--agents", type=_positive_int, help="agents, spread over the cluster's nodes (default 1)")
+    p.add_argument("--elastic", action="store_true",
+                   help="one agent per Ray node (per node with the 'agent' resource, if any), following "
+                        "nodes as they join and leave")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.set_defaults(func=handle)
 
@@ -65,6 +68,7 @@ def settings_from_args(args: argparse.Namespace):
         host_delay=args.host_delay, ip_delay=args.ip_delay, max_urls_per_host=args.max_urls_per_host,
         user_agent=args.user_agent, resolve=args.resolve, dns_server=args.dns_server,
         allow_networks=args.allow_networks, redis_url=args.redis_url, address=args.address, agents=args.agents,
+        elastic=True if args.elastic else None,
         resume=True if args.resume else None,
     )
     if not s.resume and not s.seeds:

@@ -30,11 +30,17 @@ def read_status(redis_url: str, prefix: str = "rc:") -> dict:
 
     client = redis.Redis.from_url(redis_url)
     try:
-        f = RedisFrontier(client, prefix)
+        f = RedisFrontier(client, prefix, register=False)
         if not client.exists(f.key("meta")):
             raise UserError(f"no crawl under prefix {prefix!r} in {redis_url}")
         meta = {k.decode(): v.decode() for k, v in client.hgetall(f.key("meta")).items()}
-        return {"frontier": f.counts(), "sieve_offset": f.sieve_offset(), "stats": f.stats(),
+        from collections import Counter
+
+        from policies.assignment import SHARDS
+
+        return {"frontier": f.counts(), "stats": f.stats(),
+                "sieve_bytes_distributed": sum(f.sieve_offsets(list(range(SHARDS))).values()),
+                "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
                 "started": float(meta.get("started", 0))}
     except redis.ConnectionError as exc:
         raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
@@ -76,5 +82,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"pages {stats.get('pages', 0)}  front {fr['front']}  queued {fr['queued']}  "
               f"virtualized {fr['virtualized']}  in-flight {fr['inflight']}  hosts {fr['hosts']}")
         errors = {k[6:]: v for k, v in stats.items() if k.startswith("error:")}
+        if st["shards"]:
+            print("agents " + "  ".join(f"{a}:{n} shards" for a, n in st["shards"].items()))
         print("errors " + ("  ".join(f"{k}:{v}" for k, v in sorted(errors.items())) or "none"))
     return 0

@@ -1,14 +1,12 @@
 -- add: append (or, with front=1, prepend in the given order) paths to visit states.
--- ARGV: prefix P, view V, offset key ('' = none), offset, front, then groups of
+-- ARGV: prefix P, view V, front, then groups of
 -- (host, ip, k, path_1..path_k).
 -- A host gets its IP and its owner (the view of the agent that first adds it) on first add; a
 -- host that is not busy and has URLs is put in its IP's entry of its owner's view, and an IP that
 -- is not busy is (re)scored in that view's workbench.
--- Setting the sieve offset here makes "taken from the sieve" and "queued" one atomic step.
 local P, V = ARGV[1], ARGV[2]
-local offkey, off = ARGV[3], ARGV[4]
-local front = ARGV[5] == '1'
-local i = 6
+local front = ARGV[3] == '1'
+local i = 4
 local added = 0
 while i <= #ARGV do
   local host, ip, k = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
@@ -38,5 +36,4 @@ while i <= #ARGV do
   end
 end
 redis.call('INCRBY', P .. 'queued', added)
-if offkey ~= '' then redis.call('SET', offkey, off) end
 return added

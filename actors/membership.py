@@ -1,0 +1,256 @@
+"""Membership: which agents crawl, on which Ray nodes, owning which shards — and changing that while
+the crawl runs (BUbiNG/UbiCrawler's agents joining and leaving).
+
+The crawl's driver (the process ``raycrawl crawl`` runs in, e.g. a Ray job's entrypoint) places one
+agent per node and then only watches: agents talk to Redis and to each other's sieves, never to it.
+It acts when membership changes:
+
+- a node joins (``--elastic``): a new agent is started there and takes a share of the shards;
+- an agent dies (its node left or crashed, or its process was killed): the others take its shards.
+
+A change is a short stop-the-world, which keeps it simple to reason about. Every surviving agent
+stops fetching and commits what it fetched (:meth:`actors.agent.Agent.request_pause`); a dead
+agent's in-flight URLs go back to their visit states (``recover_view``, as after a crash); the new
+shard map is computed by consistent hashing with bounded loads, so only the joining or leaving
+agent's share moves; agents close the sieve shards they lose; Redis moves those shards' hosts to
+their new owners' views (lua/move.lua); new owners open the shards (the sieve's pending log replays
+what the old owner had not merged; the shard's offset in Redis says what was already distributed);
+then everyone resumes. So no URL is lost and none is fetched twice across the move except those in
+flight at an agent's death — the same guarantee as a crash and ``--resume``. Shards live under
+``OUT/sieve``, so ``OUT`` must be on storage every node reaches (one machine, or a shared
+filesystem on a cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from actors.agent import AGENT0, Agent, agent_actor_class, sieve_actor_name, split_budget
+from policies.assignment import assign_shards, shard_of
+from raycrawl.redis_server import connect
+from raycrawl.report import build_report, write_report
+from raycrawl.settings import Settings
+from storage.redis_frontier import RedisFrontier
+
+log = logging.getLogger(__name__)
+
+# Seconds between looks at the cluster's nodes (joins); deaths are seen when an agent's run() fails.
+POLL = 2.0
+
+
+def apply_shards(f: RedisFrontier, shards: dict[int, str]) -> int:
+    """Make Redis agree with ``shards`` (shard → agent): every known host whose shard has another
+    owner moves to that owner's view, views of agents no longer in the map are dropped, and the
+    map is stored (``P shards``). Only while no agent fetches. Returns the number of hosts moved."""
+    agents = set(shards.values())
+    for a in agents:
+        f.r.sadd(f.key("views"), f"{f.p}v:{a}:")
+    moved = f.move_hosts([(h, shards[shard_of(h)]) for h, a in f.owned_hosts() if shards[shard_of(h)] != a])
+    for v in f.views():
+        if v[len(f.p) + 2:-1] not in agents:
+            f.drop_view(v[len(f.p) + 2:-1])
+    with f.r.pipeline(transaction=True) as pipe:
+        pipe.delete(f.key("shards"))
+        pipe.hset(f.key("shards"), mapping={str(s): a for s, a in shards.items()})
+        pipe.execute()
+    return moved
+
+
+@dataclass
+class Member:
+    actor: Any
+    node: str
+    run: Any = None
+
+
+class Membership:
+    """Starts the agents, watches them and the cluster, rebalances on joins and deaths."""
+
+    def __init__(self, settings: Settings, redis_url: str) -> None:
+        self.s = settings
+        self.url = redis_url
+        self.f = RedisFrontier(connect(redis_url), settings.redis_prefix)
+        self.cls = agent_actor_class()
+        self.live: dict[str, Member] = {}
+        self.results: dict[str, dict[str, Any]] = {}
+        self.shards: dict[int, str] = {}
+        self.events: list[dict[str, Any]] = []
+        self.recovered = 0
+        self._count = 0
+
+    # --- placement -----------------------------------------------------------------------------------
+    @staticmethod
+    def agent_nodes() -> list[str]:
+        """Alive nodes that hold agents: those with the ``agent`` resource (ray_cluster.yaml's
+        worker type; keeps the head free), or every alive node if none has it."""
+        import ray
+
+        alive = [n for n in ray.nodes() if n["Alive"]]
+        tagged = [n for n in alive if n.get("Resources", {}).get("agent", 0) > 0]
+        return sorted(n["NodeID"] for n in (tagged or alive))
+
+    def _new_name(self) -> str:
+        name = f"agent{self._count}"
+        self._count += 1
+        return name
+
+    def _budgets(self, names: list[str]) -> dict[str, int | None]:
+        left = max(0, self.s.max_pages - self.f.stats().get("pages", 0)) if self.s.max_pages else None
+        return dict(zip(names, split_budget(left, len(names)), strict=True))
+
+    def _spawn(self, name: str, node: str, budget: int | None) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        actor = self.cls.options(name=f"raycrawl-{self.s.redis_prefix}{name}",
+                                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
+            self.s, self.url, name, self.shards, budget)
+        self.live[name] = Member(actor, node)
+
+    def start(self) -> None:
+        import ray
+
+        nodes = self.agent_nodes()
+        count = len(nodes) if self.s.elastic else self.s.agents
+        placed = {self._new_name(): nodes[i % len(nodes)] for i in range(count)}
+        self.shards = assign_shards(placed, previous=self.f.shard_owners() or None)
+        apply_shards(self.f, self.shards)
+        budgets = self._budgets(list(placed))
+        for name, node in placed.items():
+            self._spawn(name, node, budgets[name])
+        ray.get([m.actor.start.remote() for m in self.live.values()])
+        for m in self.live.values():
+            m.run = m.actor.run.remote()
+        log.info("agents %s on %d nodes", sorted(placed), len(set(placed.values())))
+
+    # --- watching ------------------------------------------------------------------------------------
+    def watch(self) -> None:
+        """Until every agent's run() returned: record deaths, notice new nodes, rebalance."""
+        import ray
+
+        next_poll = time.time() + POLL
+        while True:
+            running = {m.run: name for name, m in self.live.items() if name not in self.results}
+            if not running:
+                return
+            ready, _ = ray.wait(list(running), num_returns=len(running), timeout=1.0)
+            dead = []
+            for ref in ready:
+                name = running[ref]
+                try:
+                    self.results[name] = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    log.warning("agent %s died: %s", name, str(exc).splitlines()[0])
+                    dead.append(name)
+            joined: list[str] = []
+            if self.s.elastic and time.time() >= next_poll:
+                next_poll = time.time() + POLL
+                used = {m.node for m in self.live.values()}
+                joined = [n for n in self.agent_nodes() if n not in used]
+            if any(r["stopped"] != "died" for r in self.results.values()):
+                # An agent saw the whole crawl idle (or spent its budget): it is ending.
+                for d in dead:
+                    self.results[d] = {"agent": d, "pages": 0, "stopped": "died"}
+                continue
+            if dead or joined:
+                self.rebalance(dead, joined)
+
+    def rebalance(self, dead: list[str], joined: list[str]) -> None:
+        """Stop the world, move shards to (joined) or away from (dead) agents, resume."""
+        import ray
+
+        survivors = [n for n in self.live if n not in dead and n not in self.results]
+        t0 = time.time()
+        paused = ray.get([self.live[n].actor.pause.remote() for n in survivors])
+        for d in dead:
+            self._bury(d)
+        if not all(paused):  # an agent's loop ended meanwhile: the crawl is ending, change nothing
+            budgets = self._budgets(survivors)
+            ray.get([self.live[n].actor.resume.remote(self.shards, budgets[n])
+                     for n, ok in zip(survivors, paused, strict=True) if ok])
+            return
+        new = {self._new_name(): node for node in joined}
+        names = survivors + list(new)
+        if not names:
+            raise RuntimeError("every agent died; continue with --resume")
+        old = self.shards
+        self.shards = assign_shards(names, previous=old)
+        ray.get([self.live[n].actor.give.remote([s for s, a in old.items() if a == n and self.shards[s] != n])
+                 for n in survivors])
+        self.f.r.delete(self.f.key("idle"))  # termination marks of the old membership
+        moved = apply_shards(self.f, self.shards)
+        budgets = self._budgets(names)
+        for name, node in new.items():
+            self._spawn(name, node, budgets[name])
+        ray.get([self.live[n].actor.start.remote() for n in new]
+                + [self.live[n].actor.take.remote([s for s, a in self.shards.items() if a == n and old.get(s) != n])
+                   for n in survivors])
+        ray.get([self.live[n].actor.resume.remote(self.shards, budgets[n]) for n in survivors])
+        for n in new:
+            self.live[n].run = self.live[n].actor.run.remote()
+        event = {"time": time.time(), "joined": sorted(new), "left": sorted(dead), "hosts_moved": moved,
+                 "shards_moved": sum(old.get(s) != a for s, a in self.shards.items()),
+                 "pause_s": round(time.time() - t0, 2)}
+        self.events.append(event)
+        log.warning("membership: %s", event)
+
+    def _bury(self, name: str) -> None:
+        """A dead agent: wait until its actors are gone (they share its fate: Ray kills the actors
+        an actor created when it dies), then put its in-flight URLs back."""
+        import ray
+
+        m = self.live.pop(name)
+        self.results[name] = {"agent": name, "pages": 0, "stopped": "died"}
+        ray.kill(m.actor, no_restart=True)
+        deadline = time.time() + 60
+        sieve = sieve_actor_name(self.s.redis_prefix, name)
+        while time.time() < deadline:
+            try:
+                ray.kill(ray.get_actor(sieve), no_restart=True)
+            except ValueError:
+                break  # no such actor any more: its shard files are closed
+            time.sleep(0.2)
+        p = self.s.host_delay, self.s.ip_delay
+        n = RedisFrontier(self.f.r, self.s.redis_prefix, view=name).recover_view(time.time(), *p)
+        self.f.commit([], {"recovered": n})
+        self.recovered += n
+        log.warning("agent %s: %d in-flight URLs put back", name, n)
+
+    def close(self) -> None:
+        import ray
+
+        try:
+            ray.get([m.actor.close.remote() for m in self.live.values()], timeout=120)
+        except ray.exceptions.RayError:
+            log.exception("closing agents")
+        for m in self.live.values():
+            ray.kill(m.actor)
+
+
+def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
+    """A crawl with several agents (``agents``) or one per node (``elastic``). The driver only
+    sets the crawl up, watches and rebalances: the agents share nothing but Redis and each
+    other's sieves."""
+    lead = Agent(settings, redis_url, name=AGENT0)
+    lead._prepare_state()  # clear or recover the Redis state once, for every agent
+    if lead.near is not None:
+        lead.near.close()
+    m = Membership(settings, redis_url)
+    started = time.time()
+    try:
+        m.start()
+        m.watch()
+    finally:
+        m.close()
+    elapsed = time.time() - started
+    per_agent = [m.results[n] for n in sorted(m.results, key=lambda n: int(n[5:]))]
+    ended = [r["stopped"] for r in per_agent if r["stopped"] != "died"]
+    stopped = "frontier empty" if ended and all(s == "frontier empty" for s in ended) else "budget spent"
+    report = build_report(m.f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),
+                          stopped=stopped, frontier=m.f.counts(),
+                          extra={"agents": per_agent, "membership": m.events})
+    write_report(Path(settings.out) / "report.json", report)
+    return report

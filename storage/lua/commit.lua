@@ -1,0 +1,12 @@
+-- commit: forget in-flight URLs whose results are stored and add to the crawl counters, once.
+-- ARGV: prefix P, token, k, url_1..url_k, then pairs (counter, n).
+-- The token makes a commit idempotent: a client that retries after its connection to Redis broke
+-- (a Redis restart) cannot count a batch twice. Every applied commit bumps the activity counter
+-- (termination detection: actors.agent.Agent._all_idle). Returns 1 if applied, 0 if a repeat.
+local P, token = ARGV[1], ARGV[2]
+if not redis.call('SET', P .. 'commit:' .. token, '1', 'NX', 'EX', 600) then return 0 end
+local k = tonumber(ARGV[3])
+for i = 4, 3 + k do redis.call('HDEL', P .. 'inflight', ARGV[i]) end
+for i = 4 + k, #ARGV, 2 do redis.call('HINCRBY', P .. 'stats', ARGV[i], ARGV[i + 1]) end
+redis.call('INCR', P .. 'activity')
+return 1

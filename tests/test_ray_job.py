@@ -1,0 +1,60 @@
+"""Run raycrawl as users of a cluster do: `ray start --head`, then `ray job submit --working-dir .
+-- raycrawl crawl --address auto ...` (README "Running on a Ray cluster"), then `raycrawl status`
+on the finished crawl. The crawl is audited from websim's request log."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from raycrawl.redis_server import free_port
+from websim.audit import audit
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+@pytest.mark.slow
+def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
+    from websim import Websim
+
+    ray_tmp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # AF_UNIX socket paths must stay short
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", PATH=f"{BIN}:{os.environ['PATH']}")
+    gcs, dash = free_port(), free_port()
+    head = ["ray", "start", "--head", f"--port={gcs}", f"--dashboard-port={dash}", "--dashboard-host=127.0.0.1",
+            "--num-cpus=2", "--resources={\"agent\": 1}", "--disable-usage-stats",
+            f"--temp-dir={ray_tmp}"]
+    started = subprocess.run(head, env=env, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr[-3000:]
+    try:
+        with Websim(hosts=20, ips=2, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=4) as web:
+            out = tmp_path / "crawl"
+            job = subprocess.run(
+                ["ray", "job", "submit", "--address", f"http://127.0.0.1:{dash}", "--working-dir", ".", "--",
+                 "raycrawl", "crawl", "--address", "auto", "--elastic", "--seeds", str(web.seeds_file),
+                 "--out", str(out), "--dns-server", "{}:{}".format(*web.dns_address),
+                 "--allow-networks", "127.0.0.0/8", "--host-delay", "0.1", "--ip-delay", "0.02"],
+                env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+            assert job.returncode == 0, (job.stdout + job.stderr)[-4000:]
+            assert "succeeded" in job.stdout, job.stdout[-2000:]
+            web.flush_log()
+            report = json.loads((out / "report.json").read_text())
+            assert report["stopped"] == "frontier empty" and report["pages"] > 30
+            assert [a["agent"] for a in report["agents"]] == ["agent0"]  # one node with the agent resource
+            result = audit(web.requests(), web.manifest, 0.1, 0.02)
+            assert result.ok, result.summary()
+            status = subprocess.run([str(BIN / "raycrawl"), "status", "--out", str(out), "--json"],
+                                    env=env, capture_output=True, text=True, timeout=120)
+            assert status.returncode == 0, status.stderr[-2000:]
+            st = json.loads(status.stdout)
+            assert st["stats"]["pages"] == report["pages"] and st["shards"] == {"agent0": 64}
+    finally:
+        subprocess.run(["ray", "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
