@@ -216,7 +216,7 @@ class Agent:
             ray.get_runtime_context().get_node_id(), soft=False)
         self.sieve = sieve_actor_class().options(
             name=sieve_actor_name(s.redis_prefix, self.name), scheduling_strategy=here).remote(
-            str(self.out / "sieve"), self.my_shards, s.sieve_batch, s.url_cache)
+            str(self.out / "sieve"), self.redis_url, s.redis_prefix, self.name, s.sieve_batch, s.url_cache)
         FetchActor = fetch_actor_class()
         self.fetchers = [FetchActor.options(name=f"raycrawl-fetch-{s.redis_prefix}{self.name}-{i}",
                                             scheduling_strategy=here).remote(
@@ -225,7 +225,8 @@ class Agent:
         # Stateless: Ray restarts it and retries the batch it was parsing.
         self.parser = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(ParserActor).options(
             name=f"raycrawl-parser-{s.redis_prefix}{self.name}", scheduling_strategy=here).remote(s.user_agent)
-        self.store = store_actor_class().options(scheduling_strategy=here).remote(
+        self.store = store_actor_class().options(name=f"raycrawl-store-{s.redis_prefix}{self.name}",
+                                                 scheduling_strategy=here).remote(
             str(self.out), self.name, s.warc_max_bytes)
         self.summary_writer = None
         if s.summaries_at_crawl:

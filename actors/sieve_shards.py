@@ -131,13 +131,21 @@ class SieveShards:
 
 
 def sieve_actor_class():
-    """The Ray actor shell (built lazily so importing this module does not import Ray)."""
+    """The Ray actor shell (built lazily so importing this module does not import Ray). Ray restarts
+    it after a crash and retries the call it was serving: it reopens the shards the map in Redis
+    gives its agent (pending logs replayed), and every call is idempotent (offsets, dedup)."""
     import ray
 
-    @ray.remote(num_cpus=0)
+    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class SieveActor:
-        def __init__(self, root: str, shards: list[int], batch_size: int, cache_size: int) -> None:
-            self.sieve = SieveShards(root, shards, batch_size, cache_size)
+        def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int,
+                     cache_size: int) -> None:
+            from raycrawl.redis_server import connect
+
+            client = connect(redis_url)
+            owners = {int(k): v.decode() for k, v in client.hgetall(prefix + "shards").items()}
+            client.close()
+            self.sieve = SieveShards(root, [s for s, a in owners.items() if a == agent], batch_size, cache_size)
 
         def enqueue(self, urls: list[str]) -> int:
             return self.sieve.enqueue(urls)

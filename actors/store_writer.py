@@ -46,7 +46,9 @@ class StoreWriter:
 def store_actor_class():
     import ray
 
-    @ray.remote(num_cpus=0)
+    # Restarted after a crash, it writes new files (never after a torn tail) and Ray retries the
+    # batch; the agent commits only after the call returns, so nothing is lost.
+    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class StoreActor:
         def __init__(self, crawl_dir: str, writer: str, max_file_bytes: int) -> None:
             self.store = StoreWriter(crawl_dir, writer, max_file_bytes)

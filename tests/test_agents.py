@@ -216,15 +216,18 @@ def test_two_agents_two_nodes_politeness_and_same_urls(web_and_baseline) -> None
 
 
 @pytest.mark.slow
-def test_killed_fetcher_and_parser(web_and_baseline) -> None:
-    """Kill agent1's fetch actor and agent0's parser mid-crawl: Ray restarts them, the agent puts
-    the dead fetcher's in-flight URLs back, the crawl completes with 0 politeness/robots violations,
+def test_killed_fetcher_parser_sieve_and_store(web_and_baseline) -> None:
+    """Kill agent1's fetch actor, agent0's parser, agent1's sieve and agent0's store mid-crawl: Ray
+    restarts them (the sieve reopens its shards from the map in Redis and replays their pending
+    logs, the store starts new files, both get their interrupted call again), the agent puts the
+    dead fetcher's in-flight URLs back, the crawl completes with 0 politeness/robots violations,
     fetches again at most the URLs that were in flight, and fetches the same pages."""
     web, one, config, tmp = web_and_baseline
     proc, requests, manifest = crawl_slice(
         web, [*crawl_args(web, tmp / "faults", config), "--agents", "2"], 2, tmp,
-        kill=["raycrawl-fetch-rc:agent1-0", "raycrawl-parser-rc:agent0"], after=60)
-    assert proc.stdout.count("KILLED") == 2, proc.stdout
+        kill=["raycrawl-fetch-rc:agent1-0", "raycrawl-parser-rc:agent0", "raycrawl-sieve-rc:agent1",
+              "raycrawl-store-rc:agent0"], after=60)
+    assert proc.stdout.count("KILLED") == 4, proc.stdout
     rep = json.loads((tmp / "faults" / "report.json").read_text())
     assert rep["stopped"] == "frontier empty"
     assert rep["recovered"] > 0, "the killed fetcher had nothing in flight: the test proved nothing"

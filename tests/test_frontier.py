@@ -75,3 +75,37 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
         assert got_h[1:] == mine[:40], h  # first-seen order, capped at max_urls_per_host
     assert over == sum(max(0, len([u for u in first_seen if u.startswith(h + "/")]) - 40) for h in hosts[:11])
     assert not list(virt.dir.glob("*.q")), "drained virtual queues are deleted"
+
+
+def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path) -> None:
+    """Redis restarts (AOF flushed) between the distributor's read of the sieve and its transaction:
+    the retrying client reconnects, the WATCH on the shard offsets is lost, so the step is dropped
+    and the next one queues the same URLs — each exactly once."""
+    from raycrawl.redis_server import EmbeddedRedis, connect
+
+    hosts = [f"http://s{i}.test" for i in range(6)]
+    urls = [f"{h}/p{j}" for j in range(5) for h in hosts]
+    with EmbeddedRedis(tmp_path / "redis") as server:
+        client = connect(server.url, wait=30)
+        sieve = SieveShards(tmp_path / "sieve", range(SHARDS))
+        sieve.enqueue(urls)
+        wb = Workbench(client, "t:", Politeness(host_delay=0, ip_delay=0))
+        dist = Distributor(wb, Virtualizer(tmp_path / "virt", wb.frontier, budget=100), front_size=1000)
+        restarts = []
+
+        def read_then_restart(offsets, n):
+            got = sieve.read(offsets, n)
+            if not restarts:
+                server.stop()
+                server.start()
+                restarts.append(1)
+            return got
+
+        resolve = lambda names: dict.fromkeys(names, "127.0.0.2")  # noqa: E731
+        first = dist.step(read_then_restart, resolve)
+        assert restarts and first.taken == 0 and wb.frontier.counts()["queued"] == 0
+        while not sieve.exhausted(wb.frontier.sieve_offsets(dist.shards)):
+            dist.step(sieve.read, resolve)
+        queued = [h + p.decode() for h in hosts for p in client.lrange("t:vs:" + h, 0, -1)]
+        assert sorted(u for u in queued if not u.endswith(ROBOTS)) == sorted(urls)
+        client.close()
