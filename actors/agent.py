@@ -29,7 +29,7 @@ import json
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from actors.distributor import Distributor
 from actors.fetch_loop import Outcome
 from actors.parser import HTML_TYPES, decode_body
+from actors.sieve import RecentSet
 from actors.virtualizer import Virtualizer
 from actors.workbench import Workbench
 from policies.assignment import shard_of
@@ -159,7 +160,7 @@ class Agent:
         self.run_pages = 0
         self.agent_name = name  # the metrics' "agent" tag
         self.peers: dict[str, Any] = {}  # other agents' sieve actors
-        self.sent: OrderedDict[int, None] = OrderedDict()
+        self.sent = RecentSet(SENT_CACHE)
         # Processed batches not committed yet: (in-flight keys, counters, links, latencies).
         self.deferred: list[tuple[list[str], Counter[str], list[str], list[float]]] = []
         self.standalone = shards is None  # not one of several agents under actors/membership.py
@@ -434,14 +435,8 @@ class Agent:
         by_owner: dict[str, list[str]] = {}
         for url in urls:
             owner = self._owner(url)
-            if owner != self.name and cache:
-                fp = fingerprint(url)
-                if fp in self.sent:
-                    self.sent.move_to_end(fp)
-                    continue
-                self.sent[fp] = None
-                if len(self.sent) > SENT_CACHE:
-                    self.sent.popitem(last=False)
+            if owner != self.name and cache and self.sent.repeat(fingerprint(url)):
+                continue
             by_owner.setdefault(owner, []).append(url)
         mine = self.sieve.enqueue.remote(by_owner.pop(self.name, []))
         try:
@@ -456,7 +451,7 @@ class Agent:
             log.warning("agent %s: another agent's sieve is gone (%s); holding the batch", self.name,
                         str(exc).splitlines()[0])
             for url in urls:  # not known to be sent: send again, to the new owners
-                self.sent.pop(fingerprint(url), None)
+                self.sent.forget(fingerprint(url))
             delivered = False
         ray.get(mine)
         return delivered

@@ -124,7 +124,17 @@ class Membership:
         ray.get([m.actor.start.remote() for m in self.live.values()])
         for m in self.live.values():
             m.run = m.actor.run.remote()
+        self._export()
         log.info("agents %s on %d nodes", sorted(placed), len(set(placed.values())))
+
+    def _export(self, left: list[str] = (), joined: list[str] = ()) -> None:
+        from raycrawl import metrics
+
+        for a in [*self.live, *left]:
+            metrics.metric("raycrawl_agent_shards").set(sum(o == a for o in self.shards.values()), tags={"agent": a})
+        for change, names in (("joined", joined), ("left", left)):
+            for a in names:
+                metrics.metric("raycrawl_membership_changes").inc(1, tags={"agent": a, "change": change})
 
     # --- watching ------------------------------------------------------------------------------------
     def watch(self) -> None:
@@ -150,8 +160,8 @@ class Membership:
                 next_poll = time.time() + POLL
                 used = {m.node for m in self.live.values()}
                 joined = [n for n in self.agent_nodes() if n not in used]
-            if any(r["stopped"] != "died" for r in self.results.values()):
-                # An agent saw the whole crawl idle (or spent its budget): it is ending.
+            if any(r["stopped"] == "frontier empty" for r in self.results.values()):
+                # An agent saw the whole crawl idle: it is ending, and nothing was left to take over.
                 for d in dead:
                     self.results[d] = {"agent": d, "pages": 0, "stopped": "died"}
                 continue
@@ -195,6 +205,7 @@ class Membership:
                  "shards_moved": sum(old.get(s) != a for s, a in self.shards.items()),
                  "pause_s": round(time.time() - t0, 2)}
         self.events.append(event)
+        self._export(left=dead, joined=list(new))
         log.warning("membership: %s", event)
 
     def _bury(self, name: str) -> None:

@@ -30,6 +30,29 @@ def fingerprint(url: str) -> int:
     return xxhash.xxh3_64_intdigest(url.encode())
 
 
+class RecentSet:
+    """The last ``size`` fingerprints seen (LRU): drops repeats of popular URLs cheaply."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.fps: OrderedDict[int, None] = OrderedDict()
+        self.hits = 0
+
+    def repeat(self, fp: int) -> bool:
+        """True if ``fp`` was seen recently; otherwise remember it."""
+        if fp in self.fps:
+            self.fps.move_to_end(fp)
+            self.hits += 1
+            return True
+        self.fps[fp] = None
+        if len(self.fps) > self.size:
+            self.fps.popitem(last=False)
+        return False
+
+    def forget(self, fp: int) -> None:
+        self.fps.pop(fp, None)
+
+
 class Sieve:
     """A queue with memory on disk. Single writer; all methods are synchronous."""
 
@@ -37,10 +60,8 @@ class Sieve:
         assert batch_size > 0 and cache_size >= 0
         self.store = SieveStore(directory)
         self.batch_size = batch_size
-        self.cache_size = cache_size
-        self.cache: OrderedDict[int, None] = OrderedDict()
+        self.cache = RecentSet(cache_size)
         self.batch: list[str] = []
-        self.cache_hits = 0
         # URLs logged before a crash but never merged come back into the batch.
         replay = self.store.read_pending()
         if replay:
@@ -50,17 +71,7 @@ class Sieve:
     def enqueue(self, urls: list[str]) -> int:
         """Offer URLs; durable (against a process kill) when this returns. Returns how many went
         into the batch (the rest were recent repeats). May flush when the batch is full."""
-        accepted = []
-        for url in urls:
-            fp = fingerprint(url)
-            if fp in self.cache:
-                self.cache.move_to_end(fp)
-                self.cache_hits += 1
-                continue
-            self.cache[fp] = None
-            if len(self.cache) > self.cache_size:
-                self.cache.popitem(last=False)
-            accepted.append(url)
+        accepted = [url for url in urls if not self.cache.repeat(fingerprint(url))]
         self.store.log_pending(accepted)
         self.batch.extend(accepted)
         if len(self.batch) >= self.batch_size:
@@ -94,7 +105,7 @@ class Sieve:
 
     def stats(self) -> dict[str, int]:
         return {"seen": self.store.fps, "batch": len(self.batch), "queue_bytes": self.store.queue_bytes,
-                "cache_hits": self.cache_hits}
+                "cache_hits": self.cache.hits}
 
     def exhausted(self, offset: int) -> bool:
         """Nothing left to read from ``offset`` and nothing buffered."""

@@ -15,11 +15,10 @@ number of shards an agent owns.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
-from actors.sieve import Sieve, fingerprint
+from actors.sieve import RecentSet, Sieve, fingerprint
 from policies.assignment import shard_of
 from raycrawl.urls import split_host
 
@@ -35,9 +34,7 @@ class SieveShards:
                  cache_size: int = 200_000) -> None:
         self.root = Path(root)
         self.batch_size = batch_size
-        self.cache_size = cache_size
-        self.cache: OrderedDict[int, None] = OrderedDict()
-        self.cache_hits = 0
+        self.cache = RecentSet(cache_size)
         self.sieves: dict[int, Sieve] = {}
         self._turn = 0
         self.take(shards)
@@ -65,19 +62,12 @@ class SieveShards:
         not recent repeats. A URL of a shard not owned here is a routing bug: ValueError."""
         by_shard: dict[int, list[str]] = {}
         for url in urls:
-            fp = fingerprint(url)
-            if fp in self.cache:
-                self.cache.move_to_end(fp)
-                self.cache_hits += 1
-                continue
-            self.cache[fp] = None
-            if len(self.cache) > self.cache_size:
-                self.cache.popitem(last=False)
-            by_shard.setdefault(shard_of(split_host(url)[0]), []).append(url)
+            if not self.cache.repeat(fingerprint(url)):
+                by_shard.setdefault(shard_of(split_host(url)[0]), []).append(url)
         foreign = set(by_shard) - set(self.sieves)
         if foreign:
-            for fp in map(fingerprint, (u for s in foreign for u in by_shard[s])):
-                self.cache.pop(fp, None)
+            for url in (u for s in foreign for u in by_shard[s]):
+                self.cache.forget(fingerprint(url))
             raise ValueError(f"URLs of shards {sorted(foreign)} sent to an agent that does not own them")
         for s, batch in by_shard.items():
             self.sieves[s].enqueue(batch)
@@ -124,7 +114,7 @@ class SieveShards:
     def stats(self) -> dict[str, int]:
         sieves = self.sieves.values()
         return {"seen": sum(s.store.fps for s in sieves), "batch": self.batched(),
-                "queue_bytes": sum(s.end for s in sieves), "cache_hits": self.cache_hits, "shards": len(self.sieves)}
+                "queue_bytes": sum(s.end for s in sieves), "cache_hits": self.cache.hits, "shards": len(self.sieves)}
 
     def close(self) -> None:
         self.give(list(self.sieves))

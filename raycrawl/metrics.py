@@ -45,6 +45,8 @@ METRICS: dict[str, MetricDef] = {
     "raycrawl_robots_denied": MetricDef("counter", "URLs not fetched because robots.txt disallows them"),
     "raycrawl_duplicates": MetricDef("counter", "Pages recognised as duplicates, by kind (exact, near)", ("agent", "kind")),
     "raycrawl_agent_pages_per_second": MetricDef("gauge", "Pages per second of one agent over the last interval"),
+    "raycrawl_agent_shards": MetricDef("gauge", "Host shards an agent owns (0 once it left)"),
+    "raycrawl_membership_changes": MetricDef("counter", "Agents joining or leaving a running crawl", ("agent", "change")),
 }
 
 

@@ -37,16 +37,24 @@ def crawl_args(web, out: Path, config: Path) -> list[str]:
 # kill (Ray restarts them) the named actors, one after the other; a fetch actor of agent A only
 # while it has a request to one of A's hosts on the wire.
 KILLER = """
-def kill_later(out, names, after):
+def crawl_redis(out):
     import time, redis
     from pathlib import Path
     url_file = Path(out) / "redis-url"
     while not url_file.exists():
         time.sleep(0.1)
-    client = redis.Redis.from_url(url_file.read_text().strip())
+    return redis.Redis.from_url(url_file.read_text().strip())
+
+def wait_pages(client, after):
+    import time
+    while int(client.hget("rc:stats", "pages") or 0) < after:
+        time.sleep(0.05)
+
+def kill_later(out, names, after):
+    import time
+    client = crawl_redis(out)
     for name in names:
-        while int(client.hget("rc:stats", "pages") or 0) < after:
-            time.sleep(0.05)
+        wait_pages(client, after)
         pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: __import__("os").getpid()))
         if "-fetch-" in name:
             view = "rc:v:" + name.split(":")[-1].rsplit("-", 1)[0] + ":"
@@ -64,14 +72,9 @@ def kill_later(out, names, after):
 # its AOF, and start it again on the same port and data).
 CHANGES = """
 def change_later(out, what, after):
-    import time, redis
-    from pathlib import Path
-    url_file = Path(out) / "redis-url"
-    while not url_file.exists():
-        time.sleep(0.1)
-    client = redis.Redis.from_url(url_file.read_text().strip())
-    while int(client.hget("rc:stats", "pages") or 0) < after:
-        time.sleep(0.05)
+    import time
+    client = crawl_redis(out)
+    wait_pages(client, after)
     if what == "join":
         cluster.add_node(num_cpus=1, resources={"agent": 1})
     elif what == "leave":
