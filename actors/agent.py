@@ -377,10 +377,18 @@ class Agent:
         return True
 
     def resume(self, shards: dict[int, str], budget: int | None) -> None:
-        """Continue with a new shard map (gained shards already taken by the sieve) and budget share."""
+        """Continue with a new shard map (gained shards already taken by the sieve) and budget
+        share. An agent whose loop has not run yet (it just joined) only takes them on."""
         self._set_shards(shards)
         self.next_budget = budget
-        self.resumed.set()
+        if self.paused.is_set():
+            self.resumed.set()
+        elif self.s.max_pages:
+            import ray
+
+            self.share, self.share_base = budget, self.run_pages
+            ray.get([f.set_budget.remote(b) for f, b in zip(self.fetchers, split_budget(budget, len(self.fetchers)),
+                                                             strict=True)])
 
     def _hold(self) -> None:
         self._stop_fetching()

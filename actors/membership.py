@@ -169,44 +169,64 @@ class Membership:
                 self.rebalance(dead, joined)
 
     def rebalance(self, dead: list[str], joined: list[str]) -> None:
-        """Stop the world, move shards to (joined) or away from (dead) agents, resume."""
+        """Stop the world, move shards to (joined) or away from (dead) agents, resume. A joining
+        agent's actors start before the pause (starting Ray workers takes seconds): it owns no
+        shard and may fetch nothing until its share is moved to it."""
         import ray
 
         survivors = [n for n in self.live if n not in dead and n not in self.results]
+        new = {self._new_name(): node for node in joined}
+        for name, node in new.items():
+            self._spawn(name, node, 0 if self.s.max_pages else None)
+        started = self._each(list(new), "start")
+        for n in [n for n in new if n not in started]:  # its node went away at once
+            del new[n], self.live[n]
         t0 = time.time()
-        paused = ray.get([self.live[n].actor.pause.remote() for n in survivors])
+        paused = self._each(survivors, "pause")
+        stopped = time.time()
+        dead = dead + [n for n in survivors if n not in paused]  # died meanwhile
+        survivors = [n for n in survivors if n in paused]
         for d in dead:
             self._bury(d)
-        if not all(paused):  # an agent's loop ended meanwhile: the crawl is ending, change nothing
+        if not all(paused.values()):  # an agent's loop ended meanwhile: the crawl is ending, change nothing
             budgets = self._budgets(survivors)
-            ray.get([self.live[n].actor.resume.remote(self.shards, budgets[n])
-                     for n, ok in zip(survivors, paused, strict=True) if ok])
+            self._each([n for n in survivors if paused[n]], "resume", lambda n: (self.shards, budgets[n]))
+            for n in new:
+                ray.kill(self.live.pop(n).actor)
             return
-        new = {self._new_name(): node for node in joined}
         names = survivors + list(new)
         if not names:
             raise RuntimeError("every agent died; continue with --resume")
         old = self.shards
         self.shards = assign_shards(names, previous=old)
-        ray.get([self.live[n].actor.give.remote([s for s, a in old.items() if a == n and self.shards[s] != n])
-                 for n in survivors])
+        # From here an agent that dies is left to the next rebalance (its run() fails in watch()).
+        self._each(survivors, "give", lambda n: ([s for s, a in old.items() if a == n and self.shards[s] != n],))
         self.f.r.delete(self.f.key("idle"))  # termination marks of the old membership
         moved = apply_shards(self.f, self.shards)
+        self._each(names, "take", lambda n: ([s for s, a in self.shards.items() if a == n and old.get(s) != n],))
         budgets = self._budgets(names)
-        for name, node in new.items():
-            self._spawn(name, node, budgets[name])
-        ray.get([self.live[n].actor.start.remote() for n in new]
-                + [self.live[n].actor.take.remote([s for s, a in self.shards.items() if a == n and old.get(s) != n])
-                   for n in survivors])
-        ray.get([self.live[n].actor.resume.remote(self.shards, budgets[n]) for n in survivors])
+        self._each(names, "resume", lambda n: (self.shards, budgets[n]))
         for n in new:
             self.live[n].run = self.live[n].actor.run.remote()
         event = {"time": time.time(), "joined": sorted(new), "left": sorted(dead), "hosts_moved": moved,
                  "shards_moved": sum(old.get(s) != a for s, a in self.shards.items()),
-                 "pause_s": round(time.time() - t0, 2)}
+                 "pause_s": round(time.time() - t0, 2), "stop_s": round(stopped - t0, 2)}
         self.events.append(event)
         self._export(left=dead, joined=list(new))
         log.warning("membership: %s", event)
+
+    def _each(self, names: list[str], method: str, args=lambda n: ()) -> dict[str, Any]:
+        """Call ``method`` on each named agent; the answers of those that did not die meanwhile."""
+        import ray
+
+        refs = {n: getattr(self.live[n].actor, method).remote(*args(n)) for n in names}
+        out = {}
+        for n, ref in refs.items():
+            try:
+                out[n] = ray.get(ref)
+            except ray.exceptions.RayActorError:
+                log.warning("agent %s died during a membership change (%s)", n, method)
+        return out
 
     def _bury(self, name: str) -> None:
         """A dead agent: wait until its actors are gone (they share its fate: Ray kills the actors

@@ -39,12 +39,16 @@ def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
     try:
         with Websim(hosts=20, ips=2, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=4) as web:
             out = tmp_path / "crawl"
-            job = subprocess.run(
-                ["ray", "job", "submit", "--address", f"http://127.0.0.1:{dash}", "--working-dir", ".", "--",
-                 "raycrawl", "crawl", "--address", "auto", "--elastic", "--seeds", str(web.seeds_file),
-                 "--out", str(out), "--dns-server", "{}:{}".format(*web.dns_address),
-                 "--allow-networks", "127.0.0.0/8", "--host-delay", "0.1", "--ip-delay", "0.02"],
-                env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+            submit = ["ray", "job", "submit", "--address", f"http://127.0.0.1:{dash}", "--working-dir", ".", "--",
+                      "raycrawl", "crawl", "--address", "auto", "--elastic", "--seeds", str(web.seeds_file),
+                      "--out", str(out), "--dns-server", "{}:{}".format(*web.dns_address),
+                      "--allow-networks", "127.0.0.0/8", "--host-delay", "0.1", "--ip-delay", "0.02"]
+            deadline = time.time() + 120
+            while True:  # a fresh head's job agent may not be up yet: Ray says "try again later"
+                job = subprocess.run(submit, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+                if "No available agent" not in job.stderr or time.time() > deadline:
+                    break
+                time.sleep(2)
             assert job.returncode == 0, (job.stdout + job.stderr)[-4000:]
             assert "succeeded" in job.stdout, job.stdout[-2000:]
             web.flush_log()
