@@ -30,8 +30,11 @@ def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
 
     ray_tmp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # AF_UNIX socket paths must stay short
     env = dict(os.environ, RAY_AUTH_MODE="disabled", PATH=f"{BIN}:{os.environ['PATH']}")
-    gcs, dash = free_port(), free_port()
+    gcs, dash, agent, client = free_port(), free_port(), free_port(), free_port()
+    # Ports of our own, not the defaults: the test session's local Ray already holds those (its
+    # dashboard agent on 52365 — then jobs find "no available agent").
     head = ["ray", "start", "--head", f"--port={gcs}", f"--dashboard-port={dash}", "--dashboard-host=127.0.0.1",
+            f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
             "--num-cpus=2", "--resources={\"agent\": 1}", "--disable-usage-stats",
             f"--temp-dir={ray_tmp}"]
     started = subprocess.run(head, env=env, capture_output=True, text=True, timeout=180)
