@@ -233,7 +233,8 @@ class Agent:
         if s.summaries_at_crawl:
             from actors.summary_writer import actor_class as summary_writer_class
 
-            self.summary_writer = summary_writer_class().options(scheduling_strategy=here).remote(
+            self.summary_writer = summary_writer_class().options(
+                name=f"raycrawl-summary-{s.redis_prefix}{self.name}", scheduling_strategy=here).remote(
                 str(self.out), self.agent_name)
         ray.get([f.start.remote() for f in self.fetchers])
         self.redis_run_id = self.client.info("server")["run_id"]
@@ -586,8 +587,7 @@ class Agent:
             html = [(o.fr.url, decode_body(o.fr.body, o.fr.charset)[0]) for o in pages
                     if o.fr.url not in dup_of and o.fr.status == 200 and o.fr.ctype in HTML_TYPES]
             if html:
-                self.summary_writer.add_pages.remote(html)
-                refs.append(self.summary_writer.flush.remote())
+                refs.append(self.summary_writer.spill.remote(html))
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
         delivered = self._deliver(follow)
         ray.get(refs)

@@ -224,8 +224,8 @@ class Membership:
         for n, ref in refs.items():
             try:
                 out[n] = ray.get(ref)
-            except ray.exceptions.RayActorError:
-                log.warning("agent %s died during a membership change (%s)", n, method)
+            except ray.exceptions.RayError as exc:  # died, or its node vanished before it started
+                log.warning("agent %s lost during a membership change (%s): %s", n, method, str(exc).splitlines()[0])
         return out
 
     def _bury(self, name: str) -> None:

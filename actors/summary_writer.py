@@ -81,13 +81,21 @@ def actor_class():
     """The Ray actor shell (created on demand so importing this module does not import Ray)."""
     import ray
 
-    @ray.remote(num_cpus=0, max_restarts=0)
+    # Restarted after a crash, it spills to a new file and Ray retries the call: ``spill`` adds and
+    # flushes in one call, so a page is durable when an answer comes back (a retried batch may be
+    # spilled twice; the archive build keeps the first record of a URL).
+    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class SummaryWriterActor:
         def __init__(self, crawl_dir: str, writer: str = "agent0", batch: int = 256) -> None:
             self.inner = SummaryWriter(crawl_dir, writer, batch)
 
         def add_pages(self, pages: list[tuple[str, str | bytes]]) -> int:
             return self.inner.add_pages(pages)
+
+        def spill(self, pages: list[tuple[str, str | bytes]]) -> int:
+            """Add pages and make them durable; returns pages spilled so far."""
+            self.inner.add_pages(pages)
+            return self.inner.flush()
 
         def flush(self) -> int:
             return self.inner.flush()

@@ -63,7 +63,7 @@ def kill_later(out, names, after):
                 time.sleep(0.001)
         os.kill(pid, 9)  # the worker process dies as on a crash; Ray restarts the actor
         print("KILLED", name, flush=True)
-        after += 40
+        after += 30
 """
 
 
@@ -219,18 +219,19 @@ def test_two_agents_two_nodes_politeness_and_same_urls(web_and_baseline) -> None
 
 
 @pytest.mark.slow
-def test_killed_fetcher_parser_sieve_and_store(web_and_baseline) -> None:
-    """Kill agent1's fetch actor, agent0's parser, agent1's sieve and agent0's store mid-crawl: Ray
-    restarts them (the sieve reopens its shards from the map in Redis and replays their pending
-    logs, the store starts new files, both get their interrupted call again), the agent puts the
-    dead fetcher's in-flight URLs back, the crawl completes with 0 politeness/robots violations,
-    fetches again at most the URLs that were in flight, and fetches the same pages."""
+def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline) -> None:
+    """Kill agent1's fetch actor, agent0's parser, agent1's sieve, agent0's store and agent1's
+    summary writer mid-crawl: Ray restarts them (the sieve reopens its shards from the map in Redis
+    and replays their pending logs, the store and the summary writer start new files, all get their
+    interrupted call again), the agent puts the dead fetcher's in-flight URLs back, the crawl
+    completes with 0 politeness/robots violations, fetches again at most the URLs that were in
+    flight, fetches the same pages, and every HTML page it kept has its summary spilled."""
     web, one, config, tmp = web_and_baseline
     proc, requests, manifest = crawl_slice(
         web, [*crawl_args(web, tmp / "faults", config), "--agents", "2"], 2, tmp,
         kill=["raycrawl-fetch-rc:agent1-0", "raycrawl-parser-rc:agent0", "raycrawl-sieve-rc:agent1",
-              "raycrawl-store-rc:agent0"], after=60)
-    assert proc.stdout.count("KILLED") == 4, proc.stdout
+              "raycrawl-store-rc:agent0", "raycrawl-summary-rc:agent1"], after=60)
+    assert proc.stdout.count("KILLED") == 5, proc.stdout
     rep = json.loads((tmp / "faults" / "report.json").read_text())
     assert rep["stopped"] == "frontier empty"
     assert rep["recovered"] > 0, "the killed fetcher had nothing in flight: the test proved nothing"
@@ -239,6 +240,12 @@ def test_killed_fetcher_parser_sieve_and_store(web_and_baseline) -> None:
     assert kinds["host"] == kinds["ip"] == kinds["robots"] == 0, report.summary()
     assert kinds["duplicate"] <= rep["recovered"], report.summary()
     same_pages(one, tmp / "faults", manifest)
+    from actors.parser import HTML_TYPES
+    from storage.summaries import iter_spill, spill_paths
+
+    kept = {r["url"] for r in iter_link_records(tmp / "faults")
+            if r["status"] == 200 and r["ctype"] in HTML_TYPES and not r["dup_of"]}
+    assert kept and kept <= {r["url"] for r in iter_spill(spill_paths(tmp / "faults"))}
 
 
 def check_against_baseline(one: Path, out: Path, requests, manifest, duplicates_allowed: int) -> dict:
