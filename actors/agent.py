@@ -113,10 +113,6 @@ SENT_CACHE = 100_000
 AGENT0 = "agent0"
 
 
-def agent_names(n: int) -> list[str]:
-    return [f"agent{i}" for i in range(n)]
-
-
 def sieve_actor_name(prefix: str, agent: str) -> str:
     return f"raycrawl-sieve-{prefix}{agent}"
 
