@@ -317,3 +317,27 @@ def test_redis_restart_mid_crawl(web_and_baseline) -> None:
     rep = json.loads((out / "report.json").read_text())
     assert int(line.split()[-1]) < rep["pages"] - 50, "the crawl did not go on after the restart"
     check_against_baseline(one, out, requests, manifest, duplicates_allowed=rep.get("recovered", 0))
+
+
+@pytest.mark.slow
+def test_two_agent_crawl_resumed_by_one_agent(web_and_baseline) -> None:
+    """A 2-agent crawl stopped by its page budget, then resumed by a single agent on a local Ray:
+    the resume gives every shard and host to agent0 (apply_shards) and finishes the crawl with no
+    URL fetched twice and the one-agent crawl's pages."""
+    web, one, config, tmp = web_and_baseline
+    out = tmp / "reshard"
+    web.flush_log()
+    n0 = len(web.requests())
+    first = crawl_on_cluster([*crawl_args(web, out, config), "--agents", "2", "--max-pages", "80"], 2, tmp)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["stopped"] == "budget spent" and rep["frontier"]["queued"] > 0
+    args = [a for a in crawl_args(web, out, config) if a not in ("--seeds", str(web.seeds_file))]
+    second = subprocess.run([sys.executable, "-m", "raycrawl", *args, "--resume"], capture_output=True, text=True,
+                            timeout=600, cwd=REPO, env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+    assert second.returncode == 0, second.stderr[-3000:]
+    web.flush_log()
+    check_against_baseline(one, out, web.requests()[n0:], web.manifest, duplicates_allowed=0)
+    status = subprocess.run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json"],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert json.loads(status.stdout)["shards"] == {"agent0": 64}
