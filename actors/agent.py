@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 from actors.distributor import Distributor
 from actors.fetch_loop import Outcome
 from actors.parser import HTML_TYPES, decode_body
-from actors.sieve import RecentSet
+from actors.sieve import RecentSet, fingerprint
 from actors.virtualizer import Virtualizer
 from actors.workbench import Workbench
 from policies.assignment import shard_of
@@ -351,9 +351,8 @@ class Agent:
         restarted the dead ones."""
         import ray
 
-        self.share, self.share_base = budget, self.run_pages
         deadline = time.time() + 120
-        for f, b in zip(self.fetchers, split_budget(budget, len(self.fetchers)), strict=True):
+        for f, b in zip(self.fetchers, self._take_share(budget), strict=True):
             while True:
                 try:
                     ray.get([f.set_budget.remote(b), f.start.remote()], timeout=60)
@@ -362,6 +361,11 @@ class Agent:
                     if time.time() > deadline:
                         raise
                     time.sleep(0.5)
+
+    def _take_share(self, budget: int | None) -> list[int | None]:
+        """Make ``budget`` this agent's share from now on; its split over the fetch actors."""
+        self.share, self.share_base = budget, self.run_pages
+        return split_budget(budget, len(self.fetchers))
 
     # --- membership changes (called from the driver's thread while the loop runs) -------------------
     def request_pause(self) -> bool:
@@ -383,9 +387,7 @@ class Agent:
         elif self.s.max_pages:
             import ray
 
-            self.share, self.share_base = budget, self.run_pages
-            ray.get([f.set_budget.remote(b) for f, b in zip(self.fetchers, split_budget(budget, len(self.fetchers)),
-                                                             strict=True)])
+            ray.get([f.set_budget.remote(b) for f, b in zip(self.fetchers, self._take_share(budget), strict=True)])
 
     def _hold(self) -> None:
         self._stop_fetching()
@@ -435,8 +437,6 @@ class Agent:
         if len(self.agents) == 1:
             ray.get(self.sieve.enqueue.remote(urls))
             return True
-        from actors.sieve import fingerprint
-
         by_owner: dict[str, list[str]] = {}
         for url in urls:
             owner = self._owner(url)

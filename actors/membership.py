@@ -47,12 +47,10 @@ def apply_shards(f: RedisFrontier, shards: dict[int, str]) -> int:
     owner moves to that owner's view, views of agents no longer in the map are dropped, and the
     map is stored (``P shards``). Only while no agent fetches. Returns the number of hosts moved."""
     agents = set(shards.values())
-    for a in agents:
-        f.r.sadd(f.key("views"), f"{f.p}v:{a}:")
+    f.register(sorted(agents))
     moved = f.move_hosts([(h, shards[shard_of(h)]) for h, a in f.owned_hosts() if shards[shard_of(h)] != a])
-    for v in f.views():
-        if v[len(f.p) + 2:-1] not in agents:
-            f.drop_view(v[len(f.p) + 2:-1])
+    for agent in {f.view_agent(v) for v in f.views()} - agents:
+        f.drop_view(agent)
     with f.r.pipeline(transaction=True) as pipe:
         pipe.delete(f.key("shards"))
         pipe.hset(f.key("shards"), mapping={str(s): a for s, a in shards.items()})

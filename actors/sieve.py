@@ -71,7 +71,7 @@ class Sieve:
     def enqueue(self, urls: list[str]) -> int:
         """Offer URLs; durable (against a process kill) when this returns. Returns how many went
         into the batch (the rest were recent repeats). May flush when the batch is full."""
-        accepted = [url for url in urls if not self.cache.repeat(fingerprint(url))]
+        accepted = [url for url in urls if not self.cache.repeat(fingerprint(url))] if self.cache.size else list(urls)
         self.store.log_pending(accepted)
         self.batch.extend(accepted)
         if len(self.batch) >= self.batch_size:

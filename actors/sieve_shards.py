@@ -131,9 +131,10 @@ def sieve_actor_class():
         def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int,
                      cache_size: int) -> None:
             from raycrawl.redis_server import connect
+            from storage.redis_frontier import RedisFrontier
 
             client = connect(redis_url)
-            owners = {int(k): v.decode() for k, v in client.hgetall(prefix + "shards").items()}
+            owners = RedisFrontier(client, prefix, register=False).shard_owners()
             client.close()
             self.sieve = SieveShards(root, [s for s, a in owners.items() if a == agent], batch_size, cache_size)
 

@@ -66,7 +66,7 @@ class RedisFrontier:
         self.r = client
         self.p = prefix
         self.view = view
-        self.v = f"{prefix}v:{view}:"
+        self.v = self.view_prefix(view)
         self._scripts = {
             name: client.register_script("".join((LUA_DIR / f"{part}.lua").read_text()
                                                  for part in (*FRAGMENTS.get(name, ()), name)))
@@ -78,13 +78,22 @@ class RedisFrontier:
     def key(self, name: str) -> str:
         return self.p + name
 
+    def view_prefix(self, agent: str) -> str:
+        """``V``: the prefix of ``agent``'s view keys."""
+        return f"{self.p}v:{agent}:"
+
+    def view_agent(self, view_prefix: str) -> str:
+        """The agent whose view prefix this is (inverse of :meth:`view_prefix`)."""
+        return view_prefix[len(self.p) + 2:-1]
+
     def vkey(self, name: str) -> str:
         """A key of this agent's view."""
         return self.v + name
 
-    def register(self) -> None:
-        """Make this view known to release/recover (idempotent; again after :meth:`clear`)."""
-        self.r.sadd(self.key("views"), self.v)
+    def register(self, agents: list[str] | None = None) -> None:
+        """Make this view (or ``agents``' views) known to release/recover (idempotent; again
+        after :meth:`clear`)."""
+        self.r.sadd(self.key("views"), *([self.view_prefix(a) for a in agents] if agents else [self.v]))
 
     def views(self) -> list[str]:
         return sorted(v.decode() for v in self.r.smembers(self.key("views")))
@@ -171,18 +180,17 @@ class RedisFrontier:
         for i in range(0, len(moves), batch):
             args: list[object] = [self.p]
             for host, agent in moves[i:i + batch]:
-                args += [host, f"{self.p}v:{agent}:"]
+                args += [host, self.view_prefix(agent)]
             moved += int(self._scripts["move"](args=args))
         return moved
 
     def owned_hosts(self) -> list[tuple[str, str]]:
         """Every known host and the agent owning it (a scan: for membership changes only)."""
-        n = len(self.p) + 2
-        return [(h.decode(), v.decode()[n:-1]) for h, v in self.r.hscan_iter(self.key("howner"), count=2000)]
+        return [(h.decode(), self.view_agent(v.decode())) for h, v in self.r.hscan_iter(self.key("howner"), count=2000)]
 
     def drop_view(self, agent: str) -> None:
         """Forget an agent that left (its hosts were moved away first)."""
-        v = f"{self.p}v:{agent}:"
+        v = self.view_prefix(agent)
         self.r.srem(self.key("views"), v)
         left = self.r.scard(v + "active") + self.r.zcard(v + "wb") + self.r.hlen(v + "virt")
         if left:
