@@ -49,7 +49,7 @@ from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.urls import canonicalize, split_host
-from storage.warc import warc_date
+from storage.warc import sha1_b32, warc_date
 
 log = logging.getLogger(__name__)
 
@@ -501,25 +501,31 @@ class Agent:
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300 and self.postfetch(o.fr)]
         parsed = dict(zip([fr.url for fr in to_parse],
                           ray.get(self.parser.parse_batch.remote(to_parse)) if to_parse else [], strict=True))
-        # Exact duplicates: the first URL with a digest owns it (HSETNX), shared by all agents.
+        # Exact duplicates: the first URL with a text digest owns it (HSETNX), shared by all agents;
+        # the owner's date and payload SHA-1 come along, so that a duplicate whose bytes are the
+        # owner's can be a WARC revisit (and only then).
         dkey = self.f.key("digest")
         with_digest = [(fr, parsed[fr.url]) for fr in to_parse if parsed[fr.url].digest]
         pipe = self.client.pipeline(transaction=False)
+        payloads = {fr.url: sha1_b32(fr.body) for fr, _ in with_digest}
         for fr, pr in with_digest:
-            pipe.hsetnx(dkey, pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended)]))
+            pipe.hsetnx(dkey, pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended), payloads[fr.url]]))
         for _, pr in with_digest:
             pipe.hget(dkey, pr.digest.hex())
         answers = pipe.execute()[len(with_digest):]
-        dup_of: dict[str, tuple[str, str, str]] = {}
+        dup_of: dict[str, tuple[str, str]] = {}
+        revisit_of: dict[str, tuple[str, str, str]] = {}
         for (fr, _), owner in zip(with_digest, answers, strict=True):
-            first_url, first_date = json.loads(owner)
+            first_url, first_date, *first_payload = json.loads(owner)
             if first_url != fr.url:
-                dup_of[fr.url] = (first_url, first_date, "exact")
+                dup_of[fr.url] = (first_url, "exact")
+                if first_payload == [payloads[fr.url]] and not fr.truncated:
+                    revisit_of[fr.url] = (first_url, first_date, payloads[fr.url])
         if self.near is not None:
             docs = [(fr.url, pr.text) for fr, pr in with_digest if fr.url not in dup_of and pr.text]
             for (url, _), rep in zip(docs, self.near.check_and_add(docs), strict=True):
                 if rep is not None and rep != url:
-                    dup_of[url] = (rep, "", "near")
+                    dup_of[url] = (rep, "near")
         items = []
         links: list[str] = []
         for o in outcomes:
@@ -539,11 +545,13 @@ class Agent:
             if pr is not None:
                 rec["digest"] = pr.digest
                 rec["title"] = pr.title
+                rec["canonical"] = pr.canonical
                 if fr.url in dup_of:
-                    rep, date, kind = dup_of[fr.url]
-                    rec["dup_of"], rec["dup_kind"] = rep, kind
-                    revisit = (rep, date or warc_date(fr.ended))
-                    counters[f"dup:{kind}"] += 1
+                    rec["dup_of"], rec["dup_kind"] = dup_of[fr.url]
+                    revisit = revisit_of.get(fr.url)
+                    counters[f"dup:{rec['dup_kind']}"] += 1
+                    if revisit is not None:
+                        counters["dup:revisit-records"] += 1
                 else:
                     rec["links"] = pr.links
                 if self.spam_gate is not None and fr.ctype == "text/html":
@@ -649,7 +657,7 @@ def _error_kind(fr) -> str | None:
 def _record(url: str, status: int, ctype: str, t: float, ip: str, size: int, error: str | None = None) -> dict:
     return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
             "dup_of": None, "dup_kind": None, "links": [], "redirect": None, "error": error, "title": "",
-            "warc": None, "epoch": 0}
+            "warc": None, "epoch": 0, "canonical": None}
 
 
 def _init_ray(address: str | None, attempts: int = 3) -> None:

@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from actors.dns import Resolver
 from actors.fetcher import REDIRECT_STATUSES, ROBOTS_MAX_HOPS, ROBOTS_MIN_BODY, ROBOTS_TTL, FetchResult
@@ -76,9 +77,7 @@ class FetchLoop:
         self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,
                                  hosts_file=s.resolve)
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
-                               NetworkPolicy(s.allow_networks), resolver=self.resolver,
-                               max_connections=max(s.fetch_concurrency, 16),
-                               robots_hop_delay=max(s.host_delay, s.ip_delay))
+                               NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16))
 
     # --- control -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -226,35 +225,79 @@ class FetchLoop:
         self.done.append(Outcome(key, "page", fr, attempt))
 
     async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
-        """One hop of the robots.txt fetch. ``marker`` is ROBOTS, or ROBOTS + " <hops> <path>" for
-        a redirect being followed: each hop is a request scheduled like any other, and since the
-        host's Crawl-delay is unknown until the final robots.txt is read, the hop after a redirect
-        waits the largest Crawl-delay we would honour."""
-        hops, path = 0, "/robots.txt"
+        """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.
+
+        ``marker`` is ROBOTS, or ROBOTS + " <hops> <target>" while a redirect is followed (RFC 9309
+        §2.3.1.2: up to five, also to other authorities); ``target`` is a path on ``host`` or an
+        absolute URL elsewhere. Every request is scheduled like any other: a hop on ``host`` waits
+        for it again (and, its Crawl-delay being unknown until the file is read, the largest one we
+        would honour); a hop to another authority borrows that host from the workbench only when
+        it and its IP are due (:meth:`Workbench.borrow`), else ``host`` waits and tries again.
+        Transient failures (no response, 429, 5xx) are retried with back-off, ``max_retries``
+        times, before the host is ruled unreachable (everything disallowed, re-checked after
+        ``UNREACHABLE_TTL``). The rules found apply to ``host``, the authority that was asked."""
+        hops, target = 0, "/robots.txt"
         if marker != ROBOTS:
-            _, n, path = marker.split(" ", 2)
+            _, n, target = marker.split(" ", 2)
             hops = int(n)
-        fr = await self.fetcher.fetch(host + path, ip, max_body=max(self.s.max_body, ROBOTS_MIN_BODY))
-        self.counters["robots_requests"] += 1
+        key = host + marker
+        limit = max(self.s.max_body, ROBOTS_MIN_BODY)
+        borrowed: tuple[str, str] | None = None
+        if target.startswith("/"):
+            fr = await self.fetcher.fetch(host + target, ip, max_body=limit)
+        else:
+            other, _ = split_host(target)
+            other_ip = await self.resolver.resolve(urlsplit(other).hostname or "")
+            now = time.time()
+            if other_ip is not None and not self.fetcher.policy.allows(other_ip):
+                fr = FetchResult(url=target, ip=other_ip, started=now, ended=now, error="forbidden-network")
+            elif other_ip is None:
+                fr = FetchResult(url=target, ip="", started=now, ended=now, error="dns")
+            else:
+                wait = self.wb.borrow(other, other_ip, ip, now)
+                if wait is not None:  # not due yet: nothing sent, try again then
+                    self._release(Release(host, ip, end=None, putback=(marker,), not_before=wait))
+                    return
+                borrowed = (other, other_ip)
+                fr = await self.fetcher.fetch(target, other_ip, max_body=limit)
+        self.counters["robots_requests"] += fr.error not in ("dns", "forbidden-network")
         if fr.error == "too-large":
             fr.error = None  # RFC 9309 §2.5: the first 500 KiB are parsed, the rest ignored
         status = 0 if fr.error is not None and fr.error != "bomb" else fr.status
-        key = host + marker
-        if status in REDIRECT_STATUSES and fr.redirect and hops < ROBOTS_MAX_HOPS:
-            target_host, target_path = split_host(fr.redirect)
-            if target_host == host:
-                nxt = f"{ROBOTS} {hops + 1} {target_path}"
-                self._release(Release(host, ip, end=_end(fr), putback=(nxt,),
-                                      not_before=_end(fr) + self.politeness.max_crawl_delay))
-                self.done.append(Outcome(key, "robots", fr))
-                return
-        if status in REDIRECT_STATUSES:
-            status = 404  # a redirect off the host, or too many: "unavailable" (RFC 9309 §2.3.1.2)
-        rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(), ROBOTS_TTL)
-        self.robots[host] = rules
-        self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
-        self._release(Release(host, ip, end=_end(fr), crawl_delay=rules.crawl_delay))
+        end = _end(fr) if fr.error != "dns" else fr.ended
+        # The asked host was contacted only if the request went to it; its IP may still have been.
+        host_end = end if borrowed is None else None
+        releases = [] if borrowed is None else [Release(*borrowed, end=end, crawl_delay=self._known_delay(borrowed[0]))]
+        attempt = self.attempts.get(key, 0) + 1
+        retry = (status == 0 and fr.error not in ("forbidden-network", "bomb")) or fr.transient
+        if retry and attempt <= self.s.max_retries:
+            self.attempts[key] = attempt
+            self.counters["retries"] += 1
+            releases.append(Release(host, ip, end=host_end, putback=(marker,),
+                                    not_before=self.politeness.retry_next(end, attempt, None)))
+        elif status in REDIRECT_STATUSES and fr.redirect and hops < ROBOTS_MAX_HOPS:
+            self.attempts.pop(key, None)
+            to_host, to_path = split_host(fr.redirect)
+            nxt = f"{ROBOTS} {hops + 1} {to_path if to_host == host else fr.redirect}"
+            releases.append(Release(host, ip, end=host_end, putback=(nxt,),
+                                    not_before=end + self.politeness.max_crawl_delay))
+        else:
+            self.attempts.pop(key, None)
+            if status in REDIRECT_STATUSES:
+                status = 404  # too many redirects, or an unusable Location: "unavailable" (§2.3.1.2)
+            rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(), ROBOTS_TTL)
+            self.robots[host] = rules
+            self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
+            releases.append(Release(host, ip, end=host_end, crawl_delay=rules.crawl_delay))
+        for rel in releases:
+            self._release(rel)
+        # (an outcome without an exchange — dns, forbidden-network — still commits the in-flight marker)
         self.done.append(Outcome(key, "robots", fr))
+
+    def _known_delay(self, host: str) -> float | None:
+        """Crawl-delay of ``host`` if its robots.txt was read (a borrowed host keeps its own)."""
+        rules = self.robots.get(host) or self._shared_rules(host)
+        return rules.crawl_delay if rules is not None else None
 
 
 CUT_GRACE = 1.0

@@ -5,8 +5,9 @@ fetcher only talks HTTP and classifies what happened. Its contract:
 
 * it dials exactly the ``ip`` it is given (the URL's host name still goes in ``Host`` and TLS SNI),
   and refuses — sending nothing — when the network policy forbids that address;
-* it never follows redirects: a 3xx comes back with ``redirect`` = the canonical Location, which
-  the caller enqueues as a new URL (robots.txt is the exception, RFC 9309 says follow 5 hops);
+* it never follows redirects: a 3xx comes back with ``redirect`` = the canonical Location (its
+  header bytes read as a browser reads them), which the caller enqueues as a new URL (robots.txt
+  redirects are followed by ``actors.fetch_loop``, one polite request at a time);
 * it never raises for network or HTTP trouble: the result's ``error`` names the kind;
 * the body is capped twice: ``max_body`` bytes on the wire (``too-large``, body truncated there)
   and ``max_decompressed`` bytes after Content-Encoding (``bomb``, body truncated there);
@@ -39,8 +40,7 @@ except ImportError:  # brotli is optional: without it "br" is neither advertised
     brotli = None
 
 from policies.networks import NetworkPolicy
-from policies.robots import RobotsRules
-from raycrawl.urls import canonicalize
+from raycrawl.urls import canonicalize, header_location
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,6 @@ class FetchResult:
     http_version: str = ""
     truncated: bool = False  # body cut by max_body/max_decompressed
     wire_bytes: int = 0  # body bytes received (before decoding)
-    hops: list[FetchResult] = field(default_factory=list)  # earlier responses of a followed chain
 
     @property
     def transient(self) -> bool:
@@ -224,15 +223,10 @@ class Fetcher:
         total_timeout: float | None = None,
         max_connections: int = 512,
         keepalive_timeout: float = 30.0,
-        resolver: Any = None,
-        robots_hop_delay: float = 0.0,
         accept: str = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
     ) -> None:
         """``total_timeout`` bounds a whole exchange (slow-drip servers); default
-        connect + 3 × read timeout. ``resolver`` (an ``actors.dns.Resolver``) is only used to
-        follow robots.txt redirects to other hosts. ``robots_hop_delay``: seconds between the end of a
-        robots.txt redirect response and the next hop's request (pass the host/IP politeness delay:
-        a hop is a request like any other)."""
+        connect + 3 × read timeout."""
         assert max_body > 0 and max_decompressed > 0
         self.user_agent = user_agent
         self.connect_timeout = connect_timeout
@@ -243,13 +237,11 @@ class Fetcher:
         self.policy = network_policy
         self.max_connections = max_connections
         self.keepalive_timeout = keepalive_timeout
-        self.resolver = resolver
-        self.robots_hop_delay = robots_hop_delay
         self.headers = {"User-Agent": user_agent, "Accept": accept,
                         "Accept-Encoding": "gzip, deflate, br" if brotli is not None else "gzip, deflate"}
         self._pins = _PinnedResolver(network_policy)
         self._session: aiohttp.ClientSession | None = None
-        self.requests = 0  # HTTP requests actually sent (robots hops included)
+        self.requests = 0  # HTTP requests actually sent
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -365,8 +357,10 @@ class Fetcher:
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
         fr.headers = headers
         fr.ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if resp.status in REDIRECT_STATUSES and "location" in headers:
-            fr.redirect = canonicalize(headers["location"], base=fr.url)
+        if resp.status in REDIRECT_STATUSES:
+            # The header's bytes, not aiohttp's str (non-UTF-8 bytes would make it an invalid URL).
+            raw = next((v for k, v in fr.raw_headers if k.lower() == b"location"), None)
+            fr.redirect = canonicalize(header_location(raw), base=fr.url) if raw is not None else None
 
     def _request_head(self, parts: Any, sent: Any) -> bytes:
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -377,52 +371,6 @@ class Fetcher:
             lines.append(f"Host: {parts.netloc.rsplit('@', 1)[-1]}")
             lines += [f"{k}: {v}" for k, v in self.headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
-
-    async def fetch_robots(
-        self, scheme_host: str, ip: str, *, ttl: float = ROBOTS_TTL, hop_delay: float | None = None
-    ) -> tuple[FetchResult, RobotsRules]:
-        """Fetch ``scheme_host/robots.txt`` (following up to 5 redirects) and derive the rules.
-
-        Returns the final exchange (earlier hops in ``.hops``) and the rules (expiring ``ttl`` seconds after the response ended).
-        A redirect to another host is followed only if a ``resolver`` was given and the new address
-        is allowed; otherwise robots.txt counts as unreachable (disallow all). Each hop waits
-        ``hop_delay`` (default: the constructor's ``robots_hop_delay``) after the previous response ended.
-        """
-        delay = self.robots_hop_delay if hop_delay is None else hop_delay
-        fr, status = await self._robots_chain(scheme_host.rstrip("/") + "/robots.txt", ip, delay)
-        rules = RobotsRules.from_response(status, fr.body, self.user_agent, fr.ended or time.time(), ttl)
-        return fr, rules
-
-    async def _robots_chain(self, url: str, ip: str, hop_delay: float) -> tuple[FetchResult, int]:
-        hops: list[FetchResult] = []
-        limit = max(self.max_body, ROBOTS_MIN_BODY)
-        while True:
-            fr = await self.fetch(url, ip, max_body=limit)
-            if fr.error == "too-large":
-                fr.error = None  # RFC 9309 §2.5: parse the first 500 KiB, ignore the rest
-            if fr.error is not None and fr.error != "bomb":
-                status = 0  # unreachable
-                break
-            status = fr.status
-            if status not in REDIRECT_STATUSES:
-                break
-            if fr.redirect is None or len(hops) >= ROBOTS_MAX_HOPS:
-                status = 404  # too many / unusable redirects: "unavailable" (RFC 9309 §2.3.1.2)
-                break
-            hops.append(fr)
-            next_host = urlsplit(fr.redirect).hostname or ""
-            if next_host != urlsplit(url).hostname:
-                next_ip = await self.resolver.resolve(next_host) if self.resolver is not None else None
-                if next_ip is None:
-                    status = 0
-                    break
-                ip = next_ip
-            url = fr.redirect
-            wait = fr.ended + hop_delay - time.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-        fr.hops = hops
-        return fr, status
 
     async def close(self) -> None:
         """Close the session and its keep-alive connections (the fetcher can be reused afterwards)."""
@@ -450,11 +398,6 @@ class FetcherActor:
     async def fetch_batch(self, batch: list[tuple[str, str]]) -> list[FetchResult]:
         """Fetch every (url, ip) concurrently; results in the same order."""
         return list(await asyncio.gather(*(self.fetcher.fetch(url, ip) for url, ip in batch)))
-
-    async def fetch_robots(
-        self, scheme_host: str, ip: str, ttl: float = ROBOTS_TTL, hop_delay: float | None = None
-    ) -> tuple[FetchResult, RobotsRules]:
-        return await self.fetcher.fetch_robots(scheme_host, ip, ttl=ttl, hop_delay=hop_delay)
 
     async def close(self) -> None:
         await self.fetcher.close()

@@ -4,11 +4,16 @@ One lexbor parse per page (selectolax), shared by link extraction and the text p
 ``raycrawl.text``. What counts:
 
 * links from ``a[href]``, ``area[href]``, ``frame[src]``, ``iframe[src]`` and a
-  ``<meta http-equiv=refresh content="N; url=…">``, resolved against ``<base href>`` (the first one,
-  itself resolved against the page URL) and canonicalised by ``raycrawl.urls.canonicalize``;
-  non-http(s) and unparseable ones are dropped, repeats collapse to the first occurrence;
-* ``rel="nofollow"`` drops that link; ``<meta name="robots">`` (or ``X-Robots-Tag``) ``nofollow`` /
-  ``none`` drops all links, ``noindex`` / ``none`` sets ``noindex``;
+  ``<meta http-equiv=refresh>`` read as the HTML standard's declarative refresh steps (a refresh
+  without a URL reloads the page: no link), resolved as a browser does against ``<base href>``
+  (the first one, itself resolved against the page URL), with a query percent-encoded in the
+  page's encoding, and canonicalised by ``raycrawl.urls.canonicalize``; non-http(s) and
+  unparseable ones are dropped, repeats collapse to the first occurrence;
+* ``<link rel=canonical href>`` is recorded (``canonical``), not followed;
+* ``rel="nofollow"`` drops that link; ``<meta name="robots">`` or ``<meta name="TOKEN">`` (our
+  product token) and ``X-Robots-Tag`` — unscoped, or scoped to our token (``raycrawl: nofollow``;
+  ``otherbot: nofollow`` is not for us) — ``nofollow`` / ``none`` drops all links, ``noindex`` /
+  ``none`` sets ``noindex``;
 * the character set comes from a BOM, the Content-Type ``charset``, a ``<meta charset>`` /
   ``http-equiv`` in the first 4 KiB, else UTF-8 if it decodes, else windows-1252 (WHATWG's
   fallback; ISO-8859-1 and ASCII labels mean windows-1252 too); bytes that don't decode are replaced;
@@ -28,11 +33,11 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urljoin
 
 from actors.fetcher import FetchResult
+from policies.robots import ua_token
 from raycrawl.text import content_digest, parse_html, visible_text
-from raycrawl.urls import canonicalize
+from raycrawl.urls import C0_SPACE, canonicalize
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +45,10 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/plain"})
 MAX_TITLE = 1000
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.IGNORECASE)
-_REFRESH_URL = re.compile(r"""^\s*\d*(?:\.\d*)?\s*[;,]?\s*(?:url\s*=\s*)?["']?([^"']+)""", re.IGNORECASE)
+_ASCII_WS = " \t\n\f\r"
+# X-Robots-Tag directives that carry a value after a colon (so "name:" there is not a bot scope).
+_VALUED_DIRECTIVES = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
+_SCOPE = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*:(.*)$", re.DOTALL)
 _WHATWG_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "us-ascii": "cp1252",
                    "ascii": "cp1252", "iso8859-1": "cp1252"}
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
@@ -57,6 +65,7 @@ class ParseResult:
     noindex: bool = False
     nofollow: bool = False
     charset: str = ""  # the codec the body was decoded with ("" if not decoded)
+    canonical: str | None = None  # <link rel=canonical href>, canonical form
     binary: bool = False  # body is not text, whatever its Content-Type says
 
 
@@ -116,20 +125,82 @@ def _directory(base: str) -> str:
     return path_end[: path_end.rfind("/") + 1]
 
 
+def refresh_target(content: str) -> str | None:
+    """The URL string of a ``<meta http-equiv=refresh content=…>``, per the HTML standard's shared
+    declarative refresh steps; None when the content is invalid or names no URL (a reload)."""
+    pos, n = 0, len(content)
+
+    def skip_ws() -> None:
+        nonlocal pos
+        while pos < n and content[pos] in _ASCII_WS:
+            pos += 1
+
+    skip_ws()
+    start = pos
+    while pos < n and content[pos].isascii() and content[pos].isdigit():
+        pos += 1
+    if pos == start and (pos >= n or content[pos] != "."):
+        return None
+    while pos < n and (content[pos] == "." or content[pos].isascii() and content[pos].isdigit()):
+        pos += 1
+    if pos < n:
+        if content[pos] not in ";," + _ASCII_WS:
+            return None
+        skip_ws()
+        if pos < n and content[pos] in ";,":
+            pos += 1
+        skip_ws()
+    if pos >= n:
+        return None
+    for letter in "url":  # "URL" case-insensitively, then "=", else straight to the quotes step
+        if pos < n and content[pos].lower() == letter:
+            pos += 1
+        else:
+            break
+    else:
+        skip_ws()
+        if pos < n and content[pos] == "=":
+            pos += 1
+            skip_ws()
+    quote = content[pos] if pos < n and content[pos] in "'\"" else ""
+    pos += bool(quote)
+    url = content[pos:]
+    if quote and quote in url:
+        url = url[: url.index(quote)]
+    return url
+
+
+def x_robots_tokens(raw_headers: list[tuple[bytes, bytes]], token: str) -> set[str]:
+    """Directives of the ``X-Robots-Tag`` header lines that apply to the crawler whose product
+    token is ``token``: unscoped lines, and lines scoped ``token: …`` (case-insensitive)."""
+    out: set[str] = set()
+    for name, value in raw_headers:
+        if name.lower() != b"x-robots-tag":
+            continue
+        text = value.decode("latin-1")
+        m = _SCOPE.match(text)
+        if m and m.group(1).lower() not in _VALUED_DIRECTIVES:
+            if m.group(1).lower() != token:
+                continue
+            text = m.group(2)
+        out |= _robots_tokens(text)
+    return out
+
+
 @lru_cache(maxsize=1 << 16)
-def _canonical_cached(base: str, raw: str) -> str | None:
-    return canonicalize(raw, base=base)
+def _canonical_cached(base: str, raw: str, encoding: str | None) -> str | None:
+    return canonicalize(raw, base=base, encoding=encoding)
 
 
-def resolve_link(base: str, base_dir: str, raw: str) -> str | None:
-    """``canonicalize(raw, base=base)``, memoised. Canonicalisation is most of the parse time, and
+def resolve_link(base: str, base_dir: str, raw: str, encoding: str | None = None) -> str | None:
+    """``canonicalize(raw, base=base, encoding=encoding)``, memoised. Canonicalisation is most of the parse time, and
     pages of a site repeat the same references (menus, footers); a reference resolves the same
     against the base's directory whenever it has a path or an authority (RFC 3986 §5.2.2), so the cache
     is keyed by the directory then and hits across all pages of a directory."""
-    raw = raw.strip()
-    # urlsplit drops control characters and tabs/newlines (WHATWG), which can change the form of
-    # the reference: judge printable ones only, key the rest by the full base (always right).
-    return _canonical_cached(base_dir if raw.isprintable() and _path_reference(raw) else base, raw)
+    raw = raw.strip(C0_SPACE)
+    # The URL parser drops tabs/newlines anywhere, which can change the form of the reference:
+    # judge printable ones only, key the rest by the full base (always right).
+    return _canonical_cached(base_dir if raw.isprintable() and _path_reference(raw) else base, raw, encoding)
 
 
 def _path_reference(raw: str) -> bool:
@@ -137,6 +208,7 @@ def _path_reference(raw: str) -> bool:
     the base's last segment and query. Doubtful forms (scheme-like prefixes, ``//`` alone) say False."""
     if not raw or raw[0] in "?#":
         return False
+    raw = raw.replace("\\", "/")  # http(s) URLs read a backslash as a slash
     if raw.startswith("//"):
         return len(raw) > 2 and raw[2] not in "/?#"
     if raw[0] == "/":
@@ -149,9 +221,8 @@ class Parser:
 
     def __init__(self, user_agent: str = "") -> None:
         # <meta name="raycrawl" content="nofollow"> addresses us like name="robots" does.
-        self.meta_names = {"robots"}
-        if user_agent.strip():
-            self.meta_names.add(user_agent.strip().split()[0].split("/")[0].lower())
+        self.token = ua_token(user_agent).lower() if user_agent.strip() else ""
+        self.meta_names = {"robots"} | ({self.token} if self.token else set())
 
     def parse(self, fr: FetchResult) -> ParseResult:
         """Links, text, title and digest of a fetched page (see the module doc for the rules)."""
@@ -162,7 +233,7 @@ class Parser:
         if looks_binary(fr.body):
             result.binary = True
             return result
-        header_robots = _robots_tokens(fr.headers.get("x-robots-tag", ""))
+        header_robots = x_robots_tokens(fr.raw_headers, self.token)
         result.noindex = bool(header_robots & {"noindex", "none"})
         result.nofollow = bool(header_robots & {"nofollow", "none"})
         html, result.charset = decode_body(fr.body, fr.charset)
@@ -183,6 +254,7 @@ class Parser:
         if title is not None:
             result.title = " ".join(title.text(separator=" ").split())[:MAX_TITLE]
         refresh: str | None = None
+        refresh_seen = False
         for meta in tree.css("meta"):
             attrs = meta.attributes
             name = (attrs.get("name") or "").strip().lower()
@@ -190,24 +262,22 @@ class Parser:
                 tokens = _robots_tokens(attrs.get("content") or "")
                 result.noindex |= bool(tokens & {"noindex", "none"})
                 result.nofollow |= bool(tokens & {"nofollow", "none"})
-            elif (attrs.get("http-equiv") or "").strip().lower() == "refresh" and refresh is None:
-                m = _REFRESH_URL.match(attrs.get("content") or "")
-                refresh = m.group(1).strip() if m and m.group(1).strip() else None
+            elif (attrs.get("http-equiv") or "").strip(_ASCII_WS).lower() == "refresh" and not refresh_seen:
+                refresh_seen = True  # only the first refresh meta counts
+                refresh = refresh_target(attrs.get("content") or "")
         result.text = visible_text(tree)
         result.digest = content_digest(result.text)
         if result.nofollow:
             return
-        base = result.url
+        enc = result.charset or None
+        base = canonicalize(result.url) or result.url
         base_node = tree.css_first("base[href]")
         if base_node is not None:
-            href = (base_node.attributes.get("href") or "").strip()
-            try:
-                candidate = urljoin(result.url, href) if href else ""
-            except ValueError:
-                candidate = ""
-            if canonicalize(candidate) is not None:
-                base = candidate
-        base = canonicalize(base) or base
+            base = canonicalize(base_node.attributes.get("href") or "", base, enc) or base
+        for node in tree.css("link[rel][href]"):
+            if "canonical" in (node.attributes.get("rel") or "").lower().split():
+                result.canonical = canonicalize(node.attributes.get("href") or "", base, enc)
+                break
         base_dir = _directory(base)
         seen: set[str] = set()
         seen_raw: set[str] = set()
@@ -217,7 +287,7 @@ class Parser:
             if raw is None or raw in seen_raw:  # href="" is a link to the page itself, as in a browser
                 return
             seen_raw.add(raw)
-            url = resolve_link(base, base_dir, raw)
+            url = resolve_link(base, base_dir, raw, enc)
             if url is not None and url not in seen:
                 seen.add(url)
                 links.append(url)

@@ -1,7 +1,7 @@
 """The store writer: WARC records and link records of one agent, in one place (one actor).
 
 The agent hands it finished visits with their link records already built; it writes the exchange
-(response, or revisit for a duplicate) to the WARC store, puts the record's position in the record,
+(a response; a revisit only for a byte-identical payload) to the WARC store, puts the record's position in the record,
 and appends the batch of link records. Everything is handed to the OS before the call returns, so
 the agent may commit the batch in Redis afterwards.
 """
@@ -24,14 +24,17 @@ class StoreWriter:
         self.warc = WarcStore(Path(crawl_dir) / "warc", writer, max_file_bytes)
         self.links = LinkRecordWriter(crawl_dir, writer)
 
-    def write_batch(self, items: list[tuple[FetchResult, tuple[str, str] | None, dict[str, Any] | None]]) -> int:
-        """Store (exchange, revisit_of, link record or None) triples. Exchanges without a response
-        (status 0) get no WARC record. Returns WARC bytes written so far."""
+    def write_batch(self, items: list[tuple[FetchResult, tuple[str, str, str] | None, dict[str, Any] | None]]) -> int:
+        """Store (exchange, revisit_of, link record or None) triples (``revisit_of`` as for
+        :meth:`WarcStore.write`; a link record's ``dup_of``/``dup_kind`` mark its response as a
+        duplicate). Exchanges without a response (status 0) get no WARC record. Returns WARC
+        bytes written so far."""
         records = []
         for fr, revisit_of, record in items:
             pos = None
             if fr.status > 0:
-                pos = self.warc.write(fr, revisit_of)
+                dup = (record["dup_of"], record["dup_kind"]) if record is not None and record.get("dup_of") else None
+                pos = self.warc.write(fr, revisit_of, None if revisit_of else dup)
             if record is not None:
                 record["warc"] = list(pos) if pos else None
                 records.append(record)

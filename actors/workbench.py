@@ -95,6 +95,12 @@ class Workbench:
         every agent; and when the next one of the view becomes ready (None: nothing waiting)."""
         return self.frontier.acquire(now, n)
 
+    def borrow(self, host: str, ip: str, held_ip: str, now: float) -> float | None:
+        """Take ``host`` for one request it did not queue (a robots.txt redirect to another
+        authority), as politely as :meth:`acquire` would: None when taken — give it back with a
+        :class:`Release` like an acquired host — else the time to try again."""
+        return self.frontier.borrow(host, ip, held_ip, now)
+
     def release(self, releases: list[Release]) -> list[int]:
         """Hand back acquired hosts: next fetch of host and IP from the END of the response.
         Returns each host's remaining queue length."""

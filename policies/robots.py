@@ -1,18 +1,28 @@
-"""robots.txt rules for one host, with RFC 9309 status semantics and an expiry.
+"""robots.txt rules for one host, per RFC 9309, with status semantics and an expiry.
 
-* 2xx: the body is parsed by protego (only the first 512 KiB, RFC 9309 §2.5 lets us stop at 500 KiB);
-* 3xx: the fetcher follows up to 5 redirects (``actors.fetcher.Fetcher.fetch_robots``); past
-  that the file is "unavailable" (§2.3.1.2) and treated as 4xx;
+* 2xx: the body is parsed by protego (only the first 512 KiB; RFC 9309 §2.5 lets us stop at
+  500 KiB) after two corrections protego does not make: a byte-order mark, whole or truncated
+  (``EF BB BF``, ``EF BB``, ``EF``), or a UTF-16 one, is removed rather than swallowing the first
+  line; and a group applies to us only if its ``User-agent`` product token (the leading run of
+  letters, ``_`` and ``-``, §2.2.1) *equals* ours case-insensitively (protego also takes
+  ``ray`` for ``raycrawl``);
+* 3xx: the crawler follows up to 5 redirects, also to other authorities
+  (``actors.fetch_loop``); past that the file is "unavailable" (§2.3.1.2) and treated as 4xx;
 * 4xx (except 429): unavailable — everything is allowed (§2.3.1.3);
 * 429, 5xx, or no response at all (status 0: DNS, connect, timeout…): unreachable — everything
-  is disallowed (§2.3.1.4) until the rules expire and robots.txt is fetched again.
+  is disallowed (§2.3.1.4). The crawler first retries with back-off; the verdict it finally
+  stores expires after at most :data:`UNREACHABLE_TTL`, well before the normal TTL, so the host
+  is checked again soon.
 
-Rules expire ``ttl`` seconds after they were fetched (the crawler re-fetches robots.txt then).
+``/robots.txt`` itself is always allowed (§2.2.2). Rules expire ``ttl`` seconds after they were
+fetched (the crawler re-fetches robots.txt then).
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +34,45 @@ PARSE_LIMIT = 512 * 1024
 ALLOW_ALL = "allow"
 DISALLOW_ALL = "disallow"
 PARSED = "parsed"
+UNREACHABLE_TTL = 1800.0
+"""Seconds at most a "disallow all" verdict (robots.txt unreachable after the retries) is kept."""
+# protego's spellings of the User-agent field (with or without the colon).
+_UA_LINE = re.compile(r"^\s*(user[-\s]?agent)\s*(?::\s*|\s+)(.*)$", re.IGNORECASE)
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
+_OTHER = "\x01"  # a group value that matches no product token
+
+
+def decode_robots(body: bytes) -> str:
+    """robots.txt bytes as text: UTF-8 (undecodable bytes replaced) after removing a byte-order
+    mark, even a truncated one; a UTF-16 file (with its BOM) is decoded as such."""
+    for bom, codec in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if body.startswith(bom):
+            return body[len(bom):].decode(codec, errors="replace")
+    for bom in (codecs.BOM_UTF8, codecs.BOM_UTF8[:2], codecs.BOM_UTF8[:1]):
+        if body.startswith(bom):
+            body = body[len(bom):]
+            break
+    return body.decode("utf-8", errors="replace")
+
+
+def for_token(text: str, token: str) -> str:
+    """``text`` with each User-agent line rewritten so that protego, asked for ``token``, picks the
+    group RFC 9309 picks: ``*`` stays, a value whose product token equals ``token``
+    (case-insensitively) becomes ``token``, any other becomes a value that matches nothing."""
+    token = token.lower()
+    out = []
+    for line in text.splitlines():
+        m = _UA_LINE.match(line.split("#", 1)[0])
+        if m is not None:
+            value = m.group(2).strip()
+            if value.startswith("*"):
+                value = "*"
+            elif value:
+                t = _PRODUCT_TOKEN.match(value)
+                value = token if t is not None and t.group().lower() == token else _OTHER
+            line = f"User-agent: {value}"
+        out.append(line)
+    return "\n".join(out)
 
 
 def ua_token(user_agent: str) -> str:
@@ -48,22 +97,21 @@ class RobotsRules:
         """Rules from the final response to ``/robots.txt`` (``status`` 0 = no response)."""
         expires = now + ttl
         if 200 <= status < 300:
-            text = body[:PARSE_LIMIT].decode("utf-8", errors="replace").lstrip("\ufeff")
-            return cls(PARSED, user_agent, expires, status, text)
+            return cls(PARSED, user_agent, expires, status, decode_robots(body[:PARSE_LIMIT]))
         if 400 <= status < 500 and status != 429:
             return cls(ALLOW_ALL, user_agent, expires, status)
         # 429/5xx/unreachable, and a 3xx left over after the redirect budget is spent by a caller that
         # did not follow it: RFC 9309 says treat too many redirects as unavailable (allow).
         if 300 <= status < 400:
             return cls(ALLOW_ALL, user_agent, expires, status)
-        return cls(DISALLOW_ALL, user_agent, expires, status)
+        return cls(DISALLOW_ALL, user_agent, now + min(ttl, UNREACHABLE_TTL), status)
 
     @property
     def parser(self) -> Protego | None:
         if self.mode != PARSED:
             return None
         if self._parser is None:
-            self._parser = Protego.parse(self.body)
+            self._parser = Protego.parse(for_token(self.body, ua_token(self.user_agent)))
         return self._parser
 
     def allowed(self, url: str) -> bool:
@@ -73,6 +121,27 @@ class RobotsRules:
         if self.mode == DISALLOW_ALL:
             return url.split("?", 1)[0].endswith("/robots.txt")
         return bool(self.parser.can_fetch(url, ua_token(self.user_agent)))
+
+    def decided_by(self, url: str) -> str:
+        """The rule that decides ``url`` (for ``raycrawl robots check``): ``"allow: PATTERN"`` /
+        ``"disallow: PATTERN"`` (as protego normalised it), or why no rule of a group applies."""
+        if self.mode == ALLOW_ALL:
+            return f"robots.txt unavailable (status {self.status}): everything allowed"
+        if self.mode == DISALLOW_ALL:
+            return f"robots.txt unreachable (status {self.status or 'none'}): everything disallowed"
+        if url.split("?", 1)[0].endswith("/robots.txt"):
+            return "/robots.txt is always allowed"
+        # protego keeps a group's rules most specific first and stops at the first match.
+        rule_set = self.parser._get_matching_rule_set(ua_token(self.user_agent))
+        if rule_set is None:
+            return "no group for our product token and no * group"
+        from protego._utils import _quote_path
+
+        quoted = _quote_path(url)
+        for rule in rule_set._rules:
+            if rule.value.match(quoted):
+                return f"{rule.field}: {rule.value._pattern} (group {rule_set.user_agent!r})"
+        return f"no rule of group {rule_set.user_agent!r} matches"
 
     @property
     def crawl_delay(self) -> float | None:

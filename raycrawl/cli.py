@@ -19,6 +19,9 @@ from raycrawl.errors import UserError
 COMMANDS = (
     "crawl",
     "demo",
+    "url",
+    "robots",
+    "links",
     "websim",
     "status",
     "dedup",

@@ -23,7 +23,9 @@ redirect    str|nil    canonical target of a 3xx Location
 error       str|nil    error kind: "dns", "connect", "timeout", "reset", "too-large", "bomb",
                        "robots", "filtered", "http-5xx", "bad-content", ...
 title       str        <title> text (HTML only, else "")
-warc        list|nil   [warc file name, byte offset] of the response/revisit record
+warc        list|nil   [warc file name, byte offset] of the response record (a revisit record only
+                       when the payload is byte-identical to the representative's)
+canonical   str|nil    the page's ``<link rel=canonical>`` (canonical form), recorded, not followed
 epoch       int        crawl epoch/version tag (0 unless the crawl sets one)
 =========== ========== ==========================================================================
 """

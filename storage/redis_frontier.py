@@ -70,7 +70,7 @@ class RedisFrontier:
         self._scripts = {
             name: client.register_script("".join((LUA_DIR / f"{part}.lua").read_text()
                                                  for part in (*FRAGMENTS.get(name, ()), name)))
-            for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit")
+            for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit", "borrow")
         }
         if register:
             self.register()
@@ -105,6 +105,13 @@ class RedisFrontier:
         earliest = float(raw[-1])
         items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 3)]
         return items, (None if earliest < 0 else earliest)
+
+    def borrow(self, host: str, ip: str, held_ip: str, now: float) -> float | None:
+        """Take ``host`` (on ``ip``) busy for one request outside its visit state, as acquire would
+        (``held_ip``: the IP the caller already holds); None when taken — hand it back with
+        :meth:`release` — else when to try again."""
+        at = float(self._scripts["borrow"](args=[self.p, host, ip, held_ip, repr(now)]))
+        return None if at < 0 else at
 
     def release(self, items: list[tuple[str, str, float, float, list[str]]],
                 pipe: redis.client.Pipeline | None = None) -> list[int]:

@@ -1,10 +1,14 @@
 """WARC store: every exchange as WARC/1.1 records, one gzip member per record, rotated files.
 
 Layout: ``WARC_DIR/<prefix>-<seq:05d>.warc.gz``. Each file starts with a ``warcinfo`` record;
-each fetch adds a ``request`` record and then a ``response`` record (or, for a duplicate, a
-``revisit`` record holding only the HTTP headers, profile ``identical-payload-digest``, pointing
-at the original URL and date). ``write`` returns the file name and byte offset of the
-response/revisit record, which is what the link records store to find a page again.
+each fetch adds a ``request`` record and then a ``response`` record. The archive never claims
+what is not true of its bytes: a ``revisit`` record (HTTP headers only, profile
+``identical-payload-digest``, pointing at the original URL and date) is written only for a payload
+byte-identical to the one referred to — ``write`` checks the SHA-1 and refuses otherwise. A page the
+crawler found to duplicate another by its visible text or by MinHash keeps its full ``response``
+record, marked with the extension fields ``Raycrawl-Duplicate-Of`` (the representative's URL) and
+``Raycrawl-Duplicate-Kind`` (``exact`` or ``near``). ``write`` returns the file name and byte offset
+of the response/revisit record, which is what the link records store to find a page again.
 
 Records carry ``WARC-IP-Address``, ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` (SHA-1,
 base32), ``WARC-Concurrent-To`` linking request and response, and ``WARC-Truncated: length``
@@ -41,6 +45,8 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+DUPLICATE_OF = "Raycrawl-Duplicate-Of"
+DUPLICATE_KIND = "Raycrawl-Duplicate-Kind"
 _RENAMED = {b"content-encoding": b"X-Crawler-Content-Encoding", b"transfer-encoding": b"X-Crawler-Transfer-Encoding",
             b"content-length": b"X-Crawler-Content-Length"}
 
@@ -134,19 +140,25 @@ class WarcStore:
         self.bytes += len(data)
         return offset
 
-    def write(self, fr: FetchResult, revisit_of: tuple[str, str] | None = None) -> tuple[str, int]:
+    def write(self, fr: FetchResult, revisit_of: tuple[str, str, str] | None = None,
+              duplicate_of: tuple[str, str] | None = None) -> tuple[str, int]:
         """Store the exchange ``fr`` (which must have a response: ``fr.status > 0``).
 
-        ``revisit_of`` = (original URL, original WARC-Date or ISO date) stores a revisit record
-        instead of the full response. Returns (file name, offset of the response/revisit record).
-        The bytes are handed to the OS before returning (a process crash loses nothing written).
+        ``revisit_of`` = (original URL, original WARC-Date, original payload digest) stores a
+        revisit record instead of the full response; ValueError unless ``fr.body`` has that very
+        digest (and is not truncated). ``duplicate_of`` = (representative URL, "exact" | "near")
+        marks a full response as a crawl-time duplicate. Returns (file name, offset of the
+        response/revisit record). The bytes are handed to the OS before returning (a process crash
+        loses nothing written).
         """
         if fr.status <= 0:
             raise ValueError(f"no response to store for {fr.url} (error {fr.error})")
+        payload_digest = sha1_b32(fr.body)
+        if revisit_of is not None and (revisit_of[2] != payload_digest or fr.truncated):
+            raise ValueError(f"revisit of {revisit_of[0]} refused for {fr.url}: payload not byte-identical")
         f = self._open()
         date = warc_date(fr.ended or fr.started)
         head = response_head(fr)
-        payload_digest = sha1_b32(fr.body)
         response_id = _record_id()
         common = {"WARC-Target-URI": fr.url, "WARC-Date": date, "WARC-Warcinfo-ID": self._warcinfo_id}
         if fr.ip:
@@ -159,9 +171,11 @@ class WarcStore:
             headers = {**common, "WARC-Payload-Digest": payload_digest}
             if fr.truncated:
                 headers["WARC-Truncated"] = "length"
+            if duplicate_of is not None:
+                headers[DUPLICATE_OF], headers[DUPLICATE_KIND] = duplicate_of
             rec = self._record(WarcRecordType.response, block, headers, record_id=response_id)
         else:
-            original_url, original_date = revisit_of
+            original_url, original_date, _ = revisit_of
             headers = {**common, "WARC-Payload-Digest": payload_digest, "WARC-Profile": REVISIT_PROFILE,
                        "WARC-Refers-To-Target-URI": original_url, "WARC-Refers-To-Date": original_date}
             rec = self._record(WarcRecordType.revisit, head, headers, record_id=response_id)
@@ -225,10 +239,14 @@ def _iter_file(path: Path, types: WarcRecordType) -> Iterator[tuple[str, int, Wa
                 start = resume
 
 
-def iter_responses(warc_dir: str | Path) -> Iterator[tuple[str, dict[str, str], bytes]]:
+def iter_responses(warc_dir: str | Path, duplicates: bool = False) -> Iterator[tuple[str, dict[str, str], bytes]]:
     """(url, HTTP headers with lower-case names, body) of every complete stored response, in crawl
-    order. A response whose body is shorter than its Content-Length (torn by a kill) is skipped."""
+    order. A response whose body is shorter than its Content-Length (torn by a kill) is skipped;
+    so are the responses marked as crawl-time duplicates unless ``duplicates`` (the analytics
+    count a page's text once; the link records say which page each duplicate repeats)."""
     for name, offset, rec in iter_records(warc_dir, WarcRecordType.response):
+        if not duplicates and rec.headers.get(DUPLICATE_OF):
+            continue
         headers: dict[str, str] = {}
         for key, value in (rec.http_headers.astuples() if rec.http_headers is not None else []):
             key = key.lower()

@@ -305,15 +305,19 @@ def test_kill9_then_resume(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_crawl_websim_audit(tmp_path: Path) -> None:
-    """A full crawl of a small websim (traps, faults, robots variety, duplicates): websim's own audit
-    finds no politeness, robots or duplicate-fetch violation, and every fault is classified."""
+    """A full crawl of a small websim (traps, faults, robots variety, duplicates, the cases only a
+    browser-exact reader gets right): websim's own audit finds no politeness, robots, duplicate-fetch
+    or unlinked-URL violation, every fault is classified, and the archive (read with warcio) holds
+    every page served, byte for byte, with revisit records only for byte-identical payloads."""
+    from archive_check import check_archive
     from websim import Websim
 
     config = tmp_path / "crawl.toml"
     config.write_text("[crawl]\nread_timeout = 3.0\nconnect_timeout = 2.0\nmax_retries = 1\nretry_backoff = 0.5\n"
                       "max_crawl_delay = 2.0\nfetch_actors = 2\n")  # two fetch actors share one workbench
     out = tmp_path / "crawl"
-    with Websim(hosts=40, ips=6, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=8) as web:
+    params = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8}
+    with Websim(**params, out_dir=tmp_path / "web") as web:
         proc = run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
                     "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
                     "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "60",
@@ -321,6 +325,15 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-3000:]
         audit_report = web.audit(0.1, 0.02)
         manifest = web.manifest
+        archive = check_archive(out / "warc", web, params)
+        targets = {(r.host.split(":")[0], r.target) for r in web.requests()}
+    assert archive["pages_checked"] > 100 and archive["duplicates_kept_whole"] > 0, archive
+    # the browser-exact cases were met: robots.txt on another authority, a Latin-1 Location,
+    # a legacy-encoded query (websim.model._make_browser_cases)
+    kinds = {rec["robots"] for rec in manifest.hosts.values()}
+    assert {"redirect_cross", "bom_truncated", "ray_group", "flaky_5xx"} <= kinds
+    assert any(t.startswith("/robots-for/") for _, t in targets)
+    assert any(t.startswith("/caf%E9") for _, t in targets) and any(t.startswith("/find?q=") for _, t in targets)
     assert audit_report.requests > 100
     assert audit_report.ok, audit_report.summary()
     report = json.loads((out / "report.json").read_text())
@@ -333,6 +346,12 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]
     # faults are classified: no record has a status-0 answer without an error kind
     assert all(r["error"] for r in records if r["status"] == 0)
+    # <link rel=canonical> is recorded as websim wrote it
+    canon = {r["url"]: r.get("canonical") for r in records if r["status"] == 200 and r["ctype"] == "text/html"}
+    expected = {u: p["canonical"] for u, p in manifest.pages.items() if u in canon and not p["labels"].count("malformed")}
+    assert expected and all(canon[u] == c for u, c in expected.items()), [
+        (u, canon[u], c) for u, c in expected.items() if canon[u] != c][:5]
+    assert any(expected.values())
 
 
 def test_progress_line_and_report_format(tmp_path: Path) -> None:

@@ -33,7 +33,9 @@ def page(body: bytes | str, url: str = BASE, ctype: str = "text/html", status: i
         body = body.encode("utf-8")
     hdrs = {"content-type": ctype}
     hdrs.update(headers or {})
-    return FetchResult(url=url, ip="127.0.0.1", status=status, headers=hdrs, body=body, ctype=ctype.split(";")[0])
+    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs.items()]
+    return FetchResult(url=url, ip="127.0.0.1", status=status, headers=hdrs, body=body, ctype=ctype.split(";")[0],
+                       raw_headers=raw)
 
 
 def links_of(html: str, url: str = BASE, **kw) -> list[str]:

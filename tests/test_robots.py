@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import pickle
-import socket
 import time
 
 import pytest
 from aiohttp import web
 
-from actors.dns import Resolver
-from actors.fetcher import Fetcher
-from policies.networks import NetworkPolicy
+from actors.fetch_loop import FetchLoop
 from policies.robots import ALLOW_ALL, DISALLOW_ALL, RobotsRules, ua_token
+from raycrawl.settings import Settings
 
 UA = "raycrawl/0.1 (+http://raycrawl.test/bot)"
 ROBOTS = b"""# RFC 9309 section 5 examples, adapted
@@ -87,40 +85,60 @@ def test_expiry_and_serialisation():
 
 
 class RobotsSite:
-    """robots.txt by Host header: one behaviour per host name."""
+    """robots.txt by Host header: one behaviour per host name (served on 127.0.0.1 and 127.0.0.2)."""
 
     def __init__(self) -> None:
         self.hits: list[tuple[str, str]] = []
-        self.times: list[tuple[float, float]] = []  # (request start, response end) per hit
+        self.times: dict[str, list[tuple[float, float]]] = {}  # host → (request start, response end)
+        self.ip_times: dict[str, list[tuple[float, float]]] = {}  # local address → the same
+        self.flaky = 0
+        self.ports: dict[str, int] = {}
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         start = time.time()
-        try:
-            return await self._handle(request)
-        finally:
-            self.times.append((start, time.time()))
-
-    async def _handle(self, request: web.Request) -> web.Response:
         host = request.headers["Host"].split(":")[0]
-        self.hits.append((host, request.path))
-        port = request.url.port
-        if host == "ok.test":
+        try:
+            return await self._handle(request, host)
+        finally:
+            self.times.setdefault(host, []).append((start, time.time()))
+            local = request.transport.get_extra_info("sockname")[0]
+            self.ip_times.setdefault(local, []).append((start, time.time()))
+
+    async def _handle(self, request: web.Request, host: str) -> web.StreamResponse:
+        self.hits.append((host, request.path_qs))
+        p1, p2 = self.ports["127.0.0.1"], self.ports["127.0.0.2"]
+        if request.path != "/robots.txt" and host not in ("moved.test", "loop.test", "other.test"):
+            return web.Response(text="page")
+        if host in ("ok.test", "www.ok.test"):
             return web.Response(body=ROBOTS, content_type="text/plain")
         if host == "gone.test":
             return web.Response(status=404)
         if host == "down.test":
             return web.Response(status=503)
+        if host == "flaky.test":  # one 503, then the file
+            self.flaky += 1
+            return web.Response(status=503) if self.flaky == 1 else web.Response(body=ROBOTS)
         if host == "moved.test":  # two same-host hops
             if request.path == "/robots.txt":
                 raise web.HTTPMovedPermanently("/robots2.txt")
             if request.path == "/robots2.txt":
                 raise web.HTTPFound("/real-robots.txt")
-            return web.Response(body=b"User-agent: *\nDisallow: /secret\n", content_type="text/plain")
+            if request.path == "/real-robots.txt":
+                return web.Response(body=b"User-agent: *\nDisallow: /secret\n", content_type="text/plain")
+            return web.Response(text="page")
         if host == "loop.test":  # redirects forever
+            if not request.path.startswith("/robots"):
+                return web.Response(text="page")
             n = int(request.query.get("n", "0"))
             raise web.HTTPFound(f"/robots.txt?n={n + 1}")
-        if host == "cross.test":
-            raise web.HTTPMovedPermanently(f"http://ok.test:{port}/robots.txt")
+        if host == "ok.test" or host == "cross.test":  # to another name on the same address
+            raise web.HTTPMovedPermanently(f"http://www.ok.test:{p1}/robots.txt")
+        if host == "far.test":  # to another name on another address
+            raise web.HTTPMovedPermanently(f"http://other.test:{p2}/robots.txt")
+        if host == "other.test":
+            if request.path == "/robots.txt":
+                return web.Response(body=b"User-agent: raycrawl\nDisallow: /far-secret\n")
+            return web.Response(text="page")
         if host == "huge.test":  # 2 MB: only the first 512 KiB is parsed
             return web.Response(body=b"User-agent: *\nDisallow: /a\n" + b"#" * 2_000_000 + b"\nDisallow: /b\n")
         return web.Response(status=404)
@@ -133,68 +151,97 @@ async def robots_site():
     app.router.add_route("GET", "/{tail:.*}", state.handle)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
     await runner.setup()
-    tcp = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp.start()
-    state.port = tcp._server.sockets[0].getsockname()[1]
+    for addr in ("127.0.0.1", "127.0.0.2"):
+        tcp = web.TCPSite(runner, addr, 0)
+        await tcp.start()
+        state.ports[addr] = tcp._server.sockets[0].getsockname()[1]
+    state.port = state.ports["127.0.0.1"]
     yield state
     await runner.cleanup()
 
 
-async def test_fetch_robots_over_http(robots_site, tmp_path):
+HOSTS_FILE = """127.0.0.1 ok.test www.ok.test gone.test down.test flaky.test moved.test loop.test cross.test far.test huge.test
+127.0.0.2 other.test
+"""
+
+
+async def crawl_robots(redis_url: str, tmp_path, site: RobotsSite, names: list[str], **settings) -> FetchLoop:
+    """Run the crawl's fetch loop (the one robots.txt code path) over one page per host until every
+    page has an outcome; returns the loop (rules in ``loop.robots``, outcomes in ``loop.outcomes``)."""
     hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 ok.test\n")
-    fetcher = Fetcher(UA, 1.0, 1.0, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"), resolver=Resolver(hosts_file=str(hosts)))
-    bare = Fetcher(UA, 1.0, 1.0, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"))
-    port = robots_site.port
-    try:
-        fr, r = await fetcher.fetch_robots(f"http://ok.test:{port}", "127.0.0.1")
-        assert fr.status == 200 and r.crawl_delay == 2.5 and not r.allowed(f"http://ok.test:{port}/private")
-        assert r.expires == fr.ended + 24 * 3600
-
-        fr, r = await fetcher.fetch_robots(f"http://gone.test:{port}", "127.0.0.1", ttl=60)
-        assert r.mode == ALLOW_ALL and r.expires == fr.ended + 60
-        _, r = await fetcher.fetch_robots(f"http://down.test:{port}", "127.0.0.1")
-        assert r.mode == DISALLOW_ALL
-
-        fr, r = await fetcher.fetch_robots(f"http://moved.test:{port}", "127.0.0.1")
-        assert fr.url == f"http://moved.test:{port}/real-robots.txt" and len(fr.hops) == 2
-        assert not r.allowed(f"http://moved.test:{port}/secret") and r.allowed(f"http://moved.test:{port}/x")
-
-        robots_site.hits.clear()
-        fr, r = await fetcher.fetch_robots(f"http://loop.test:{port}", "127.0.0.1")
-        assert r.mode == ALLOW_ALL  # more than 5 redirects: unavailable
-        assert len(robots_site.hits) == 6  # the first request + 5 followed hops, then we stop
-
-        fr, r = await fetcher.fetch_robots(f"http://cross.test:{port}", "127.0.0.1")
-        assert r.crawl_delay == 2.5 and fr.url.startswith("http://ok.test")
-        _, r = await bare.fetch_robots(f"http://cross.test:{port}", "127.0.0.1")  # can't resolve: unreachable
-        assert r.mode == DISALLOW_ALL
-
-        fr, r = await fetcher.fetch_robots(f"http://huge.test:{port}", "127.0.0.1")
-        assert fr.error is None and not r.allowed(f"http://huge.test:{port}/a") and r.allowed(f"http://huge.test:{port}/b")
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            dead = s.getsockname()[1]
-        fr, r = await fetcher.fetch_robots(f"http://ok.test:{dead}", "127.0.0.1")
-        assert fr.error == "connect" and r.mode == DISALLOW_ALL
-        fr, r = await bare.fetch_robots(f"http://ok.test:{port}", "10.0.0.1")  # forbidden network
-        assert fr.error == "forbidden-network" and r.mode == DISALLOW_ALL
-    finally:
-        await fetcher.close()
-        await bare.close()
+    hosts.write_text(HOSTS_FILE)
+    s = Settings(resolve=str(hosts), allow_networks=settings.pop("allow_networks", "127.0.0.0/8"),
+                 host_delay=settings.pop("host_delay", 0.0), ip_delay=settings.pop("ip_delay", 0.0),
+                 max_crawl_delay=settings.pop("max_crawl_delay", 0.0), retry_backoff=0.05, connect_timeout=1.0,
+                 read_timeout=1.0, **settings)
+    loop = FetchLoop(s, redis_url)
+    port = site.port
+    origins = {f"http://{n}:{port}": ("127.0.0.2" if n == "other.test" else "127.0.0.1") for n in names}
+    loop.wb.add_urls([f"{o}/page" for o in origins], origins, new_hosts=set(origins))
+    await loop.start()
+    loop.outcomes = []
+    deadline = time.time() + 30
+    while sum(o.kind == "page" for o in loop.outcomes) < len(origins) and time.time() < deadline:
+        loop.outcomes += await loop.drain(1000, 0.2)
+    await loop.stop()
+    loop.outcomes += await loop.drain(1000, 0)
+    return loop
 
 
-async def test_redirect_hops_are_polite(robots_site):
-    fetcher = Fetcher(UA, 1.0, 1.0, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"), robots_hop_delay=0.15)
-    try:
-        fr, r = await fetcher.fetch_robots(f"http://moved.test:{robots_site.port}", "127.0.0.1")
-        _, _ = await fetcher.fetch_robots(f"http://loop.test:{robots_site.port}", "127.0.0.1", hop_delay=0.05)
-    finally:
-        await fetcher.close()
-    assert len(fr.hops) == 2 and not r.allowed(f"http://moved.test:{robots_site.port}/secret")
-    moved, loop = robots_site.times[:3], robots_site.times[3:]
-    assert len(loop) == 6
-    # from the end of each response to the start of the next request: at least the hop delay
-    assert min(b[0] - a[1] for a, b in zip(moved, moved[1:], strict=False)) >= 0.15
-    assert min(b[0] - a[1] for a, b in zip(loop, loop[1:], strict=False)) >= 0.05
+async def test_robots_over_http_through_the_fetch_loop(robots_site, redis_url, tmp_path):
+    from policies.robots import UNREACHABLE_TTL
+
+    names = ["ok.test", "gone.test", "down.test", "flaky.test", "moved.test", "loop.test", "cross.test",
+             "far.test", "huge.test"]
+    loop = await crawl_robots(redis_url, tmp_path, robots_site, names, max_retries=2)
+    port, p2 = robots_site.port, robots_site.ports["127.0.0.2"]
+    rules = {h.split("//")[1].split(":")[0]: r for h, r in loop.robots.items()}
+    hits = robots_site.hits
+
+    assert rules["ok.test"].crawl_delay == 2.5 and not rules["ok.test"].allowed(f"http://ok.test:{port}/private")
+    assert rules["gone.test"].mode == ALLOW_ALL
+    # 503 three times (the request and max_retries retries), then unreachable, re-checked early
+    assert hits.count(("down.test", "/robots.txt")) == 3 and rules["down.test"].mode == DISALLOW_ALL
+    down = [o.fr for o in loop.outcomes if o.kind == "robots" and "down.test" in o.fr.url]
+    assert rules["down.test"].expires <= down[-1].ended + UNREACHABLE_TTL
+    # one 503, then the file: parsed, not disallow-all for a day
+    assert hits.count(("flaky.test", "/robots.txt")) == 2 and rules["flaky.test"].crawl_delay == 2.5
+    assert not rules["moved.test"].allowed(f"http://moved.test:{port}/secret")
+    assert rules["moved.test"].allowed(f"http://moved.test:{port}/x")
+    assert sum(h == "loop.test" for h, _ in hits if _.startswith("/robots")) == 6  # the request + 5 hops
+    assert rules["loop.test"].mode == ALLOW_ALL  # more than 5 redirects: unavailable
+    # across authorities: the rules found apply to the host that was asked
+    assert ("www.ok.test", "/robots.txt") in hits and rules["cross.test"].crawl_delay == 2.5
+    assert not rules["cross.test"].allowed(f"http://cross.test:{port}/private")
+    assert ("other.test", "/robots.txt") in hits
+    assert not rules["far.test"].allowed(f"http://far.test:{port}/far-secret")
+    assert not rules["huge.test"].allowed(f"http://huge.test:{port}/a") and rules["huge.test"].allowed(f"http://huge.test:{port}/b")
+    # a page is fetched only after its host's robots.txt is known
+    pages = [h for h, path in hits if path == "/page"]
+    assert "down.test" not in pages and {"ok.test", "gone.test", "flaky.test", "cross.test", "far.test"} <= set(pages)
+    assert f"http://other.test:{p2}/robots.txt" in {o.fr.url for o in loop.outcomes if o.kind == "robots"}
+
+
+async def test_robots_redirect_to_a_forbidden_network_is_unreachable(robots_site, redis_url, tmp_path):
+    loop = await crawl_robots(redis_url, tmp_path, robots_site, ["far.test"], allow_networks="127.0.0.1/32",
+                              max_retries=1)
+    [rules] = loop.robots.values()
+    assert rules.mode == DISALLOW_ALL
+    assert ("other.test", "/robots.txt") not in robots_site.hits  # nothing sent to the forbidden address
+    assert ("far.test", "/page") not in robots_site.hits
+
+
+async def test_redirect_hops_are_polite(robots_site, redis_url, tmp_path):
+    """Every hop is a request like any other: from the end of one response to the start of the next
+    request to the same host, and to the same IP, at least the delays (hops on the asked host also
+    wait max_crawl_delay, its Crawl-delay being unknown until the file is read)."""
+    await crawl_robots(redis_url, tmp_path, robots_site, ["moved.test", "loop.test", "cross.test", "far.test"],
+                       host_delay=0.15, ip_delay=0.05, max_crawl_delay=0.2)
+    for host, times in robots_site.times.items():
+        gaps = [b[0] - a[1] for a, b in zip(times, times[1:], strict=False)]
+        assert not gaps or min(gaps) >= 0.15, (host, gaps)
+    for addr, times in robots_site.ip_times.items():
+        times = sorted(times)
+        gaps = [b[0] - a[1] for a, b in zip(times, times[1:], strict=False)]
+        assert not gaps or min(gaps) >= 0.05, (addr, gaps)
+    assert len(robots_site.times["loop.test"]) == 7  # 6 robots requests + the page

@@ -13,7 +13,15 @@ from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 
 from actors.fetcher import Fetcher, FetchResult
 from policies.networks import NetworkPolicy
-from storage.warc import WarcStore, iter_responses, read_record_at, warc_files
+from storage.warc import (
+    DUPLICATE_KIND,
+    DUPLICATE_OF,
+    WarcStore,
+    iter_responses,
+    read_record_at,
+    sha1_b32,
+    warc_files,
+)
 
 BODY = "<html><title>T</title><body>h\u00e9llo</body></html>".encode()
 
@@ -95,7 +103,8 @@ def test_payload_digest_is_sha1_of_body(tmp_path):
 def test_revisit_record(tmp_path):
     store = WarcStore(tmp_path, "agent0")
     store.write(exchange("http://a.test/orig"))
-    name, offset = store.write(exchange("http://a.test/copy"), revisit_of=("http://a.test/orig", "2023-11-14T22:13:20Z"))
+    name, offset = store.write(exchange("http://a.test/copy"),
+                               revisit_of=("http://a.test/orig", "2023-11-14T22:13:20Z", sha1_b32(BODY)))
     store.close()
     recs = warcio_records(tmp_path / name)
     [rev] = [r for r in recs if r[0] == "revisit"]
@@ -107,6 +116,33 @@ def test_revisit_record(tmp_path):
     assert [u for u, _, _ in iter_responses(tmp_path)] == ["http://a.test/orig"]
     with open(tmp_path / name, "rb") as f:
         assert [r.record_type for r in FastIterator(f)][-1] == WarcRecordType.revisit
+    # the revisit's payload digest is its referent's: the claim "identical payload" is true
+    orig = [r for r in recs if r[0] == "response"][0]
+    assert rev[5].get_header("WARC-Payload-Digest") == orig[5].get_header("WARC-Payload-Digest")
+
+
+def test_revisit_refused_unless_payload_byte_identical(tmp_path):
+    """The archive never lies: a revisit for other bytes (a text or near duplicate) is refused, and
+    such a duplicate is stored whole, marked, and left out of the analytics' reader by default."""
+    import pytest
+
+    store = WarcStore(tmp_path, "agent0")
+    store.write(exchange("http://a.test/orig"))
+    other = exchange("http://a.test/copy", BODY.replace(b"<title>", b"<title> "))  # same text, other bytes
+    with pytest.raises(ValueError, match="not byte-identical"):
+        store.write(other, revisit_of=("http://a.test/orig", "2023-11-14T22:13:20Z", sha1_b32(BODY)))
+    truncated = exchange("http://a.test/cut", truncated=True)
+    with pytest.raises(ValueError, match="not byte-identical"):
+        store.write(truncated, revisit_of=("http://a.test/orig", "2023-11-14T22:13:20Z", sha1_b32(BODY)))
+    name, offset = store.write(other, duplicate_of=("http://a.test/orig", "exact"))
+    store.close()
+    recs = warcio_records(tmp_path / name)
+    assert [r[0] for r in recs].count("revisit") == 0
+    [dup] = [r for r in recs if r[1] == "http://a.test/copy" and r[0] == "response"]
+    assert dup[2] == offset and dup[3] == other.body and dup[4] is True
+    assert dup[5].get_header(DUPLICATE_OF) == "http://a.test/orig" and dup[5].get_header(DUPLICATE_KIND) == "exact"
+    assert [u for u, _, _ in iter_responses(tmp_path)] == ["http://a.test/orig"]
+    assert [u for u, _, _ in iter_responses(tmp_path, duplicates=True)] == ["http://a.test/orig", "http://a.test/copy"]
 
 
 def test_rotation_and_resume_new_file(tmp_path):
@@ -201,7 +237,7 @@ def test_demo_stage_counts(tmp_path):
     store = WarcStore(tmp_path / "warc", "agent0")
     for i in range(4):
         store.write(exchange(f"http://h{i % 2}.test/{i}"))
-    store.write(exchange("http://h0.test/dup"), revisit_of=("http://h0.test/0", "2023-11-14T22:13:20Z"))
+    store.write(exchange("http://h0.test/dup"), revisit_of=("http://h0.test/0", "2023-11-14T22:13:20Z", sha1_b32(BODY)))
     store.close()
     text = demo_stage(tmp_path)
     assert "request 5, response 4, revisit 1, warcinfo 1" in text

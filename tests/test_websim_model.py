@@ -36,14 +36,14 @@ def html_of(model: WebModel, renderer: Renderer, url: str) -> str:
     return renderer.html(h, h.pages[path])
 
 
-def extracted_links(html: str, page_url: str) -> list[str]:
-    """What a crawler's parser should find: hrefs resolved against <base href> or the page URL."""
+def extracted_links(html: str, page_url: str, encoding: str | None = None) -> list[str]:
+    """What a browser resolves: hrefs against <base href> or the page URL, a query in the page's encoding."""
     tree = LexborHTMLParser(html)
     base_node = tree.css_first("base[href]")
     base = canonicalize(base_node.attributes["href"], page_url) if base_node else page_url
     out = []
     for a in tree.css("a[href]"):
-        u = canonicalize(a.attributes["href"], base)
+        u = canonicalize(a.attributes["href"], base, encoding)
         if u is not None:
             out.append(u)
     return out
@@ -97,7 +97,8 @@ def test_every_link_form_resolves_to_the_manifest_links():
         if rec["kind"] != "html":
             continue
         html = html_of(model, renderer, url)
-        got = extracted_links(html, url)
+        charset = next((lab.split(":", 1)[1] for lab in rec["labels"] if lab.startswith("charset:")), None)
+        got = extracted_links(html, url, charset)
         if m["hosts"][rec["host"]]["trap"] and m["hosts"][rec["host"]]["trap"]["kind"] == "session":
             got = [strip_sid(u) for u in got]
         assert list(dict.fromkeys(got)) == rec["links"], url

@@ -13,7 +13,10 @@ event-loop jitter) is a violation.
 Robots: fetching a URL the host's rules disallow for ``raycrawl`` (with a 5xx robots.txt every
 URL but ``/robots.txt`` is disallowed). Duplicates: fetching a canonical URL again after a
 fetch of it got an answer below 500 (retries after 5xx, resets and hangs are allowed;
-robots.txt re-fetches are counted apart, not as violations).
+robots.txt re-fetches are counted apart, not as violations; a robots.txt redirected to another
+authority, ``/robots-for/HOST.txt``, counts as a robots.txt fetch of the host serving it). Unlinked:
+a request for a URL that is no page of the web and no trap's URL space — what a crawler asks for
+when it reads a link, a refresh or a ``Location`` otherwise than a browser does.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt")
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    kind: str      # host | ip | robots | duplicate
+    kind: str      # host | ip | robots | duplicate | unlinked
     key: str       # host, IP or URL
     detail: str
     start: float
@@ -60,7 +63,7 @@ class AuditReport:
         return {"requests": self.requests, "hosts": self.hosts, "ips": self.ips, "foreign": self.foreign,
                 "robots_fetches": self.robots_fetches, "robots_refetches": self.robots_refetches,
                 "min_host_slack": self.min_host_slack, "min_ip_slack": self.min_ip_slack,
-                "violations": {k: self.count(k) for k in ("host", "ip", "robots", "duplicate")}, "ok": self.ok,
+                "violations": {k: self.count(k) for k in ("host", "ip", "robots", "duplicate", "unlinked")}, "ok": self.ok,
                 "list": [{"kind": v.kind, "key": v.key, "detail": v.detail, "start": v.start} for v in self.violations]}
 
     def summary(self, show: int = 10) -> str:
@@ -73,6 +76,7 @@ class AuditReport:
             f"IP politeness       {self.count('ip')} violations  (min slack {fmt(self.min_ip_slack)})",
             f"robots violations   {self.count('robots')}",
             f"duplicate fetches   {self.count('duplicate')}",
+            f"unlinked URLs       {self.count('unlinked')}  (requests no browser would make from the pages)",
             "verdict             " + ("OK" if self.ok else "VIOLATIONS"),
         ]
         lines += [f"  {v.kind:9} {v.key}  {v.detail}" for v in self.violations[:show]]
@@ -120,7 +124,7 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
         if url is None:
             continue
         path = split_host(url)[1]
-        if path in ROBOTS_PATHS:
+        if path in ROBOTS_PATHS or path.startswith("/robots-for/"):
             report.robots_fetches += 1
             if url in robots_seen:
                 report.robots_refetches += 1
@@ -128,6 +132,9 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
             continue
         if not manifest.allowed(url):
             report.violations.append(Violation("robots", url, "disallowed for raycrawl", r.start))
+        if url not in manifest.pages and not manifest.hosts[name].get("trap"):
+            # not a page of the web, nor a trap's infinite space: a link or redirect misread
+            report.violations.append(Violation("unlinked", url, "no page links or redirects to it", r.start))
         if url in answered:
             report.violations.append(Violation("duplicate", url, "fetched again after an answer", r.start))
         if 0 < r.status < 500:

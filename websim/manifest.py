@@ -11,7 +11,8 @@ File: ``manifest.jsonl.gz`` — gzip'd JSON lines, each an object with a ``type`
   png, binary, redirect, error, reset, oversized, bomb), status (expected; 0 = connection
   reset), ctype, topic, links (canonical out-link URLs, unique, document order), allowed
   (robots verdict for ``raycrawl``), labels, location (redirects), cluster (duplicate cluster
-  id or null), changed (epochs in which the page changed), removed_in.
+  id or null), changed (epochs in which the page changed), removed_in, canonical (its
+  ``<link rel=canonical>`` URL or null).
 * ``cluster``: id, kind (``exact``: same visible text; ``near``: mirror with small edits;
   ``near_miss``: heavier edits — *not* duplicates), urls (first is the original), jaccard
   (4-word-shingle Jaccard of each url with the first, on ``raycrawl.text.tokens(visible_text)``).
@@ -115,6 +116,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
                 "allowed": allowed(rules, page.path), "labels": page.labels,
                 "location": url(*page.location) if page.location else None, "cluster": cluster_of.get(u),
                 "changed": page.changed, "removed_in": page.removed_in,
+                "canonical": renderer.canonical(host, page) if page.kind == "html" else None,
             })
     records.extend(clusters)
     return records

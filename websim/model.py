@@ -22,6 +22,7 @@ import random
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
+from urllib.parse import quote
 
 from websim.robots import KINDS, Rules, rules_for
 from websim.vocabulary import Vocabulary, build_vocabulary
@@ -53,6 +54,8 @@ _RESOURCE_SHARE = {
 _ROBOTS_WEIGHTS = {"missing": 30, "allow_all": 15, "basic": 25, "agent_groups": 5, "agent_excluded": 2,
                    "wildcards": 10, "error_5xx": 3, "redirect": 5, "garbage": 5}
 CHARSETS = ("iso-8859-1", "windows-1251", "shift_jis")
+#: The non-ASCII query word of a legacy-encoded page's /find link, per charset.
+LEGACY_QUERY_WORDS = {"iso-8859-1": "café", "windows-1251": "привет", "shift_jis": "東京"}
 SESSION_PARAM = "sid"
 CALENDAR_ENTRY = "/calendar/2026/01/"
 
@@ -92,6 +95,7 @@ class Host:
     pages: dict[str, Page] = field(default_factory=dict)
     mirror_of: str | None = None
     farm: int | None = None  # link-farm group
+    robots_partner: str | None = None  # redirect_cross: the host serving this host's robots.txt
 
     @property
     def spam(self) -> str | None:
@@ -223,6 +227,7 @@ class WebModel:
         self._make_copied(rng, host_cum)
         self._make_resources(rng)
         self._connect_hosts(rng, host_cum)
+        self._make_browser_cases()
 
     def _host_sizes(self, rng: random.Random) -> list[int]:
         alpha = 1.3
@@ -464,6 +469,53 @@ class WebModel:
                     host.pages[page.path] = page
                 if new and new[0].path in host.pages:
                     host.pages[src].links.append((host.name, new[0].path))
+
+    def _make_browser_cases(self) -> None:
+        """What a crawler must read as browsers and RFC 9309 do (a stream of its own: the rest of the
+        web is the same with or without it). Each case binds the crawler to rules or URLs that a
+        sloppy reading gets wrong, so the audit of a real crawl catches the mistake:
+
+        * robots.txt served by a "basic" host in a form the rules must survive (kinds of
+          :data:`websim.robots.BROWSER_KINDS`: a redirect to another authority, a truncated
+          byte-order mark, a ``ray`` group that is not ours, a 503 before the file);
+        * a redirect whose ``Location`` is Latin-1 bytes (``/caf\xe9K.html``: a browser goes to
+          ``/caf%E9K.html``);
+        * on pages in a legacy encoding, a link whose query has non-ASCII text (a browser encodes it
+          in the page's encoding: ``/find?q=caf%E9``, not UTF-8).
+        Link spellings only a browser reads right (backslashes, ``///host``) and refresh metas
+        without a URL are markup: :mod:`websim.render` adds them."""
+        from websim.robots import BROWSER_KINDS
+
+        rng = self._rng("browser")
+        per = max(1, round(self.n_hosts / 100))
+        plain = [h for h in self.hosts if h.role == "plain" and h.robots not in ("error_5xx", "agent_excluded")]
+        basic = [h for h in self.hosts[self.n_seeds:] if h in plain and h.robots == "basic"]
+        rng.shuffle(basic)
+        # hosts with /private/ pages first: there a wrong reading fetches what the rules forbid
+        basic.sort(key=lambda h: not any(p.startswith("/private/") for p in h.pages))
+        for host, kind in zip(basic, BROWSER_KINDS * per, strict=False):
+            host.robots = kind
+            if kind == "redirect_cross":
+                same_ip = [h for h in plain if h is not host and h.ip == host.ip]
+                host.robots_partner = rng.choice(same_ip if same_ip and rng.random() < 0.5
+                                                 else [h for h in plain if h is not host]).name
+        for k in range(per):
+            host = rng.choice(plain)
+            src = rng.choice([p for p, pg in host.pages.items() if pg.kind == "html" and not pg.copy_of])
+            target = f"/caf%E9{k}.html"
+            host.pages[target] = Page(target, topic=host.topic, paras=[0, 0], parent=src)
+            host.pages[f"/go/latin{k}"] = Page(f"/go/latin{k}", kind="redirect", status=302, topic=host.topic,
+                                               location=(host.name, target), labels=["location_latin1"])
+            host.pages[src].links.append((host.name, f"/go/latin{k}"))
+        for host in self.hosts:
+            for page in list(host.pages.values()):
+                if page.kind == "html" and page.charset != "utf-8" and not page.copy_of:
+                    word = LEGACY_QUERY_WORDS[page.charset]
+                    path = "/find?q=" + quote(word.encode(page.charset), safe="")
+                    if path not in host.pages:
+                        host.pages[path] = Page(path, topic=host.topic, paras=[0], parent=page.path,
+                                                labels=[f"legacy_query:{page.charset}"])
+                    page.links.append((host.name, path))
 
     def _connect_hosts(self, rng: random.Random, host_cum: list[float]) -> None:
         """Give every host an inbound link from an earlier content host, so the seeds reach it."""

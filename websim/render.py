@@ -14,6 +14,7 @@ import random
 import struct
 import zlib
 from dataclasses import dataclass
+from urllib.parse import unquote, unquote_to_bytes
 from email.utils import formatdate, parsedate_to_datetime
 from functools import lru_cache
 
@@ -38,6 +39,7 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
     stream_bytes: int = 0   # > 0: stream this many bytes (chunked, no Content-Length)
     reset: bool = False     # abort the connection instead of answering
+    raw_headers: tuple[tuple[str, bytes], ...] = ()  # header values sent as these exact bytes
 
 
 @dataclass(slots=True)
@@ -58,6 +60,7 @@ class Renderer:
         self.model, self.port = model, port
         self.vocab = model.vocab
         self._cache: dict[tuple[str, str], Response] = {}
+        self._robots_requests: dict[str, int] = {}  # flaky_5xx hosts: robots.txt requests so far
         self._tune_edits()
 
     # ------------------------------------------------------------------ URLs
@@ -188,12 +191,20 @@ class Renderer:
             # A fresh session id per visit: the id on each link depends on the id of the request.
             path = f"{path}{'&' if '?' in path else '?'}{SESSION_PARAM}={_h('sid', sid, page.path, path) % 16**8:08x}"
         r = rng.random()
+        form = _h(self.model.seed, "browser-form", src_host.name, page.path, path) % 16
         if host != src_host.name:
+            if form == 0:  # WHATWG: an http(s) URL ignores the extra slashes before the host
+                return f"///{self.netloc(host)}{path}"
+            if form == 1:
+                return f"http:\\\\{self.netloc(host)}{path}"  # http:\\host/path
             if r < 0.15:
                 return f"//{self.netloc(host)}{path}"
             if r < 0.3:
                 return f"http://{_mixed_case(rng, host)}:{self.port}{path}"
             return f"http://{self.netloc(host)}{path}"
+        if form == 0:  # a backslash is a slash in an http(s) path (not in its query)
+            p, q, rest = path.partition("?")
+            return p.replace("/", "\\") + q + rest
         if r < 0.35:
             return _relative(base_dir, path)
         if r < 0.5:
@@ -228,6 +239,12 @@ class Renderer:
             head.append(f'<base href="http://{self.netloc(host.name)}{base_dir}">')
         if host.role == "keyword_stuffing":
             head.append(f'<meta name="keywords" content="{", ".join(c.title)}">')
+        marks = _h(self.model.seed, "marks", host.name, page.path)
+        if marks % 11 == 0:  # a refresh without a URL reloads the page: no link (HTML standard)
+            head.append('<meta http-equiv="refresh" content="600">')
+        canonical = self.canonical(host, page)
+        if canonical is not None:
+            head.append(f'<link rel="canonical" href="{html.escape(canonical, quote=True)}">')
         parts = ["<!DOCTYPE html>", '<html lang="en"><head>', *head, "</head><body>"]
         if variant:
             parts.append("<!-- exact copy -->" + "<div class=\"wrap\">" * variant)
@@ -238,7 +255,10 @@ class Renderer:
             else:
                 lis = []
                 for h, p, a in items:
-                    href = html.escape(self._href(rng, host, page, base_dir, (h, p), sid), quote=True)
+                    href = self._href(rng, host, page, base_dir, (h, p), sid)
+                    if p.startswith("/find?q=") and h == host.name:  # written as text, in the page's encoding
+                        href = unquote(href, encoding=page.charset)
+                    href = html.escape(href, quote=True)
                     if malformed and rng.random() < 0.3 and '"' not in href and " " not in href:
                         lis.append(f"<li><a href={href}><b><i>{' '.join(a)}</b></i></a>")
                     else:
@@ -257,6 +277,19 @@ class Renderer:
         else:
             parts.append("</body></html>")
         return "\n".join(parts) if variant != 2 else "".join(parts)
+
+    def canonical(self, host: Host, page: Page) -> str | None:
+        """The ``<link rel=canonical>`` URL of an HTML page, if it has one: a print view names its
+        source; one page in seven names itself."""
+        if "print_view" in page.labels and page.copy_of:
+            return self.url(*page.copy_of)
+        if _h(self.model.seed, "canonical", host.name, page.path) % 7 == 0:
+            return self.url(host.name, page.path)
+        return None
+
+    def x_robots_tag(self, host: Host, page: Page) -> str | None:
+        """An ``X-Robots-Tag`` for another crawler (``otherbot: nofollow``): not for raycrawl."""
+        return "otherbot: nofollow" if _h(self.model.seed, "xrobots", host.name, page.path) % 9 == 0 else None
 
     # ------------------------------------------------------------------ responses
     def response(self, host: Host, page: Page, sid: str = "") -> Response:
@@ -284,10 +317,15 @@ class Renderer:
                 # days) and a digest of its bytes.
                 modified = last_modified(max(page.changed, default=0))
                 etag = f'"{hashlib.blake2b(body, digest_size=8).hexdigest()}"'
-                return Response(200, ctype, body, (("Last-Modified", modified), ("ETag", etag)))
+                headers = (("Last-Modified", modified), ("ETag", etag))
+                xrt = self.x_robots_tag(host, page)
+                return Response(200, ctype, body, headers + ((("X-Robots-Tag", xrt),) if xrt else ()))
             case "redirect":
                 assert page.location is not None
                 loc = self.url(*page.location)
+                if "location_latin1" in page.labels:  # the Location as Latin-1 bytes, not percent-encoded
+                    raw = unquote_to_bytes(loc)
+                    return Response(page.status, "text/html", b"moved", raw_headers=(("Location", raw),))
                 return Response(page.status, "text/html", f'<a href="{loc}">moved</a>'.encode(), (("Location", loc),))
             case "error":
                 headers = (("Retry-After", "120"),) if page.status == 503 else ()
@@ -321,9 +359,25 @@ class Renderer:
                 return Response(301, "text/html", b"moved", (("Location", loc),))
             case "garbage":
                 return Response(200, "text/html", (robots_body("garbage", None) or "").encode())
+            case "redirect_cross":
+                assert host.robots_partner is not None
+                loc = self.url(host.robots_partner, f"/robots-for/{host.name}.txt")
+                return Response(301, "text/html", b"moved", (("Location", loc),))
+            case "flaky_5xx":
+                n = self._robots_requests[host.name] = self._robots_requests.get(host.name, 0) + 1
+                if n == 1:
+                    return Response(503, "text/html", b"<html><body>busy, try again</body></html>")
         body = robots_body(host.robots, host.crawl_delay)
         assert body is not None
-        return Response(200, "text/plain", body.encode())
+        prefix = b"\xef\xbb" if host.robots == "bom_truncated" else b""
+        return Response(200, "text/plain", prefix + body.encode())
+
+    def partner_robots(self, host: Host, asker: str) -> Response | None:
+        """``/robots-for/ASKER.txt`` on the host that serves a redirect_cross host's robots.txt."""
+        other = self.model.by_name.get(asker)
+        if other is None or other.robots_partner != host.name:
+            return None
+        return Response(200, "text/plain", (robots_body(other.robots, other.crawl_delay) or "").encode())
 
     def moved_robots(self, host: Host) -> Response | None:
         if host.robots != "redirect":

@@ -27,6 +27,14 @@ KINDS = (
     "redirect",        # 301 to /robots-moved.txt, which holds "basic" rules
     "garbage",         # an HTML page instead of rules: nothing parses, everything allowed
 )
+#: Kinds serving the "basic" rules in forms a crawler must read as RFC 9309 does (websim.model
+#: hands them to some "basic" hosts after the web is built).
+BROWSER_KINDS = (
+    "redirect_cross",  # 301 to http://PARTNER/robots-for/HOST.txt: another authority (§2.3.1.2)
+    "bom_truncated",   # the file starts with two bytes of a UTF-8 byte-order mark
+    "ray_group",       # a "User-agent: ray" group that disallows everything: not our product token
+    "flaky_5xx",       # 503 to the first request, then the file: retried, not a day of disallow-all
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +63,12 @@ def robots_body(kind: str, crawl_delay: float | None) -> str | None:
             return None
         case "allow_all":
             return f"# nothing is off-limits\nUser-agent: *\nDisallow:\n{delay}"
-        case "basic" | "redirect":
+        case "basic" | "redirect" | "redirect_cross" | "flaky_5xx":
             return basic
+        case "bom_truncated":
+            return basic  # the renderer puts two bytes of a UTF-8 byte-order mark in front
+        case "ray_group":
+            return f"User-agent: ray\nDisallow: /\n\n{basic}"
         case "agent_groups":
             return (f"User-agent: otherbot\nUser-agent: *\nDisallow: /\n\n"
                     f"User-agent: RayCrawl\nDisallow: /private/\nDisallow: /tmp\nAllow: /private/open\n{delay}")
@@ -75,7 +87,7 @@ def rules_for(kind: str, crawl_delay: float | None) -> Rules:
     match kind:
         case "missing" | "allow_all" | "garbage":
             return Rules((), False, None if kind != "allow_all" else crawl_delay)
-        case "basic" | "redirect":
+        case "basic" | "redirect" | "redirect_cross" | "bom_truncated" | "ray_group" | "flaky_5xx":
             return Rules(((False, "/private/"), (True, "/private/open")), False, crawl_delay)
         case "agent_groups":
             return Rules(((False, "/private/"), (False, "/tmp"), (True, "/private/open")), False, crawl_delay)

@@ -175,6 +175,8 @@ class WebsimServer:
             return self.renderer.robots(host)
         if path == "/robots-moved.txt":
             return self.renderer.moved_robots(host) or not_found()
+        if path.startswith("/robots-for/") and path.endswith(".txt"):
+            return self.renderer.partner_robots(host, path[len("/robots-for/"):-4]) or not_found()
         sid = ""
         if host.trap == "session" and "?" in path:
             base, _, query = path.partition("?")
@@ -225,6 +227,17 @@ class WebsimServer:
             if resp.reset:
                 _reset(request)
                 raise _Dropped
+            if resp.raw_headers:
+                # Header bytes aiohttp would re-encode as UTF-8: written by hand, then the connection closes.
+                head = [f"HTTP/1.1 {resp.status} {_REASONS.get(resp.status, 'Status')}".encode(),
+                        f"Content-Type: {resp.ctype or 'text/html'}".encode(),
+                        f"Content-Length: {len(resp.body)}".encode(), b"Connection: close"]
+                head += [name.encode() + b": " + value for name, value in resp.raw_headers]
+                status, nbytes, end = resp.status, len(resp.body), time.time()
+                assert transport is not None
+                transport.write(b"\r\n".join(head) + b"\r\n\r\n" + resp.body)
+                transport.close()
+                raise _Dropped
             if resp.stream_bytes:
                 out = web.StreamResponse(status=resp.status, headers={"Content-Type": resp.ctype or "text/html"})
                 await out.prepare(request)
@@ -273,6 +286,10 @@ class WebsimServer:
                 return
             await asyncio.sleep(0.05)
         _reset(request)
+
+
+_REASONS = {301: "Moved Permanently", 302: "Found", 303: "See Other", 307: "Temporary Redirect",
+            308: "Permanent Redirect"}
 
 
 class _Dropped(Exception):
