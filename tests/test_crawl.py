@@ -310,6 +310,7 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     or unlinked-URL violation, every fault is classified, and the archive (read with warcio) holds
     every page served, byte for byte, with revisit records only for byte-identical payloads."""
     from archive_check import check_archive
+
     from websim import Websim
 
     config = tmp_path / "crawl.toml"

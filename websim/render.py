@@ -14,9 +14,9 @@ import random
 import struct
 import zlib
 from dataclasses import dataclass
-from urllib.parse import unquote, unquote_to_bytes
 from email.utils import formatdate, parsedate_to_datetime
 from functools import lru_cache
+from urllib.parse import unquote, unquote_to_bytes
 
 from websim.model import SESSION_PARAM, Host, Page, WebModel
 from websim.robots import robots_body
