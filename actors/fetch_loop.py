@@ -279,8 +279,13 @@ class FetchLoop:
             self.attempts.pop(key, None)
             to_host, to_path = split_host(fr.redirect)
             nxt = f"{ROBOTS} {hops + 1} {to_path if to_host == host else fr.redirect}"
+            # A second request to the authority just asked waits its largest possible Crawl-delay
+            # (unknown until a file is read); another authority's own next-fetch time governs it.
+            again = to_host == (borrowed[0] if borrowed else host)
+            if again and borrowed:
+                releases[0] = Release(*borrowed, end=end, crawl_delay=self.politeness.max_crawl_delay)
             releases.append(Release(host, ip, end=host_end, putback=(nxt,),
-                                    not_before=end + self.politeness.max_crawl_delay))
+                                    not_before=end + self.politeness.max_crawl_delay if again and not borrowed else None))
         else:
             self.attempts.pop(key, None)
             if status in REDIRECT_STATUSES:

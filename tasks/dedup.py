@@ -2,9 +2,10 @@
 → union-find (single-link) clusters, over every stored page of a finished crawl.
 
 Pages come from ``DIR/warc/*.warc.gz`` (HTML ``response`` records, read by
-``storage.warc.iter_responses``; the first fetch of a URL wins). Pages the crawler stored only as revisit records (exact or near
-duplicates found at crawl time) have no body: the ``dup_of`` field of their link record joins
-them to their representative's cluster.
+``storage.warc.iter_responses``, which skips the pages marked as crawl-time duplicates; the first
+fetch of a URL wins). Crawl-time duplicates (exact or near, kept whole but marked, or revisit
+records for byte-identical copies) join their representative's cluster through the ``dup_of``
+field of their link record.
 
 Outputs, in ``DIR/dedup/``:
 
@@ -356,7 +357,7 @@ def cluster_crawl(
                 docs.append((url, text))
     t_read = time.perf_counter() - t0
     result = cluster_texts(docs, threshold, num_perm, bands, k, rows=rows, confirm=confirm)
-    # Crawl-time duplicates (stored as revisits, no body) join their representative's cluster.
+    # Crawl-time duplicates (marked in the WARC, skipped by the reader) join their representative's cluster.
     index = {u: i for i, u in enumerate(result.urls)}
     crawl_dups = _crawl_time_dups(crawl_dir)
     flagged: set[int] = set()

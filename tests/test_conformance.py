@@ -193,3 +193,22 @@ def test_w3lib_canonicalize_url_cases():
             assert got is not None and canonicalize(got) == got
         else:
             assert got == expected, (i, raw, got, expected)
+
+
+@pytest.mark.parametrize("argv", [
+    ["url"], ["robots", "check"], ["robots", "check", "/no/such/robots.txt", "http://a.test/"],
+    ["robots", "check", "--status", "7", "/dev/null", "http://a.test/"], ["links"],
+    ["links", "/no/such.html", "--base", "http://a.test/"], ["links", "/dev/null", "--base", "ftp://a.test/"],
+])
+def test_inspection_commands_bad_input_one_line_exit_2(argv):
+    proc = subprocess.run([sys.executable, "-m", "raycrawl", *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_batch_bad_lines_are_answered_and_counted():
+    proc = subprocess.run([sys.executable, "-m", "raycrawl", "url", "--batch"], capture_output=True, text=True,
+                          input='{"input": "/x", "base": "http://a.test/"}\nnot json\n[1]\n{"base": null}\n', timeout=60)
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 2 and lines[0]["canonical"] == "http://a.test/x"
+    assert [x.get("line") for x in lines[1:]] == [2, 3, 4] and all(x["error"] for x in lines[1:])

@@ -321,6 +321,9 @@ RAW_REPLIES = {
     "huge-header": b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\nok",
     "ftp-location": b"HTTP/1.1 302 Found\r\nLocation: ftp://files.test/x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     "short-body": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/html\r\n\r\nonly this",
+    # a Location in Latin-1 bytes (browsers percent-encode the byte), and one in UTF-8
+    "latin1-location": b"HTTP/1.1 301 Moved\r\nLocation: /caf\xe9 x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    "utf8-location": b"HTTP/1.1 301 Moved\r\nLocation: /caf\xc3\xa9\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
 }
 
 
@@ -350,6 +353,8 @@ async def test_misbehaving_servers_are_classified(raw_server, fetcher):
     assert got["huge-header"].error == "bad-response"
     assert got["ftp-location"].status == 302 and got["ftp-location"].redirect is None
     assert got["short-body"].error == "reset" and got["short-body"].status == 200
+    assert got["latin1-location"].error is None and got["latin1-location"].redirect == f"{raw_server}/caf%E9%20x"
+    assert got["utf8-location"].redirect == f"{raw_server}/caf%C3%A9"
     assert fetcher._pins.pins == {}  # no address stays pinned once its fetches are over
 
 

@@ -92,8 +92,54 @@ def test_rel_nofollow_and_meta_robots():
     assert r.noindex and r.links == ["http://a.test/f"]
 
 
-def test_meta_refresh_is_a_link():
-    assert links_of('<meta http-equiv="refresh" content="0; URL=\'/next\'">') == ["http://a.test/next"]
+@pytest.mark.parametrize(("content", "link"), [
+    # the HTML standard's shared declarative refresh steps
+    ("0; URL='/next'", "http://a.test/next"),
+    ("5;url=/x", "http://a.test/x"),
+    ("5, /y", "http://a.test/y"),
+    ("5 ; URL = '/z' more", "http://a.test/z"),
+    (".5; /w", "http://a.test/w"),
+    ("3 url=/v", "http://a.test/v"),
+    ("5; ufoo", "http://a.test/b/c/foo"),  # "u" not followed by "rl": skipped, the rest is the URL
+    ("600", None), ("0;", None), ("  7  ", None),  # a reload of the page: no link
+    ("abc; url=/no", None), ("5x; url=/no", None), ("", None),  # not a refresh at all
+])
+def test_meta_refresh_per_html_standard(content, link):
+    html = f'<meta http-equiv="Refresh" content="{content}"><meta http-equiv="refresh" content="0; url=/second">'
+    assert links_of(html) == ([link] if link else [])  # only the first refresh meta counts
+
+
+def test_x_robots_tag_scoped_to_a_crawler():
+    def parse(*lines: str, ua: str = "raycrawl/0.1") -> ParseResult:
+        fr = page('<a href="/f">f</a>')
+        fr.raw_headers += [(b"X-Robots-Tag", line.encode()) for line in lines]
+        return Parser(ua).parse(fr)
+
+    assert parse("otherbot: nofollow").links == ["http://a.test/f"]  # not for us
+    assert parse("RayCrawl: nofollow, noindex").links == [] and parse("raycrawl: noindex").noindex
+    assert parse("nofollow").nofollow and not parse("unavailable_after: 25 Jun 2030 15:00:00 PST").nofollow
+    r = parse("otherbot: noindex", "raycrawl: nofollow")
+    assert r.nofollow and not r.noindex
+    assert parse("ray: nofollow").links == ["http://a.test/f"]  # a prefix of our token is not our token
+
+
+def test_query_encoded_in_the_page_encoding():
+    """A browser percent-encodes a link's query in the document's encoding (URL Standard), its path in UTF-8."""
+    html = '<meta charset="windows-1252"><a href="/caf\u00e9?q=caf\u00e9">x</a><a href="/s?q=\u0416">y</a>'
+    r = Parser().parse(page(html.encode("cp1252", errors="xmlcharrefreplace")))
+    # (the Cyrillic letter is not in windows-1252: the page holds &#1046;, the browser sends %26%231046%3B)
+    assert r.charset == "cp1252"
+    assert r.links == ["http://a.test/caf%C3%A9?q=caf%E9", "http://a.test/s?q=%26%231046%3B"]
+    r = Parser().parse(page('<meta charset="windows-1251"><a href="/s?q=\u0416">y</a>'.encode("cp1251")))
+    assert r.links == ["http://a.test/s?q=%C6"]
+    assert Parser().parse(page('<a href="/s?q=\u0416">y</a>')).links == ["http://a.test/s?q=%D0%96"]  # UTF-8 page
+
+
+def test_rel_canonical_recorded_not_followed():
+    html = '<link rel="Canonical alternate" href="../c#x"><link rel=canonical href="/second"><a href="/f">f</a>'
+    r = Parser().parse(page(html))
+    assert r.canonical == "http://a.test/b/c" and r.links == ["http://a.test/f"]
+    assert Parser().parse(page('<link rel=canonical href="mailto:x">')).canonical is None
 
 
 def test_title_text_and_digest_ignore_markup():

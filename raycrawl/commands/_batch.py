@@ -16,6 +16,12 @@ class BadRequest(ValueError):
     """One batch line is unusable; the message says why."""
 
 
+def add_options(parser, json_help: str, batch_help: str) -> None:
+    """The ``--json`` (one JSON object per answer) and ``--batch`` (JSON lines on stdin) options."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--batch", action="store_true", help="JSON lines on stdin: " + batch_help)
+
+
 def field(obj: dict[str, Any], name: str, default: Any = ...) -> Any:
     """``obj[name]``, or ``default``; BadRequest when it is missing and has no default."""
     if name in obj:

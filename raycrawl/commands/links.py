@@ -26,10 +26,9 @@ def register(subparsers) -> None:
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="a response header (X-Robots-Tag…); repeatable")
     p.add_argument("--user-agent", default=Settings().user_agent, help="whose meta/X-Robots-Tag apply")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--batch", action="store_true",
-                   help='JSON lines on stdin: {"html": TEXT or "html_b64": BASE64, "base": URL, "encoding": ENC?, '
-                   '"headers": [[NAME, VALUE], …]?} → {"links", "nofollow", "noindex", "canonical", "charset"}')
+    _batch.add_options(p, "print one JSON object",
+                       '{"html": TEXT or "html_b64": BASE64, "base": URL, "encoding": ENC?, '
+                       '"headers": [[NAME, VALUE], …]?} → {"links", "nofollow", "noindex", "canonical", "charset"}')
     p.set_defaults(func=handle)
 
 

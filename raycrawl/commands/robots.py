@@ -29,10 +29,9 @@ def register(subparsers) -> None:
                    help="User-Agent whose product token selects the group (default: the crawler's)")
     c.add_argument("--status", type=int, default=200,
                    help="HTTP status the robots.txt came with (4xx: allow all; 429/5xx: disallow all)")
-    c.add_argument("--json", action="store_true", help="one JSON object per URL")
-    c.add_argument("--batch", action="store_true",
-                   help='JSON lines on stdin: {"robotstxt": TEXT or "robotstxt_b64": BASE64, "url": URL, '
-                   '"user_agent": UA?, "status": N?} → {"url", "canonical", "allowed", "rule", "not_crawlable", "error"}')
+    _batch.add_options(c, "one JSON object per URL",
+                       '{"robotstxt": TEXT or "robotstxt_b64": BASE64, "url": URL, '
+                       '"user_agent": UA?, "status": N?} → {"url", "canonical", "allowed", "rule", "not_crawlable", "error"}')
     c.set_defaults(func=handle_check)
 
 

@@ -166,8 +166,9 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
 
 
 def _exact_duplicates(crawl_dir: Path, records: list[dict]) -> list[dict]:
-    """Summaries for exact duplicates: the crawl stores them as WARC revisits (no body), but their
-    visible text is their representative's, so they get its summary and stay in the archive."""
+    """Summaries for exact duplicates: the WARC reader skips them (marked crawl-time duplicates, or
+    revisits with no body), but their visible text is their representative's, so they get its
+    summary and stay in the archive."""
     from storage.link_records import iter_link_records
 
     by_url = {r["url"]: r for r in records}

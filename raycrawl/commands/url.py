@@ -20,10 +20,9 @@ def register(subparsers) -> None:
     p.add_argument("urls", nargs="*", metavar="[BASE] HREF", help="base URL, then references")
     p.add_argument("--encoding", default=None,
                    help="the page's character encoding (a query is percent-encoded in it, as browsers do)")
-    p.add_argument("--json", action="store_true", help="one JSON object per HREF")
-    p.add_argument("--batch", action="store_true",
-                   help='JSON lines on stdin: {"input": HREF, "base": BASE or null, "encoding": ENC?} → '
-                   '{"input", "base", "canonical", "error"}')
+    _batch.add_options(p, "one JSON object per HREF",
+                       '{"input": HREF, "base": BASE or null, "encoding": ENC?} → '
+                       '{"input", "base", "canonical", "error"}')
     p.set_defaults(func=handle)
 
 
