@@ -25,6 +25,7 @@ lost and none is fetched twice, except visits in flight (or drained but uncommit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -49,6 +50,7 @@ from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.urls import canonicalize, split_host
+from storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id
 from storage.warc import sha1_b32, warc_date
 
 log = logging.getLogger(__name__)
@@ -168,6 +170,7 @@ class Agent:
         # shards, resumes it. ``finished``: the loop is over (no pause will ever be honoured).
         self.pause_requested, self.paused = threading.Event(), threading.Event()
         self.resumed, self.finished = threading.Event(), threading.Event()
+        self.stop_requested = threading.Event()  # Ctrl-C: stop at the next batch boundary
         self.redis_run_id: str | None = None
 
     def _set_shards(self, shards: dict[int, str]) -> None:
@@ -184,6 +187,7 @@ class Agent:
         if self.s.resume:
             if not has_state:
                 raise UserError(f"--resume: no crawl to resume in {self.out} (and its Redis)")
+            self._check_crawl_id()
             self.client.delete(self.f.key("idle"))
             requeued = self.wb.recover(time.time())
             log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
@@ -192,8 +196,20 @@ class Agent:
                 raise UserError(f"{self.out} already holds a crawl: pass --resume to continue it, "
                                 "or choose another --out")
             self.f.clear()
-            self.client.hset(self.f.key("meta"), mapping={"started": time.time(),
+            self.client.hset(self.f.key("meta"), mapping={"started": time.time(), "crawl_id": new_crawl_id(self.out),
                                                           "settings": json.dumps(self.s.to_dict())})
+
+    def _check_crawl_id(self) -> None:
+        """--resume continues only the crawl this Redis holds (an emptied Redis — a lost AOF — or
+        another crawl's would silently start over or mix two crawls)."""
+        ours = read_crawl_id(self.out)
+        held = self.client.hget(self.f.key("meta"), "crawl_id")
+        held = held.decode() if held else None
+        if ours is not None and held != ours:
+            where = "holds no crawl" if held is None else f"holds another crawl ({held})"
+            raise UserError(f"--resume: the Redis of {self.out} {where}, not crawl {ours}: its data "
+                            f"(AOF in {self.out / 'redis'} or --redis-url) is lost or not this crawl's; "
+                            "restore it, or start over in a new --out")
 
     def _start_actors(self) -> None:
         import ray
@@ -280,6 +296,8 @@ class Agent:
         t0 = time.time()
         next_metrics = t0
         while True:
+            if self.stop_requested.is_set():
+                return "interrupted"
             if self.pause_requested.is_set():
                 self._hold()
                 continue
@@ -714,6 +732,29 @@ def agent_actor_class():
     return AgentActor
 
 
+@contextlib.contextmanager
+def _interrupt_stops(agent: Agent):
+    """Ctrl-C (SIGINT) asks the agent to stop between batches — fetchers stopped, everything
+    fetched stored and committed — instead of cutting a batch in two; a second Ctrl-C aborts."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum, frame) -> None:
+        if agent.stop_requested.is_set():
+            raise KeyboardInterrupt
+        agent.stop_requested.set()
+        log.warning("interrupted: committing what is fetched, then stopping (Ctrl-C again to abort)")
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
@@ -724,9 +765,9 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     from raycrawl.redis_server import redis_url_for
 
     out = Path(settings.out)
-    out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    with redis_url_for(settings.redis_url, out / "redis") as url:
+    # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
+    with CrawlDirLock(out), redis_url_for(settings.redis_url, out / "redis") as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
         (out / "redis-url").write_text(url + "\n")
         started_ray = False
@@ -738,7 +779,9 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 from actors.membership import run_agents
 
                 return run_agents(settings, url)
-            return Agent(settings, url, progress).run()
+            agent = Agent(settings, url, progress)
+            with _interrupt_stops(agent):
+                return agent.run()
         finally:
             if started_ray:
                 ray.shutdown()

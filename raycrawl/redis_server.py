@@ -47,6 +47,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _terminate_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGKILL when the parent dies (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    # Not Linux (no libc.so.6): the server outlives a killed driver (stop it by hand before --resume).
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+
+
 class EmbeddedRedis:
     """A private server process. ``url`` is valid between ``start()`` and ``stop()``."""
 
@@ -76,7 +86,14 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", "redis.log",
         ]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # In a session of its own, so a terminal's Ctrl-C (SIGINT to the foreground process group)
+        # does not kill it under the crawl that is shutting down cleanly; and killed when the
+        # process that started it dies, however it dies, so a resumed crawl never finds a stale
+        # server still writing the same AOF. SIGKILL, not SIGTERM: a dead driver is a crash, and
+        # the server must stop answering the orphaned fetchers at once (the AOF's last second is
+        # what crash recovery already allows for).
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     start_new_session=True, preexec_fn=_terminate_with_parent)
         client = redis.Redis(host="127.0.0.1", port=self.port)
         deadline = time.monotonic() + timeout
         while True:

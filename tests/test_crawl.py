@@ -303,6 +303,48 @@ def test_kill9_then_resume(tmp_path: Path) -> None:
     assert {r["url"] for r in records} >= reachable(port)
 
 
+def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path) -> None:
+    """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) mid-crawl: the
+    crawl stops fetching, commits what it fetched, stops its embedded Redis (which the SIGINT did
+    not reach) and exits 130 with one line; --resume then fetches no URL a second time."""
+    import redis
+
+    from raycrawl.redis_server import EmbeddedRedis
+
+    out = tmp_path / "crawl"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    with MiniWeb(tmp_path) as w:
+        proc = subprocess.Popen(crawl_cmd(w, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, cwd=ROOT, start_new_session=True)
+        deadline = time.time() + 120
+        while len([r for r in w.log if r["path"] != "/robots.txt"]) < 25 and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        t0 = time.time()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        err = err.decode()
+        assert proc.returncode == 130, err[-3000:]
+        assert time.time() - t0 < 60 and "Traceback" not in err
+        assert "interrupted; everything fetched is stored and committed" in err
+        first = list(w.log)
+        server = EmbeddedRedis(out / "redis").start()
+        client = redis.Redis.from_url(server.url)
+        in_flight = {k.decode() for k in client.hkeys("rc:inflight")}
+        client.close()
+        server.stop()
+        time.sleep(0.3)
+        proc = run(crawl_cmd(w, out, "--resume"))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        log = list(w.log)
+    assert in_flight == set()  # nothing was left fetched but uncommitted
+    url = lambda r: (r["host"], r["path"])  # noqa: E731
+    before = {url(r) for r in first if r["path"] != "/robots.txt"}
+    after = [url(r) for r in log[len(first):] if r["path"] != "/robots.txt"]
+    assert after and not (before & set(after)), sorted(before & set(after))
+    assert len(after) == len(set(after))
+
+
 @pytest.mark.slow
 def test_crawl_websim_audit(tmp_path: Path) -> None:
     """A full crawl of a small websim (traps, faults, robots variety, duplicates, the cases only a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from raycrawl.errors import UserError
@@ -98,6 +99,10 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     print(json.dumps(report, indent=2) if args.json else format_report(report))
+    if report.get("stopped") == "interrupted":
+        print(f"raycrawl crawl: interrupted; everything fetched is stored and committed: continue with "
+              f"--resume --out {settings.out}", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -1,0 +1,79 @@
+"""The crawl directory's owner and identity: one crawl per ``OUT``, and a Redis that is that crawl's.
+
+* **Lock**: ``OUT/.lock`` is held with an exclusive ``flock`` for the whole run by the process
+  that drives the crawl, taken before Redis or Ray start. The kernel releases it when that process
+  dies, however it dies, so a stale lock never blocks a ``--resume``; a second crawl on the same
+  directory (fresh or ``--resume``) is refused at once, before it starts anything. The file holds
+  the owner's pid and start time, for the message.
+* **Crawl id**: a fresh crawl writes a random id to ``OUT/crawl-id`` and to its Redis (``P meta``
+  field ``crawl_id``); ``--resume`` refuses a Redis that does not hold the directory's id (an
+  emptied or foreign Redis would silently start the crawl over, or mix two crawls).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import uuid
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+LOCK_NAME = ".lock"
+ID_NAME = "crawl-id"
+
+
+class CrawlDirLock:
+    """``with CrawlDirLock(out):`` — own ``out`` for the block (see the module doc)."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+        self._fd: int | None = None
+
+    def acquire(self) -> CrawlDirLock:
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UserError(f"cannot use {self.out} as the crawl directory: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise UserError(f"{self.out} is in use by a running crawl ({holder}): wait for it to end, "
+                            "or stop it (Ctrl-C) before --resume; or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> CrawlDirLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def read_crawl_id(out: str | Path) -> str | None:
+    """The id written by the crawl that made ``out`` (None for a directory without one)."""
+    path = Path(out) / ID_NAME
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def new_crawl_id(out: str | Path) -> str:
+    """Make, store (atomically) and return the id of a fresh crawl in ``out``."""
+    crawl_id = uuid.uuid4().hex
+    tmp = Path(out) / (ID_NAME + ".tmp")
+    tmp.write_text(crawl_id + "\n")
+    tmp.replace(Path(out) / ID_NAME)
+    return crawl_id

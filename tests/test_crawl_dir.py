@@ -1,0 +1,79 @@
+"""One crawl per directory (storage/crawl_dir.py): the lock is exclusive, taken before anything
+starts, released by the kernel when its owner dies; --resume refuses a Redis that is not the crawl's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from raycrawl.errors import UserError
+from storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id
+
+HOLD = """
+import sys, time
+from storage.crawl_dir import CrawlDirLock
+CrawlDirLock(sys.argv[1]).acquire()
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def _holder(out: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_lock_is_exclusive_and_dies_with_its_owner(tmp_path):
+    out = tmp_path / "crawl"
+    proc = _holder(out)
+    try:
+        with pytest.raises(UserError, match=f"in use by a running crawl \\(pid {proc.pid}"):
+            CrawlDirLock(out).acquire()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with CrawlDirLock(out):  # the kernel released it with the process
+        pass
+    with CrawlDirLock(out):  # and a released lock can be taken again
+        pass
+
+
+def test_second_crawl_refused_before_starting_anything(tmp_path):
+    out = tmp_path / "crawl"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n")
+    (out / "sieve").mkdir(parents=True)  # what a running crawl's directory holds (for --resume)
+    proc = _holder(out)
+    try:
+        for extra in ([], ["--resume"]):
+            t0 = time.monotonic()
+            run = subprocess.run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(seeds), "--out", str(out),
+                                  *extra], capture_output=True, text=True, timeout=120)
+            assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+            assert "in use by a running crawl" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+            assert time.monotonic() - t0 < 30
+            assert not (out / "redis").exists() and not (out / "redis-url").exists()  # no Redis was started
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_out_that_cannot_be_a_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="cannot use"):
+        CrawlDirLock(blocker / "sub").acquire()
+
+
+def test_crawl_id_round_trip(tmp_path):
+    assert read_crawl_id(tmp_path) is None
+    cid = new_crawl_id(tmp_path)
+    assert read_crawl_id(tmp_path) == cid and len(cid) == 32 and new_crawl_id(tmp_path) != cid
