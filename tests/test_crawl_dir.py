@@ -3,7 +3,6 @@ starts, released by the kernel when its owner dies; --resume refuses a Redis tha
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
