@@ -166,15 +166,22 @@ def open_crawl_graph(crawl_dir: str | Path):
 
 def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     """Post-crawl build: read every link record of ``crawl_dir`` and write its graph."""
+    from raycrawl.errors import UserError
     from storage.link_records import iter_link_records
 
     gc = GraphCompressor(**kwargs)
     batch: list[dict[str, Any]] = []
+    count = 0
     for rec in iter_link_records(crawl_dir):
+        if not isinstance(rec, dict) or not isinstance(rec.get("url"), str):
+            raise UserError(f"{Path(crawl_dir) / 'links'}: not raycrawl link records")
+        count += 1
         batch.append(rec)
         if len(batch) >= 10_000:
             gc.add_records(batch)
             batch.clear()
+    if not count:
+        raise UserError(f"{Path(crawl_dir) / 'links'}: no readable link record (files missing or damaged)")
     gc.add_records(batch)
     return gc.finish(crawl_dir)
 

@@ -38,8 +38,15 @@ COMMANDS = (
 log = logging.getLogger("raycrawl")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (the usage is one ``--help`` away), exit 2 as usual."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="raycrawl",
         description="A BUbiNG-class web crawler and web-analytics pipeline on Ray and Redis.",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,8 +116,8 @@ class Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
         for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff"):
             v = getattr(self, name)
-            if not isinstance(v, int | float) or v < 0:
-                raise UserError(f"{name} must be a non-negative number, got {v!r}")
+            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise UserError(f"{name} must be a finite non-negative number, got {v!r}")
         for name in ("max_pages", "max_urls_per_host", "max_retries"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")

@@ -346,6 +346,8 @@ def cluster_crawl(
         raise UserError(f"--confirm must be exact or estimate, not {confirm!r}")
     if not 0 < threshold <= 1:
         raise UserError(f"--threshold must be in (0, 1], not {threshold}")
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise UserError(f"--out {out_dir} is a file, not a directory")
     t0 = time.perf_counter()
     seen: set[str] = set()
     docs: list[tuple[str, str]] = []
@@ -356,6 +358,8 @@ def cluster_crawl(
                 seen.add(url)
                 docs.append((url, text))
     t_read = time.perf_counter() - t0
+    if not docs and damaged and len(damaged) == len(list(warc_dir.glob("*.warc.gz"))):
+        raise UserError(f"{warc_dir}: no readable WARC record ({len(damaged)} damaged files, e.g. {damaged[0]})")
     result = cluster_texts(docs, threshold, num_perm, bands, k, rows=rows, confirm=confirm)
     # Crawl-time duplicates (marked in the WARC, skipped by the reader) join their representative's cluster.
     index = {u: i for i, u in enumerate(result.urls)}

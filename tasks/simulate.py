@@ -212,6 +212,8 @@ def read_labels(path: Path, coll: Collection) -> np.ndarray:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UserError(f"--truth {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--truth {path}: not a UTF-8 url<TAB>label file (a binary file?)") from None
     bad = 0
     for line in lines:
         url, sep, label = line.rstrip("\n").partition("\t")

@@ -6,27 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from raycrawl.argtypes import non_negative_int, seconds
 from raycrawl.errors import UserError
-
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be ≥ 0: {s!r}")
-    return v
-
-
-def _seconds(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {s!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be ≥ 0: {s!r}")
-    return v
 
 
 def register(subparsers) -> None:
@@ -38,10 +19,10 @@ def register(subparsers) -> None:
     )
     p.add_argument("--seeds", type=Path, help="file of seed URLs, one per line (required unless --resume)")
     p.add_argument("--out", type=Path, required=True, help="crawl directory")
-    p.add_argument("--max-pages", type=_positive_int, help="stop after this many pages (default: no limit)")
-    p.add_argument("--host-delay", type=_seconds, help="seconds between requests to one host (default 2)")
-    p.add_argument("--ip-delay", type=_seconds, help="seconds between requests to one IP (default 0.5)")
-    p.add_argument("--max-urls-per-host", type=_positive_int, help="URLs scheduled per host (default 10000)")
+    p.add_argument("--max-pages", type=non_negative_int, help="stop after this many pages (default: no limit)")
+    p.add_argument("--host-delay", type=seconds, help="seconds between requests to one host (default 2)")
+    p.add_argument("--ip-delay", type=seconds, help="seconds between requests to one IP (default 0.5)")
+    p.add_argument("--max-urls-per-host", type=non_negative_int, help="URLs scheduled per host (default 10000)")
     p.add_argument("--user-agent", help="User-Agent header and robots.txt token")
     dns = p.add_mutually_exclusive_group()
     dns.add_argument("--resolve", help="hosts file: resolve names from this file only")
@@ -52,12 +33,27 @@ def register(subparsers) -> None:
     p.add_argument("--config", type=Path, help="settings file (.toml/.yaml); options override it")
     p.add_argument("--resume", action="store_true", help="continue the crawl in OUT (after a stop or a crash)")
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
-    p.add_argument("--agents", type=_positive_int, help="agents, spread over the cluster's nodes (default 1)")
+    p.add_argument("--agents", type=non_negative_int, help="agents, spread over the cluster's nodes (default 1)")
     p.add_argument("--elastic", action="store_true",
                    help="one agent per Ray node (per node with the 'agent' resource, if any), following "
                         "nodes as they join and leave")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.set_defaults(func=handle)
+
+
+def _check_ray_address(address: str) -> None:
+    """A Ray cluster answers at ``address`` (HOST:PORT of its GCS), or a UserError at once (ray.init
+    would retry for minutes)."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--address must be HOST:PORT of a Ray cluster's head (or 'auto'), got {address!r}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            pass
+    except OSError as exc:
+        raise UserError(f"no Ray cluster answers at --address {address}: {exc.strerror or exc}") from None
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -74,10 +70,17 @@ def settings_from_args(args: argparse.Namespace):
     )
     if not s.resume and not s.seeds:
         raise UserError("--seeds FILE is required (unless --resume)")
+    # Fail fast, before anything starts or is written: the seeds, the hosts file, the cluster.
     if s.seeds:
         from actors.agent import read_seeds
 
-        read_seeds(s.seeds)  # fail fast, before Redis and Ray start
+        read_seeds(s.seeds)
+    if s.resolve:
+        from actors.dns import parse_hosts_file
+
+        parse_hosts_file(s.resolve)
+    if s.address and s.address != "auto":
+        _check_ray_address(s.address)
     if s.resume and not (Path(s.out) / "sieve").is_dir():
         raise UserError(f"--resume: no crawl to resume in {s.out}")
     if Path(s.out).exists() and not Path(s.out).is_dir():

@@ -177,6 +177,16 @@ def handle_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _text_lines(f, path: Path):
+    """(line number, line) of a text file; a file that is not UTF-8 text is a UserError."""
+    lineno = 0
+    try:
+        for lineno, line in enumerate(f, 1):  # noqa: B007 - read by the except clause
+            yield lineno, line
+    except UnicodeDecodeError:
+        raise UserError(f"{path}:{lineno + 1}: not UTF-8 text (a binary file?)") from None
+
+
 def _read_arcs(path: Path, numeric: bool):
     import numpy as np
 
@@ -188,7 +198,7 @@ def _read_arcs(path: Path, numeric: bool):
     src: list = []
     dst: list = []
     with f:
-        for lineno, line in enumerate(f, 1):
+        for lineno, line in _text_lines(f, path):
             line = line.rstrip("\n").rstrip("\r")
             if not line or line.startswith("#"):
                 continue

@@ -52,8 +52,8 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
     """Build and save the index; returns its stats (plus ``seconds`` and ``index_dir``)."""
     from tasks.index_build import build_index, crawl_versions, page_scores
 
-    if w < 1 or b < 1:
-        raise UserError("--window and --gram must be >= 1")
+    if w < 1 or b < 1 or b > w:
+        raise UserError(f"need 1 ≤ --gram ≤ --window (a window holds at least one whole gram), got -b {b} -w {w}")
     crawls = [*(older or []), crawl_dir]
     for d in crawls:
         _check_crawl(d)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from raycrawl.argtypes import non_negative_float
 from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="kernel threads for the single-process path (default: all cores if idle, else 1)")
     p.add_argument("--address", default=None, help="Ray cluster address for --distributed (default: local)")
-    p.add_argument("--hits", type=float, default=None, metavar="C",
+    p.add_argument("--hits", type=non_negative_float, default=None, metavar="C",
                    help="also compute personalized HITS with supersource weight C (authority/hub columns)")
     p.add_argument("--spectrum", type=int, default=0, metavar="K",
                    help="also compute invariant subspaces and the K top core eigenvalues at α=1 (slow)")

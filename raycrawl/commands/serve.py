@@ -13,6 +13,7 @@ import logging
 import re
 from pathlib import Path
 
+from raycrawl.argtypes import port
 from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ def register(subparsers) -> None:
                               description="A small web page for searching a crawl's fragment index (docs/search.md).")
     p.add_argument("dir", type=Path, help="crawl directory holding index/ (or an index directory)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    p.add_argument("--port", type=port, default=8080, help="port (default 8080; 0 = any free port)")
     p.set_defaults(func=handle)
 
 
@@ -127,10 +128,24 @@ def make_app(crawl_dir: Path):
     return app
 
 
+def _check_bind(host: str, port_: int) -> None:
+    """The address can be bound (the machine has it, the port is free), or one clear line."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port_, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(infos[0][4])
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port_}: {exc.strerror or exc}") from None
+
+
 def handle(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     app = make_app(args.dir)
+    _check_bind(args.host, args.port)
     print(f"serving {args.dir} on http://{args.host}:{args.port}/ (Ctrl-C stops)")
     web.run_app(app, host=args.host, port=args.port, print=None)
     return 0

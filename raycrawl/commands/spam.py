@@ -283,8 +283,14 @@ def score(crawl_dir: Path, model_path: Path | None = None):
     model_path = model_path or spam_dir(crawl_dir) / "model.pkl"
     if not Path(model_path).is_file():
         raise UserError(f"model not found: {model_path} (run 'raycrawl spam train' first)")
-    with open(model_path, "rb") as f:
-        m = pickle.load(f)
+    try:
+        with open(model_path, "rb") as f:
+            m = pickle.load(f)
+        if not isinstance(m, dict) or not {"columns", "vocab"} <= m.keys():
+            raise ValueError("not a raycrawl spam model")
+    except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError,
+            KeyError, pickle.UnpicklingError) as exc:
+        raise UserError(f"--model {model_path}: not a model written by 'raycrawl spam train' ({exc})") from None
     table, terms = load_features(crawl_dir)
     missing = [c for c in m["columns"] if c not in table.column_names]
     if missing:

@@ -28,7 +28,10 @@ def read_status(redis_url: str, prefix: str = "rc:") -> dict:
 
     from storage.redis_frontier import RedisFrontier
 
-    client = redis.Redis.from_url(redis_url)
+    try:
+        client = redis.Redis.from_url(redis_url)
+    except ValueError as exc:
+        raise UserError(f"--redis-url {redis_url!r}: {exc}") from None
     try:
         f = RedisFrontier(client, prefix, register=False)
         if not client.exists(f.key("meta")):
@@ -56,7 +59,7 @@ def _answers(url: str) -> bool:
         client.ping()
         client.close()
         return True
-    except redis.RedisError:
+    except (redis.RedisError, ValueError):
         return False
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from raycrawl.argtypes import seconds
 from raycrawl.errors import UserError
 
 
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--pages-per-host-mean", type=float, default=25.0, help="mean pages per plain host (default 25)")
     s.add_argument("--port", type=int, default=0, help="TCP port on every IP (default: a free one)")
     s.add_argument("--dns-port", type=int, default=0, help="UDP port of the DNS server (default: a free one)")
-    s.add_argument("--slow-delay", type=float, default=None, help="seconds slow hosts wait before answering (1.5)")
+    s.add_argument("--slow-delay", type=seconds, default=None, help="seconds slow hosts wait before answering (1.5)")
     s.add_argument("--prerender", action="store_true",
                    help="render every page before serving (slower start, no rendering during a crawl)")
     s.add_argument("--out", type=Path, required=True, help="directory for manifest, request log, hosts and seeds files")

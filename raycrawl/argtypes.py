@@ -1,0 +1,49 @@
+"""argparse types shared by the commands: a bad value is argparse's one-line error and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def non_negative_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be ≥ 0: {s!r}")
+    return v
+
+
+def positive_int(s: str) -> int:
+    v = non_negative_int(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be ≥ 1: {s!r}")
+    return v
+
+
+def seconds(s: str) -> float:
+    """A finite, non-negative number (``inf`` and ``nan`` are not durations)."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {s!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0: {s!r}")
+    return v
+
+
+def non_negative_float(s: str) -> float:
+    try:
+        return seconds(s)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0: {s!r}") from None
+
+
+def port(s: str) -> int:
+    """A TCP port, 0 meaning "any free one"."""
+    v = non_negative_int(s)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (0-65535): {s!r}")
+    return v
