@@ -173,9 +173,9 @@ def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     batch: list[dict[str, Any]] = []
     count = 0
     for rec in iter_link_records(crawl_dir):
-        if not isinstance(rec, dict) or not isinstance(rec.get("url"), str):
-            raise UserError(f"{Path(crawl_dir) / 'links'}: not raycrawl link records")
-        count += 1
+        if not isinstance(rec, dict):
+            continue  # not a link record at all (msgpack of something else)
+        count += isinstance(rec.get("url"), str)
         batch.append(rec)
         if len(batch) >= 10_000:
             gc.add_records(batch)

@@ -185,10 +185,12 @@ def scan_crawl(crawl_dir: str | Path, max_pages: int = 400) -> tuple[dict[str, H
         raise FileNotFoundError(f"{crawl_dir}/links: no link records (is this a crawl directory?)")
     hosts: dict[str, HostPages] = {}
     graph: list[tuple[str, list[str]]] = []
+    seen: set[str] = set()
     for rec in iter_link_records(crawl_dir):
         url = rec.get("url")
-        if not url:
-            continue
+        if not url or url in seen:
+            continue  # a URL fetched again after a crash counts once (its first fetch)
+        seen.add(url)
         graph.append((url, rec.get("links") or []))
         if rec.get("status") != 200 or rec.get("ctype") != "text/html" or not rec.get("warc") or rec.get("error"):
             continue

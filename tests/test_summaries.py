@@ -366,3 +366,38 @@ def test_per_agent_archives_merge_like_one_build(tmp_path, capsys):
         tmp_path / "merged" / "summaries" / "summaries.bits").read_bytes()
     for node in range(len(urls)):
         assert a.get_terms(node) == b.get_terms(node)
+
+
+def test_a_page_fetched_twice_counts_once(tmp_path, capsys):
+    """After a crash, a page in flight is fetched again: two WARC responses and two link records for
+    one URL. It is one document: document counts and min-df count it once (from WARC and spill)."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    from actors.summary_writer import SummaryWriter
+    from storage.link_records import LinkRecordWriter
+
+    crawl = tmp_path / "crawl"
+    make_crawl(crawl)
+    again = "http://b.test/"  # a page with words of its own (df 1): counted twice, they would pass min-df 2
+    with open(crawl / "warc" / "agent0-00001.warc.gz", "wb") as f:  # the resumed crawl's new file
+        w = WARCWriter(f, gzip=True)
+        headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+        w.write_record(w.create_warc_record(again, "response", payload=io.BytesIO(PAGES[again].encode()),
+                                            http_headers=headers))
+    LinkRecordWriter(crawl).write_batch([{"url": again, "status": 200, "ctype": "text/html", "links": []}])
+    r = cli(capsys, "summaries", "build", crawl, "--min-df", "2")
+    assert r.returncode == 0, r.stderr
+    docs = [*PAGES.values(), PAGES["http://a.test/roses"]]  # the exact copy is a document; the refetch is not
+    assert any(d == 1 for t, d in Counter(t for h in docs for t in set(text.terms(h))).items()
+               if t in text.terms(PAGES[again]))
+    df = Counter(t for html in docs for t in set(text.terms(html)))
+    assert set(SummaryArchive.open(crawl).terms) == {t for t, d in df.items() if d >= 2}
+    assert json.loads(cli(capsys, "summaries", "stats", crawl, "--json").stdout)["documents"] == 5
+    # the same from the spill of the summary writer
+    writer = SummaryWriter(crawl)  # the spill as the crawl writes it: the refetch is spilled again
+    writer.add_pages([*PAGES.items(), (again, PAGES[again])])
+    writer.close()
+    r = cli(capsys, "summaries", "build", crawl, "--min-df", "2", "--from-spill")
+    assert r.returncode == 0, r.stderr
+    assert set(SummaryArchive.open(crawl).terms) == {t for t, d in df.items() if d >= 2}

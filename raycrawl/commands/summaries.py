@@ -147,7 +147,7 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
         paths = summaries.spill_paths(crawl_dir)
         if not paths:
             raise UserError(f"{crawl_dir}: no spill files under summaries/spill/")
-        records = list(summaries.iter_spill(paths))
+        records = _once_per_url(summaries.iter_spill(paths))
         records += _exact_duplicates(crawl_dir, records)
         again = None
     else:
@@ -156,6 +156,7 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
         for url, body in iter_warc_pages(crawl_dir):
             length, counts = document_counts(body)
             records.append({"url": url, "length": length, "terms": counts})
+        records = _once_per_url(records)
         records += _exact_duplicates(crawl_dir, records)
         again = None
     if num_nodes == 0:
@@ -163,6 +164,15 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
     base = crawl_dir / "summaries" / summaries.DEFAULT_BASENAME
     return summaries.build_archive(records, base, id_of, num_nodes, min_df, codes,
                                    records_again=again, extra={"node_ids": source})
+
+
+def _once_per_url(records) -> list[dict]:
+    """One record per URL, the first fetch's: a page fetched again after a crash (it was in flight)
+    is spilled and archived twice, but it is one document of the collection."""
+    first: dict[str, dict] = {}
+    for rec in records:
+        first.setdefault(rec["url"], rec)
+    return list(first.values())
 
 
 def _exact_duplicates(crawl_dir: Path, records: list[dict]) -> list[dict]:
