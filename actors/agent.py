@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis
+
 from actors.distributor import Distributor
 from actors.fetch_loop import Outcome
 from actors.parser import HTML_TYPES, decode_body
@@ -44,7 +46,7 @@ from actors.workbench import Workbench
 from policies.assignment import shard_of
 from policies.politeness import Politeness
 from raycrawl import metrics
-from raycrawl.errors import UserError
+from raycrawl.errors import UserError, storage_failure
 from raycrawl.progress import Progress
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
@@ -285,7 +287,10 @@ class Agent:
             report = build_report(self.f.stats(), elapsed=elapsed, run_pages=self.run_pages, stopped=stopped,
                                   frontier=self.f.counts(),
                                   extra={"required_front": self.distributor.required_front})
-            write_report(self.out / "report.json", report)
+            try:
+                write_report(self.out / "report.json", report)
+            except OSError as exc:  # a full disk: the report is in Redis's counters too
+                log.warning("report.json not written: %s", exc.strerror or exc)
         return report
 
     def _loop(self) -> str:
@@ -612,7 +617,7 @@ class Agent:
                 refs.append(self.summary_writer.spill.remote(html))
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
         delivered = self._deliver(follow)
-        ray.get(refs)
+        _get_all(refs)
         if delivered:
             self._commit([o.key for o in outcomes], counters, latencies)
         else:
@@ -621,8 +626,11 @@ class Agent:
     def _shutdown(self) -> None:
         try:
             self._stop_fetching()
-        except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
-            log.exception("agent shutdown incomplete")
+        except Exception as exc:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+            if isinstance(exc, UserError) or storage_failure(exc) is not None:  # said once, by the caller
+                log.warning("agent shutdown incomplete: %s", getattr(exc, "cause", None) or exc)
+            else:
+                log.exception("agent shutdown incomplete")
         if self.standalone:
             self.close()
 
@@ -648,13 +656,19 @@ class Agent:
         every agent has stopped: until then others may still send links to this agent's sieve."""
         import ray
 
-        try:
-            closing = [self.store.close.remote(), self.sieve.close.remote()]
-            if self.summary_writer is not None:
-                closing.append(self.summary_writer.close.remote())
-            ray.get(closing)
-        except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
-            log.exception("agent shutdown incomplete")
+        closing = [self.store.close.remote(), self.sieve.close.remote()]
+        if self.summary_writer is not None:
+            closing.append(self.summary_writer.close.remote())
+        for ref in closing:  # each one's outcome read, so Ray reports no error as unhandled
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(getattr(exc, "cause", None), OSError):
+                    log.warning("agent %s: closing a store failed: %s", self.name, exc.cause)
+                else:
+                    log.exception("agent shutdown incomplete")
+            except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+                log.exception("agent shutdown incomplete")
         for actor in [*self.fetchers, self.parser, self.store, self.sieve, self.summary_writer]:
             if actor is not None:
                 ray.kill(actor)
@@ -684,8 +698,9 @@ def _init_ray(address: str | None, attempts: int = 3) -> None:
 
     for attempt in range(1, attempts + 1):
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=True, configure_logging=False,
-                     **({} if address else {"num_cpus": 2}))
+            # "local": a new local cluster even when one already runs on the machine (never join it by chance)
+            ray.init(address=address or "local", include_dashboard=False, log_to_driver=True,
+                     configure_logging=False, **({} if address else {"num_cpus": 2}))
             return
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on startup timeouts
             ray.shutdown()
@@ -730,6 +745,22 @@ def agent_actor_class():
             self.agent.close()
 
     return AgentActor
+
+
+def _get_all(refs: list) -> list:
+    """ray.get of every ref, even after one failed (so Ray reports none as unhandled); then raise
+    the first failure."""
+    import ray
+
+    results, first = [], None
+    for ref in refs:
+        try:
+            results.append(ray.get(ref))
+        except Exception as exc:  # noqa: BLE001 - re-raised below, once all are read
+            first = first or exc
+    if first is not None:
+        raise first
+    return results
 
 
 @contextlib.contextmanager
@@ -781,7 +812,13 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 return run_agents(settings, url)
             agent = Agent(settings, url, progress)
             with _interrupt_stops(agent):
-                return agent.run()
+                try:
+                    return agent.run()
+                except (redis.ResponseError, OSError, ray.exceptions.RayTaskError) as exc:
+                    stop = storage_failure(exc)
+                    if stop is None:
+                        raise
+                    raise stop from None
         finally:
             if started_ray:
                 ray.shutdown()

@@ -8,7 +8,8 @@ workbench hands out each at most once until released.
 
 Completed exchanges wait in a buffer for the agent to :meth:`FetchLoop.drain`; they leave the
 workbench's in-flight set only when the agent commits them (after storing), so a crash re-fetches
-at most what was in flight or buffered. Transient failures (connect/timeout/reset, 429/5xx) go
+at most what was in flight or buffered — at most ``max_uncommitted`` visits, since the loop
+acquires nothing more while that many are in flight or buffered. Transient failures (connect/timeout/reset, 429/5xx) go
 back to the front of their visit state with exponential back-off, up to ``max_retries`` times.
 """
 
@@ -27,6 +28,7 @@ from actors.fetcher import REDIRECT_STATUSES, ROBOTS_MAX_HOPS, ROBOTS_MIN_BODY, 
 from actors.workbench import ROBOTS, Release, Workbench
 from policies.politeness import Politeness
 from policies.robots import RobotsRules
+from raycrawl.errors import storage_failure
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.urls import split_host
@@ -145,12 +147,18 @@ class FetchLoop:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
-        except Exception:
-            log.exception("fetch loop crashed")
-            raise
+        except Exception as exc:
+            stop = storage_failure(exc)
+            if stop is None:
+                log.exception("fetch loop crashed")
+                raise
+            log.warning("fetch loop stopped: %s", stop)  # the agent stops the crawl with the same line
+            self._stop = True
 
     def _acquire(self) -> None:
-        slots = self.s.fetch_concurrency - len(self.tasks)
+        # Bounded in flight AND in the buffer: what a crash can cost twice stays within max_uncommitted.
+        slots = min(self.s.fetch_concurrency - len(self.tasks),
+                    self.s.max_uncommitted - len(self.tasks) - len(self.done))
         if self.budget is not None:
             slots = min(slots, self.budget)
         if slots <= 0:

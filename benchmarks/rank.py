@@ -117,7 +117,7 @@ def main() -> int:
 
         t0 = time.perf_counter()
         try:
-            ray.init(num_cpus=max(2, args.blocks), include_dashboard=False, log_to_driver=False,
+            ray.init(address="local", num_cpus=max(2, args.blocks), include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
         except Exception as e:  # noqa: BLE001 - an overloaded machine: report, keep the other numbers
             print(f"ray.init failed ({e}): distributed contestant skipped")

@@ -63,7 +63,11 @@ def write_report(path: str | Path, report: dict[str, Any]) -> None:
     """Atomically replace ``path`` with the report (JSON)."""
     path = Path(path)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    try:
+        tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    except OSError:
+        tmp.unlink(missing_ok=True)  # no empty report.json.tmp left behind
+        raise
     os.replace(tmp, path)
 
 

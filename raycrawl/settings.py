@@ -96,6 +96,10 @@ class Settings:
     fetch_actors: int = 1
     fetch_concurrency: int = 256
     """Maximum requests in flight per fetch actor (one per host and per IP at a time anyway)."""
+    max_uncommitted: int = 512
+    """Visits a fetch actor may hold acquired but not yet handed to the agent (in flight or
+    finished and buffered): it acquires no more until the agent drains it. A crash re-fetches
+    at most these (per fetch actor), plus the batch the agent was committing."""
     front_size: int = 64
     """Initial required front size (hosts being visited); grows while fetchers wait."""
     max_front_size: int = 100_000
@@ -121,7 +125,7 @@ class Settings:
         for name in ("max_pages", "max_urls_per_host", "max_retries"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
-        for name in ("agents", "fetch_actors", "fetch_concurrency", "front_size", "workbench_urls_per_host", "sieve_batch",
+        for name in ("agents", "fetch_actors", "fetch_concurrency", "max_uncommitted", "front_size", "workbench_urls_per_host", "sieve_batch",
                      "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")

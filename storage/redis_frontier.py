@@ -46,17 +46,26 @@ agents whose hosts live on it — IP politeness holds across agents (BUbiNG's is
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from pathlib import Path
 
 import redis
+
+from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
 
 LUA_DIR = Path(__file__).with_name("lua")
 # Shared Lua functions (``lua/_<name>.lua``) prepended to the scripts that use them.
 FRAGMENTS = {"recover": ("_delay",), "recover_view": ("_delay",)}
+
+
+DURABLE_PATIENCE = 30.0
+"""Seconds a commit waits for Redis to fsync its AOF before the crawl stops."""
+
+
+class RedisNotDurable(UserError):
+    """Redis cannot make its AOF durable (the crawl must stop: commits would not survive a crash)."""
 
 
 class RedisFrontier:
@@ -161,10 +170,24 @@ class RedisFrontier:
         self.wait_durable()
         return applied
 
-    def wait_durable(self) -> None:
-        # AOF off (an external Redis configured so): nothing to wait for.
-        with contextlib.suppress(redis.ResponseError):
-            self.r.execute_command("WAITAOF", 1, 0, 1000)
+    def wait_durable(self, patience: float = DURABLE_PATIENCE) -> None:
+        """Return once the AOF holding everything written so far is on disk (WAITAOF's answer is
+        checked: a server that cannot fsync — a full or failing disk — is retried for ``patience``
+        seconds, then a RedisNotDurable stops the crawl; what is not durable is redone on --resume)."""
+        import time
+
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                local, _ = self.r.execute_command("WAITAOF", 1, 0, 1000)
+            except redis.ResponseError:
+                return  # AOF off (an external Redis configured so): nothing to wait for
+            if int(local) >= 1:
+                return
+            if time.monotonic() > deadline:
+                raise RedisNotDurable(f"Redis has not written its AOF to disk for {patience:.0f} s "
+                                      "(disk full or failing?); stopped: free space, then --resume")
+            log.warning("Redis AOF not on disk yet (WAITAOF 0): waiting")
 
     # --- reads for status, the distributor and tests ---------------------------------------------
     def soff_key(self, shard: int) -> str:

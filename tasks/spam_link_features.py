@@ -44,7 +44,7 @@ def ensure_ray() -> None:
 
     if not ray.is_initialized():
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 def host_graph(crawl_dir: str | Path) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:

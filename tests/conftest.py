@@ -36,7 +36,8 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # address="local": a cluster already running on the machine (a crawl, `ray start`) never interferes
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
 

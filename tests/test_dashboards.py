@@ -55,7 +55,7 @@ def test_ray_exports_the_names_the_dashboard_queries(tmp_path):
     from raycrawl.redis_server import free_port
 
     port = free_port()
-    ray.init(num_cpus=1, include_dashboard=False, _metrics_export_port=port, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, _metrics_export_port=port, log_to_driver=False)
     try:
 
         @ray.remote

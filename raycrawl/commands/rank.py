@@ -199,7 +199,7 @@ def run_rank(
         import ray
 
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
+            ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                      **({} if address else {"num_cpus": max(1, min(blocks, 2))}))
             started_ray = True
     try:
