@@ -22,6 +22,7 @@ key                  type    content
 ``V active``         set     the agent's hosts whose visit state is non-empty (its front, in BUbiNG's terms)
 ``V virt``           hash    host → URLs of the agent's host waiting in the virtualizer
 ``P hbusy``          hash    host → IP, hosts with a request in flight
+``P borrowed``       hash    host → view ``V`` that borrowed it for one robots.txt redirect hop
 ``P ibusy``          set     IPs with a request in flight (by any agent)
 ``P inflight``       hash    URL → host, acquired but not yet committed (re-queued by recover)
 ``P queued``         string  number of paths in all visit states
@@ -119,7 +120,7 @@ class RedisFrontier:
         """Take ``host`` (on ``ip``) busy for one request outside its visit state, as acquire would
         (``held_ip``: the IP the caller already holds); None when taken — hand it back with
         :meth:`release` — else when to try again."""
-        at = float(self._scripts["borrow"](args=[self.p, host, ip, held_ip, repr(now)]))
+        at = float(self._scripts["borrow"](args=[self.p, host, ip, held_ip, repr(now), self.v]))
         return None if at < 0 else at
 
     def release(self, items: list[tuple[str, str, float, float, list[str]]],

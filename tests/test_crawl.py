@@ -420,6 +420,7 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
         archive = check_archive(out / "warc", web, params)
         targets = {(r.host.split(":")[0], r.target) for r in web.requests()}
     assert archive["pages_checked"] > 100 and archive["duplicates_kept_whole"] > 0, archive
+    assert archive["revisits"] > 0, archive  # websim's /index.html copies are byte-identical: revisits
     # the browser-exact cases were met: robots.txt on another authority, a Latin-1 Location,
     # a legacy-encoded query (websim.model._make_browser_cases)
     kinds = {rec["robots"] for rec in manifest.hosts.values()}

@@ -210,6 +210,31 @@ def test_recover_view_requeues_only_that_agents_in_flight(client) -> None:
     assert a0.acquire(1e9, 10)[0] == []  # a0's host is still in flight: not handed out again
 
 
+def test_borrow_is_polite_released_like_an_acquire_and_freed_by_recover_view(client) -> None:
+    """A robots.txt redirect hop to another host borrows it (storage/lua/borrow.lua): only when the
+    host and its IP are due, never twice at once; a release moves its next fetch; and if the
+    borrowing agent's fetchers die with the hop in flight, recover_view frees it."""
+    pol = Politeness(host_delay=2.0, ip_delay=0.5)
+    a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")
+    a0.add_urls(["http://x.test/1"], {"http://x.test": "127.0.0.2"})
+    a1.add_urls(["http://y.test/1"], {"http://y.test": "127.0.0.3"})
+    (x,), _ = a0.acquire(100.0, 1)
+    assert a0.borrow("http://y.test", "127.0.0.3", "127.0.0.2", 100.0) is None  # due: taken
+    assert a0.borrow("http://y.test", "127.0.0.3", "127.0.0.2", 100.0) is not None  # busy: not twice
+    assert a1.acquire(100.0, 1)[0] == []  # its owner cannot take it meanwhile (its IP is busy)
+    a0.release([Release("http://y.test", "127.0.0.3", end=100.2), Release(*x[:2], end=100.2)])
+    assert a0.borrow("http://y.test", "127.0.0.3", "127.0.0.2", 101.0) == pytest.approx(102.2)  # host delay
+    # the held IP itself is no obstacle: two names on one address, the hop goes out at once
+    a0.add_urls(["http://x.test/2"], {"http://x.test": "127.0.0.2"})
+    (x2,), _ = a0.acquire(200.0, 1)
+    assert a0.borrow("http://w.test", "127.0.0.2", "127.0.0.2", 200.0) is None
+    assert a1.recover_view(200.5) == 0 and client.hexists("t:hbusy", "http://w.test")  # not a1's
+    assert a0.recover_view(200.5) == 2  # x.test/1 and /2 (never committed) back; borrowed w.test freed
+    assert not client.hexists("t:hbusy", "http://w.test") and not client.hlen("t:borrowed")
+    assert a0.borrow("http://w.test", "127.0.0.2", "", 200.5 + pol.host_delay - 0.01) is not None
+    assert a0.borrow("http://w.test", "127.0.0.2", "", 200.5 + pol.host_delay) is None
+
+
 def test_move_hosts_hands_queued_and_busy_hosts_to_the_new_owner(client) -> None:
     """Shards changing owner (actors/membership.py): a0's idle host with URLs and its host in flight
     move to a1. a1 then gets both, a0 neither; the busy one only after its release, and the host

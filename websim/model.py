@@ -480,6 +480,7 @@ class WebModel:
           byte-order mark, a ``ray`` group that is not ours, a 503 before the file);
         * a redirect whose ``Location`` is Latin-1 bytes (``/caf\xe9K.html``: a browser goes to
           ``/caf%E9K.html``);
+        * ``/index.html`` on some hosts: the same bytes as ``/`` (a byte-identical duplicate);
         * on pages in a legacy encoding, a link whose query has non-ASCII text (a browser encodes it
           in the page's encoding: ``/find?q=caf%E9``, not UTF-8).
         Link spellings only a browser reads right (backslashes, ``///host``) and refresh metas
@@ -507,6 +508,12 @@ class WebModel:
             host.pages[f"/go/latin{k}"] = Page(f"/go/latin{k}", kind="redirect", status=302, topic=host.topic,
                                                location=(host.name, target), labels=["location_latin1"])
             host.pages[src].links.append((host.name, f"/go/latin{k}"))
+        for host in self._rng("browser", "same_bytes").sample(plain, min(len(plain), 2 * per)):
+            # /index.html answering the very bytes of /: the one duplicate a WARC may record as a revisit
+            if "/index.html" not in host.pages and host.pages["/"].kind == "html":
+                host.pages["/index.html"] = Page("/index.html", topic=host.topic, copy_of=(host.name, "/"),
+                                                 labels=["same_bytes"], parent="/")
+                host.pages["/"].links.append((host.name, "/index.html"))
         for host in self.hosts:
             for page in list(host.pages.values()):
                 if page.kind == "html" and page.charset != "utf-8" and not page.copy_of:

@@ -280,7 +280,10 @@ class Renderer:
 
     def canonical(self, host: Host, page: Page) -> str | None:
         """The ``<link rel=canonical>`` URL of an HTML page, if it has one: a print view names its
-        source; one page in seven names itself."""
+        source; one page in seven names itself; a byte-identical copy says what its source says."""
+        if "same_bytes" in page.labels and page.copy_of:
+            src_host = self.model.by_name[page.copy_of[0]]
+            return self.canonical(src_host, src_host.pages[page.copy_of[1]])
         if "print_view" in page.labels and page.copy_of:
             return self.url(*page.copy_of)
         if _h(self.model.seed, "canonical", host.name, page.path) % 7 == 0:
@@ -305,6 +308,8 @@ class Renderer:
     def _render(self, host: Host, page: Page, sid: str = "") -> Response:
         if page.removed_in is not None:
             return not_found()
+        if "same_bytes" in page.labels and page.copy_of:  # byte for byte the source's answer
+            return self.response(self.model.by_name[page.copy_of[0]], self.model.by_name[page.copy_of[0]].pages[page.copy_of[1]], sid)
         match page.kind:
             case "html":
                 text = self.html(host, page, sid)

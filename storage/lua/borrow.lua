@@ -4,9 +4,12 @@
 -- host it acquired (two names on one address: the commonest robots redirect). The host (and IP)
 -- are busy until release.lua, which also moves their next-fetch times; the host need not be
 -- known to the workbench (it may not be crawled at all, or belong to another agent).
--- ARGV: prefix P, host, ip, held ip, now.  Returns "-1" when taken, else when to try again.
+-- The host is noted in P borrowed (host -> the borrowing view V), so that recover_view frees it if
+-- the borrowing fetcher dies with the request in flight.
+-- ARGV: prefix P, host, ip, held ip, now, view V.  Returns "-1" when taken, else when to try again.
 local P, host, ip, held = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
+local V = ARGV[6]
 if redis.call('HEXISTS', P .. 'hbusy', host) == 1 then
   return tostring(now + 0.05)
 end
@@ -25,4 +28,5 @@ if ip ~= held then
   redis.call('SADD', P .. 'ibusy', ip)
 end
 redis.call('HSET', P .. 'hbusy', host, ip)
+redis.call('HSET', P .. 'borrowed', host, V)
 return '-1'

@@ -22,7 +22,7 @@ for i = 1, #inflight, 2 do
   redis.call('SADD', redis.call('HGET', P .. 'howner', host) .. 'active', host)
 end
 redis.call('INCRBY', P .. 'queued', #inflight / 2)
-redis.call('DEL', P .. 'inflight', P .. 'hbusy', P .. 'ibusy')
+redis.call('DEL', P .. 'inflight', P .. 'hbusy', P .. 'ibusy', P .. 'borrowed')
 for _, v in ipairs(redis.call('SMEMBERS', P .. 'views')) do redis.call('DEL', v .. 'wb') end
 local hostip = redis.call('HGETALL', P .. 'hostip')
 local entries = {}

@@ -30,6 +30,25 @@ for i = 1, #inflight, 2 do
   end
 end
 redis.call('INCRBY', P .. 'queued', back)
+-- hosts this view borrowed for a robots.txt redirect hop (borrow.lua): free and delay them too
+local borrowed = redis.call('HGETALL', P .. 'borrowed')
+for i = 1, #borrowed, 2 do
+  local host = borrowed[i]
+  if borrowed[i + 1] == V then
+    redis.call('HDEL', P .. 'borrowed', host)
+    local ip = redis.call('HGET', P .. 'hbusy', host)
+    if ip then
+      redis.call('HDEL', P .. 'hbusy', host)
+      redis.call('SREM', P .. 'ibusy', ip)
+      delay_host_and_ip(P, host, ip, now, host_delay, ip_delay)
+      local owner = redis.call('HGET', P .. 'howner', host)
+      if owner and redis.call('LLEN', P .. 'vs:' .. host) > 0 then
+        redis.call('ZADD', owner .. 'ent:' .. ip, tonumber(redis.call('HGET', P .. 'hnext', host)), host)
+      end
+      freed[ip] = true
+    end
+  end
+end
 for ip, _ in pairs(freed) do
   local ipn = tonumber(redis.call('HGET', P .. 'inext', ip) or '0')
   for _, v in ipairs(views) do

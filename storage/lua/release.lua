@@ -10,6 +10,7 @@ local P = ARGV[1]
 local views = redis.call('SMEMBERS', P .. 'views')
 local function release_one(host, ip, hn, ipn, back)
   redis.call('HDEL', P .. 'hbusy', host)
+  redis.call('HDEL', P .. 'borrowed', host)
   local owner = redis.call('HGET', P .. 'howner', host)
   for j = #back, 1, -1 do
     redis.call('LPUSH', P .. 'vs:' .. host, back[j])
