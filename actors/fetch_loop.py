@@ -27,7 +27,7 @@ from actors.dns import Resolver
 from actors.fetcher import REDIRECT_STATUSES, ROBOTS_MAX_HOPS, ROBOTS_MIN_BODY, ROBOTS_TTL, FetchResult
 from actors.workbench import ROBOTS, Release, Workbench
 from policies.politeness import Politeness
-from policies.robots import RobotsRules
+from policies.robots import PARSED, RobotsRules
 from raycrawl.errors import storage_failure
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
@@ -307,10 +307,14 @@ class FetchLoop:
         # (an outcome without an exchange — dns, forbidden-network — still commits the in-flight marker)
         self.done.append(Outcome(key, "robots", fr))
 
-    def _known_delay(self, host: str) -> float | None:
-        """Crawl-delay of ``host`` if its robots.txt was read (a borrowed host keeps its own)."""
+    def _known_delay(self, host: str) -> float:
+        """The Crawl-delay a borrowed ``host`` must be given after our request: its own if its
+        robots.txt was read, else the largest one we would honour (the hop may be our first request
+        there, before its robots.txt: the next one, perhaps that very file, waits as if it said so)."""
         rules = self.robots.get(host) or self._shared_rules(host)
-        return rules.crawl_delay if rules is not None else None
+        if rules is None or rules.mode != PARSED:
+            return self.politeness.max_crawl_delay if rules is None else 0.0
+        return rules.crawl_delay or 0.0
 
 
 CUT_GRACE = 1.0

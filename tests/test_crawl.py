@@ -169,6 +169,34 @@ def crawl_cmd(web: MiniWeb, out: Path, *extra: str) -> list[str]:
             "--ip-delay", "0.05", "--max-urls-per-host", "30", *extra]
 
 
+def crawl_until(web: MiniWeb, out: Path, pages: int) -> subprocess.Popen:
+    """Start `raycrawl crawl` (in a process group of its own) and return once the server has
+    answered ``pages`` page requests."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(crawl_cmd(web, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=ROOT, start_new_session=True)
+    deadline = time.time() + 120
+    while len([r for r in web.log if r["path"] != "/robots.txt"]) < pages and time.time() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.05)
+    return proc
+
+
+def stopped_crawl_state(out: Path) -> tuple[set[str], int]:
+    """(URLs in flight, pages counted) as a stopped crawl's Redis (its AOF in OUT/redis) holds them."""
+    import redis
+
+    from raycrawl.redis_server import EmbeddedRedis
+
+    server = EmbeddedRedis(out / "redis").start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        return {k.decode() for k in client.hkeys("rc:inflight")}, int(client.hget("rc:stats", "pages") or 0)
+    finally:
+        client.close()
+        server.stop()
+
+
 def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
@@ -257,30 +285,15 @@ class _nothing:
 def test_kill9_then_resume(tmp_path: Path) -> None:
     """SIGKILL the whole crawl (CLI, Ray, embedded Redis) mid-way; --resume finishes it with no URL
     lost and only URLs in flight at the kill fetched twice; politeness holds across the restart."""
-    import redis
-
-    from raycrawl.redis_server import EmbeddedRedis
-
     out = tmp_path / "crawl"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     with MiniWeb(tmp_path) as w:
-        proc = subprocess.Popen(crawl_cmd(w, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env, cwd=ROOT, start_new_session=True)
-        deadline = time.time() + 120
-        while len([r for r in w.log if r["path"] != "/robots.txt"]) < 25 and time.time() < deadline:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            time.sleep(0.05)
+        proc = crawl_until(w, out, pages=25)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         first = list(w.log)
         time.sleep(0.5)
         # What the crawl had in flight at the kill, as its (AOF-recovered) Redis remembers it.
-        server = EmbeddedRedis(out / "redis").start()
-        client = redis.Redis.from_url(server.url)
-        in_flight = {k.decode() for k in client.hkeys("rc:inflight")}
-        pages_before = int(client.hget("rc:stats", "pages") or 0)
-        client.close()
-        server.stop()
+        in_flight, pages_before = stopped_crawl_state(out)
         assert pages_before > 0
         proc = run(crawl_cmd(w, out, "--resume", "--json"))
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -307,19 +320,9 @@ def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path) -> None:
     """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) mid-crawl: the
     crawl stops fetching, commits what it fetched, stops its embedded Redis (which the SIGINT did
     not reach) and exits 130 with one line; --resume then fetches no URL a second time."""
-    import redis
-
-    from raycrawl.redis_server import EmbeddedRedis
-
     out = tmp_path / "crawl"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     with MiniWeb(tmp_path) as w:
-        proc = subprocess.Popen(crawl_cmd(w, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env, cwd=ROOT, start_new_session=True)
-        deadline = time.time() + 120
-        while len([r for r in w.log if r["path"] != "/robots.txt"]) < 25 and time.time() < deadline:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            time.sleep(0.05)
+        proc = crawl_until(w, out, pages=25)
         t0 = time.time()
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
@@ -328,11 +331,7 @@ def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path) -> None:
         assert time.time() - t0 < 60 and "Traceback" not in err
         assert "interrupted; everything fetched is stored and committed" in err
         first = list(w.log)
-        server = EmbeddedRedis(out / "redis").start()
-        client = redis.Redis.from_url(server.url)
-        in_flight = {k.decode() for k in client.hkeys("rc:inflight")}
-        client.close()
-        server.stop()
+        in_flight, _ = stopped_crawl_state(out)
         time.sleep(0.3)
         proc = run(crawl_cmd(w, out, "--resume"))
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -309,7 +309,8 @@ class Renderer:
         if page.removed_in is not None:
             return not_found()
         if "same_bytes" in page.labels and page.copy_of:  # byte for byte the source's answer
-            return self.response(self.model.by_name[page.copy_of[0]], self.model.by_name[page.copy_of[0]].pages[page.copy_of[1]], sid)
+            src_host = self.model.by_name[page.copy_of[0]]
+            return self.response(src_host, src_host.pages[page.copy_of[1]], sid)
         match page.kind:
             case "html":
                 text = self.html(host, page, sid)
