@@ -173,6 +173,7 @@ class Agent:
         self.pause_requested, self.paused = threading.Event(), threading.Event()
         self.resumed, self.finished = threading.Event(), threading.Event()
         self.stop_requested = threading.Event()  # Ctrl-C: stop at the next batch boundary
+        self.budget_ended = False  # the crawl ended with other agents' budget shares spent
         self.redis_run_id: str | None = None
 
     def _set_shards(self, shards: dict[int, str]) -> None:
@@ -354,7 +355,7 @@ class Agent:
                 self.client.hset(self.f.key("idle"), self.name, "done")
                 return "budget spent"
             if idle and self._all_idle():
-                return "frontier empty"
+                return "budget spent" if self.budget_ended else "frontier empty"
 
     def _recover_fetchers(self, why: object) -> None:
         """A fetch actor died (Ray restarts it with an empty loop), or Redis restarted. Stop the
@@ -444,8 +445,11 @@ class Agent:
         # In flight = acquired and not yet committed, also when a fetcher holds the result in its
         # buffer after releasing the host (the caller's idle statuses may be that old).
         c = self.f.counts()
-        return c["queued"] == c["hosts_busy"] == c["virtualized"] == c["inflight"] == 0 and act == (
-            self.client.get(self.f.key("activity")) or b"0")
+        quiet = c["hosts_busy"] == c["inflight"] == 0 and act == (self.client.get(self.f.key("activity")) or b"0")
+        # URLs still queued that belong to agents whose budget share is spent wait for a --resume:
+        # everyone else is idle with nothing of its own, so the crawl's budget is spent too.
+        self.budget_ended = any(m == b"done" for m in marks)
+        return quiet and (self.budget_ended or c["queued"] == c["virtualized"] == 0)
 
     def _owner(self, url: str) -> str:
         return self.shards[shard_of(split_host(url)[0])] if len(self.agents) > 1 else self.name
