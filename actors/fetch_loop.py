@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from actors.dns import Resolver
-from actors.fetcher import REDIRECT_STATUSES, ROBOTS_MAX_HOPS, ROBOTS_MIN_BODY, ROBOTS_TTL, FetchResult
+from actors.fetcher import REDIRECT_STATUSES, FetchResult
 from actors.workbench import ROBOTS, Release, Workbench
 from policies.politeness import Politeness
-from policies.robots import PARSED, RobotsRules
+from policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, TTL, RobotsRules
 from raycrawl.errors import storage_failure
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
@@ -249,7 +249,7 @@ class FetchLoop:
             _, n, target = marker.split(" ", 2)
             hops = int(n)
         key = host + marker
-        limit = max(self.s.max_body, ROBOTS_MIN_BODY)
+        limit = max(self.s.max_body, PARSE_LIMIT)
         borrowed: tuple[str, str] | None = None
         if target.startswith("/"):
             fr = await self.fetcher.fetch(host + target, ip, max_body=limit)
@@ -283,7 +283,7 @@ class FetchLoop:
             self.counters["retries"] += 1
             releases.append(Release(host, ip, end=host_end, putback=(marker,),
                                     not_before=self.politeness.retry_next(end, attempt, None)))
-        elif status in REDIRECT_STATUSES and fr.redirect and hops < ROBOTS_MAX_HOPS:
+        elif status in REDIRECT_STATUSES and fr.redirect and hops < MAX_HOPS:
             self.attempts.pop(key, None)
             to_host, to_path = split_host(fr.redirect)
             nxt = f"{ROBOTS} {hops + 1} {to_path if to_host == host else fr.redirect}"
@@ -298,7 +298,7 @@ class FetchLoop:
             self.attempts.pop(key, None)
             if status in REDIRECT_STATUSES:
                 status = 404  # too many redirects, or an unusable Location: "unavailable" (§2.3.1.2)
-            rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(), ROBOTS_TTL)
+            rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(), TTL)
             self.robots[host] = rules
             self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
             releases.append(Release(host, ip, end=host_end, crawl_delay=rules.crawl_delay))

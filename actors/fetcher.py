@@ -47,9 +47,6 @@ log = logging.getLogger(__name__)
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 TRANSIENT_ERRORS = frozenset({"connect", "timeout", "reset"})
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
-ROBOTS_MAX_HOPS = 5
-ROBOTS_MIN_BODY = 512 * 1024
-ROBOTS_TTL = 24 * 3600.0  # seconds robots.txt rules are trusted before a re-fetch
 
 
 @dataclass

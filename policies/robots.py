@@ -31,6 +31,11 @@ from protego import Protego
 log = logging.getLogger(__name__)
 
 PARSE_LIMIT = 512 * 1024
+"""Bytes of a robots.txt parsed (and fetched, whatever ``max_body`` says)."""
+MAX_HOPS = 5
+"""Redirects followed for one robots.txt (RFC 9309 §2.3.1.2: at least five)."""
+TTL = 24 * 3600.0
+"""Seconds robots.txt rules are trusted before a re-fetch."""
 ALLOW_ALL = "allow"
 DISALLOW_ALL = "disallow"
 PARSED = "parsed"
