@@ -628,8 +628,14 @@ class Agent:
             self.deferred.append(([o.key for o in outcomes], counters, follow, latencies))
 
     def _shutdown(self) -> None:
+        from raycrawl.redis_server import lost
+
         try:
-            self._stop_fetching()
+            if lost(self.redis_url):
+                # Nothing can be committed: what the fetchers hold stays in the in-flight set (--resume).
+                log.warning("agent %s: Redis is gone; stopping without committing the visits in flight", self.name)
+            else:
+                self._stop_fetching()
         except Exception as exc:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
             if isinstance(exc, UserError) or storage_failure(exc) is not None:  # said once, by the caller
                 log.warning("agent shutdown incomplete: %s", getattr(exc, "cause", None) or exc)
@@ -802,7 +808,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     out = Path(settings.out)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
-    with CrawlDirLock(out), redis_url_for(settings.redis_url, out / "redis") as url:
+    with CrawlDirLock(out), redis_url_for(settings.redis_url, out / "redis", supervise=True) as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
         (out / "redis-url").write_text(url + "\n")
         started_ray = False
@@ -816,13 +822,12 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 return run_agents(settings, url)
             agent = Agent(settings, url, progress)
             with _interrupt_stops(agent):
-                try:
-                    return agent.run()
-                except (redis.ResponseError, OSError, ray.exceptions.RayTaskError) as exc:
-                    stop = storage_failure(exc)
-                    if stop is None:
-                        raise
-                    raise stop from None
+                return agent.run()
+        except (redis.RedisError, OSError, ray.exceptions.RayTaskError) as exc:
+            stop = storage_failure(exc)
+            if stop is None:
+                raise
+            raise stop from None
         finally:
             if started_ray:
                 ray.shutdown()

@@ -31,6 +31,7 @@ from typing import Any
 
 from actors.agent import AGENT0, Agent, agent_actor_class, sieve_actor_name, split_budget
 from policies.assignment import assign_shards, shard_of
+from raycrawl.errors import storage_failure
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
@@ -151,6 +152,8 @@ class Membership:
                 try:
                     self.results[name] = ray.get(ref)
                 except ray.exceptions.RayError as exc:
+                    if storage_failure(exc) is not None:  # not a death: the whole crawl must stop
+                        raise
                     log.warning("agent %s died: %s", name, str(exc).splitlines()[0])
                     dead.append(name)
             joined: list[str] = []

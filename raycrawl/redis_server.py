@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from raycrawl.errors import UserError
 
@@ -58,16 +62,25 @@ def _terminate_with_parent() -> None:
 
 
 class EmbeddedRedis:
-    """A private server process. ``url`` is valid between ``start()`` and ``stop()``."""
+    """A private server process. ``url`` is valid between ``start()`` and ``stop()``.
 
-    def __init__(
-        self, data_dir: str | Path, port: int | None = None, appendonly: bool = True, bind: str = "127.0.0.1"
-    ) -> None:
+    ``supervise``: restart the server from its AOF, on the same port, whenever it dies before
+    ``stop()`` (a crawl's clients ride out the gap, see :func:`connect`); retried with back-off for
+    up to ``REDIS_WAIT`` seconds, after which ``failure`` says why it would not come back.
+    """
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True,
+                 bind: str = "127.0.0.1", supervise: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.bind = bind
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.supervise = supervise
         self.proc: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        self.failure: str | None = None
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -75,6 +88,14 @@ class EmbeddedRedis:
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._spawn(timeout)
+        log.info("embedded Redis on %s (data in %s)", self.url, self.data_dir)
+        if self.supervise:
+            self._watcher = threading.Thread(target=self._watch, name="redis-supervisor", daemon=True)
+            self._watcher.start()
+        return self
+
+    def _spawn(self, timeout: float) -> None:
         args = [
             server_binary(),
             "--port", str(self.port),
@@ -85,47 +106,90 @@ class EmbeddedRedis:
             "--save", "",
             "--daemonize", "no",
             "--logfile", "redis.log",
+            "--pidfile", "redis.pid",  # for operators (and fault tests) who need to find it
         ]
         # In a session of its own, so a terminal's Ctrl-C (SIGINT to the foreground process group)
         # does not kill it under the crawl that is shutting down cleanly; and killed when the
         # process that started it dies, however it dies, so a resumed crawl never finds a stale
         # server still writing the same AOF. SIGKILL, not SIGTERM: a dead driver is a crash, and
         # the server must stop answering the orphaned fetchers at once (the AOF's last second is
-        # what crash recovery already allows for).
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     start_new_session=True, preexec_fn=_terminate_with_parent)
+        # what crash recovery already allows for). Linux ties PDEATHSIG to the *thread* that
+        # started the child: a restart is spawned by the supervisor thread, which lives until stop().
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True, preexec_fn=_terminate_with_parent)
+        self.proc = proc
         client = redis.Redis(host="127.0.0.1", port=self.port)
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                # While the AOF loads the server answers LOADING; wait it out.
-                if client.ping():
+        try:
+            while True:
+                try:
+                    # While the AOF loads the server answers LOADING; wait it out.
+                    if client.ping():
+                        return
+                except (redis.ConnectionError, redis.BusyLoadingError):
+                    pass
+                if proc.poll() is not None:
+                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                    raise UserError(f"embedded Redis failed to start in {self.data_dir}: "
+                                    f"{err.strip() or _log_tail(self.data_dir)}")
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    raise UserError(f"embedded Redis did not answer within {timeout:.0f}s")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def _watch(self) -> None:
+        """The supervisor: restart a server that died, until stop()."""
+        while not self._stopping.wait(0.2):
+            proc = self.proc
+            if proc is None or proc.poll() is None:
+                continue
+            died = time.monotonic()
+            log.warning("embedded Redis (%s) exited with %s; restarting it from its AOF in %s; the crawl "
+                        "pauses meanwhile", self.url, proc.returncode, self.data_dir)
+            backoff = 0.5
+            while not self._stopping.is_set():
+                try:
+                    self._spawn(timeout=REDIS_WAIT)
+                    self.restarts += 1
+                    self.failure = None
+                    log.warning("embedded Redis is back after %.1f s (restart %d)", time.monotonic() - died,
+                                self.restarts)
                     break
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                pass
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise UserError(f"embedded Redis failed to start in {self.data_dir}: {err.strip() or 'see redis.log'}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise UserError(f"embedded Redis did not answer within {timeout:.0f}s")
-            time.sleep(0.02)
-        client.close()
-        log.info("embedded Redis on %s (data in %s)", self.url, self.data_dir)
-        return self
+                except UserError as exc:
+                    self.failure = str(exc)
+                    if time.monotonic() - died > REDIS_WAIT:
+                        log.error("embedded Redis would not restart: %s", exc)
+                        return
+                    log.warning("embedded Redis did not restart (%s); trying again in %.0f s", exc, backoff)
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, 10.0)
+        # Stop is under way (or we gave up): stay alive until the server is gone, since its
+        # PDEATHSIG fires when this thread ends (a SIGKILL would skip the AOF's final flush).
+        proc = self.proc
+        if proc is not None and proc.poll() is None and self._stopping.is_set():
+            proc.terminate()
+        if proc is not None:
+            proc.wait()
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()  # SIGTERM: the server flushes the AOF and exits
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self._stopping.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()  # SIGTERM: the server flushes the AOF and exits
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._watcher is not None:  # it ends any server it restarted meanwhile
+            self._watcher.join()
+            self._watcher = None
 
     def kill(self) -> None:
-        """SIGKILL, as a crash would: used by fault-tolerance tests."""
+        """SIGKILL, as a crash would (a supervised server is then restarted): for fault tests."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -137,9 +201,20 @@ class EmbeddedRedis:
         self.stop()
 
 
+def _log_tail(data_dir: Path) -> str:
+    """The server's last complaint (its log's last warning line), for the one-line message."""
+    try:
+        lines = (data_dir / "redis.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return "see redis.log"
+    bad = [line for line in lines if " # " in line]
+    return (bad[-1].split(" # ", 1)[1] if bad else "see " + str(data_dir / "redis.log")).strip()
+
+
 @contextlib.contextmanager
-def redis_url_for(url: str | None, data_dir: str | Path) -> Iterator[str]:
-    """Yield ``url`` if given (after checking it answers), else start an embedded server."""
+def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False) -> Iterator[str]:
+    """Yield ``url`` if given (after checking it answers), else start an embedded server
+    (restarted when it dies if ``supervise``)."""
     if url:
         try:
             client = redis.Redis.from_url(url)
@@ -149,23 +224,80 @@ def redis_url_for(url: str | None, data_dir: str | Path) -> Iterator[str]:
             raise UserError(f"cannot reach Redis at {url}: {exc}") from None
         yield url
         return
-    with EmbeddedRedis(data_dir) as server:
+    with EmbeddedRedis(data_dir, supervise=supervise) as server:
         yield server.url
 
 
-# How long a crawl waits for its Redis to come back (a restart, AOF reload) before giving up.
-REDIS_WAIT = 300.0
+def _redis_wait() -> float:
+    """How long a crawl waits for its Redis to come back (a restart, an AOF reload) before it
+    stops: ``RAYCRAWL_REDIS_WAIT`` seconds (inherited by every actor of a local cluster), else 300."""
+    try:
+        return max(0.0, float(os.environ.get("RAYCRAWL_REDIS_WAIT", "300")))
+    except ValueError:
+        return 300.0
 
 
-def connect(url: str, wait: float = REDIS_WAIT) -> redis.Redis:
+REDIS_WAIT = _redis_wait()
+
+
+class RedisLost(redis.ConnectionError):
+    """The crawl's Redis did not answer for ``REDIS_WAIT`` seconds: the crawl stops (--resume continues)."""
+
+
+# Per process and URL: when the current outage began; URLs given up on (later calls fail at once,
+# so a stopping crawl does not wait out the whole patience once per remaining command).
+_outage: dict[str, float] = {}
+_lost: set[str] = set()
+
+
+class _Patience(Retry):
+    """Retry with back-off for up to ``wait`` seconds of outage, saying so once when it begins and
+    once when it ends; then :class:`RedisLost`."""
+
+    def __init__(self, url: str, wait: float) -> None:
+        super().__init__(ExponentialBackoff(cap=1.0, base=0.05), -1,
+                         (redis.ConnectionError, redis.TimeoutError, socket.timeout))
+        self.url, self.wait = url, wait
+
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):  # noqa: ANN001 - redis-py's
+        self._backoff.reset()
+        failures = 0
+        while True:
+            try:
+                result = do()
+            except self._supported_errors as error:
+                if is_retryable and not is_retryable(error):
+                    raise
+                failures += 1
+                fail(error, failures) if with_failure_count else fail(error)
+                now = time.monotonic()
+                began = _outage.setdefault(self.url, now)
+                if began == now:
+                    log.warning("Redis at %s is not answering (%s); the crawl waits for it up to %.0f s",
+                                self.url, str(error).splitlines()[0][:120], self.wait)
+                if self.url in _lost or now - began > self.wait:
+                    _lost.add(self.url)
+                    raise RedisLost(f"the crawl's Redis ({self.url}) did not answer for {self.wait:.0f} s") from error
+                time.sleep(self._backoff.compute(failures))
+                continue
+            began = _outage.pop(self.url, None)
+            if began is not None:
+                _lost.discard(self.url)
+                log.warning("Redis at %s answers again after %.1f s", self.url, time.monotonic() - began)
+            return result
+
+
+def lost(url: str) -> bool:
+    """This process gave up on the Redis at ``url``."""
+    return url in _lost
+
+
+def connect(url: str, wait: float | None = None) -> redis.Redis:
     """A client for the crawl's Redis that rides out a restart: a command that finds the server
-    gone (or loading its AOF) is retried with backoff for up to ``wait`` seconds, so the crawl
-    pauses and then resumes. Commands that must not apply twice are made safe for this by their
-    callers (commit tokens, WATCHed distributor steps, release.lua skipping repeats)."""
-    from redis.backoff import ExponentialBackoff
-    from redis.retry import Retry
-
-    cap = 1.0
+    gone (or loading its AOF) is retried with back-off for up to ``wait`` seconds (``REDIS_WAIT``),
+    so the crawl pauses and then resumes; after that it raises :class:`RedisLost`. Commands that
+    must not apply twice are made safe for this by their callers (commit tokens, WATCHed
+    distributor steps, release.lua skipping repeats)."""
     return redis.Redis.from_url(
-        url, retry=Retry(ExponentialBackoff(cap=cap, base=0.05), int(wait / cap) + 10),
+        url, retry=_Patience(url, REDIS_WAIT if wait is None else wait),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError])
