@@ -52,7 +52,9 @@ from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.urls import canonicalize, split_host
+from storage.crawl_check import check_against_redis, check_files, refusal
 from storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id
+from storage.redis_frontier import RedisFrontier
 from storage.warc import sha1_b32, warc_date
 
 log = logging.getLogger(__name__)
@@ -185,34 +187,17 @@ class Agent:
 
     # --- setup ---------------------------------------------------------------------------------------
     def _prepare_state(self) -> None:
-        sieve_dir = self.out / "sieve"
-        has_state = sieve_dir.exists() or self.client.exists(self.f.key("meta"))
-        if self.s.resume:
-            if not has_state:
-                raise UserError(f"--resume: no crawl to resume in {self.out} (and its Redis)")
-            self._check_crawl_id()
+        if self.s.resume:  # run_crawl verified the state first (verify_resume)
             self.client.delete(self.f.key("idle"))
             requeued = self.wb.recover(time.time())
             log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
         else:
-            if has_state:
+            if (self.out / "sieve").exists() or self.client.exists(self.f.key("meta")):
                 raise UserError(f"{self.out} already holds a crawl: pass --resume to continue it, "
                                 "or choose another --out")
             self.f.clear()
             self.client.hset(self.f.key("meta"), mapping={"started": time.time(), "crawl_id": new_crawl_id(self.out),
                                                           "settings": json.dumps(self.s.to_dict())})
-
-    def _check_crawl_id(self) -> None:
-        """--resume continues only the crawl this Redis holds (an emptied Redis — a lost AOF — or
-        another crawl's would silently start over or mix two crawls)."""
-        ours = read_crawl_id(self.out)
-        held = self.client.hget(self.f.key("meta"), "crawl_id")
-        held = held.decode() if held else None
-        if ours is not None and held != ours:
-            where = "holds no crawl" if held is None else f"holds another crawl ({held})"
-            raise UserError(f"--resume: the Redis of {self.out} {where}, not crawl {ours}: its data "
-                            f"(AOF in {self.out / 'redis'} or --redis-url) is lost or not this crawl's; "
-                            "restore it, or start over in a new --out")
 
     def _start_actors(self) -> None:
         import ray
@@ -513,11 +498,15 @@ class Agent:
         records = [_record(url, 0, "", now, "", 0, error=kind) for url, kind in failed]
         from actors.fetcher import FetchResult
 
+        # Noted first, so that a crash between the records and their commit is seen as in flight
+        # by the resume's consistency check (storage/crawl_check.py), not as a Redis that lost writes.
+        self.client.hset(self.f.key("failing"), mapping=dict(failed))
         ray.get(self.store.write_batch.remote([(FetchResult(url=r["url"], ip=""), None, r) for r in records]))
         counters = Counter({"pages": len(records), "status:0": len(records)})
         counters.update(f"error:{kind}" for _, kind in failed)
         self.run_pages += len(records)
         self.f.commit([], counters)
+        self.client.hdel(self.f.key("failing"), *[url for url, _ in failed])
 
     def _process(self, outcomes: list[Outcome]) -> None:
         """Parse, classify, store, follow links, commit: one batch of finished visits."""
@@ -796,6 +785,38 @@ def _interrupt_stops(agent: Agent):
         signal.signal(signal.SIGINT, previous)
 
 
+def verify_resume(out: Path, f: RedisFrontier) -> None:
+    """--resume continues only this directory's crawl, held whole by this Redis: its crawl id
+    (an emptied Redis — a lost AOF — or another crawl's would silently start over or mix two
+    crawls) and the consistency check (storage/crawl_check.py). Run before Ray starts."""
+    if not (out / "sieve").exists() and not f.r.exists(f.key("meta")):
+        raise UserError(f"--resume: no crawl to resume in {out} (and its Redis)")
+    ours = read_crawl_id(out)
+    held = f.r.hget(f.key("meta"), "crawl_id")
+    held = held.decode() if held else None
+    if ours is not None and held != ours:
+        where = "holds no crawl" if held is None else f"holds another crawl ({held})"
+        raise UserError(f"--resume: the Redis of {out} {where}, not crawl {ours}: its data "
+                        f"(AOF in {out / 'redis'} or --redis-url) is lost or not this crawl's; "
+                        "restore it, or start over in a new --out")
+    damages, unconfirmed = check_against_redis(out, f)
+    if damages:
+        raise UserError(refusal(damages, out))
+    f.r.hset(f.key("meta"), "unconfirmed", unconfirmed)
+    f.r.delete(f.key("failing"))  # counted in ``unconfirmed`` now
+
+
+@contextlib.contextmanager
+def _checked(settings: Settings):
+    """--resume goes ahead only on crawl files that agree with themselves (storage/crawl_check.py);
+    checked before the embedded Redis starts on an AOF that may be damaged."""
+    if settings.resume:
+        damages = check_files(Path(settings.out), embedded_redis=settings.redis_url is None)
+        if damages:
+            raise UserError(refusal(damages, Path(settings.out)))
+    yield
+
+
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
@@ -808,9 +829,11 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     out = Path(settings.out)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
-    with CrawlDirLock(out), redis_url_for(settings.redis_url, out / "redis", supervise=True) as url:
+    with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, out / "redis", supervise=True) as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
         (out / "redis-url").write_text(url + "\n")
+        if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
+            verify_resume(out, RedisFrontier(connect(url), settings.redis_prefix))
         started_ray = False
         if not ray.is_initialized():
             _init_ray(settings.address)

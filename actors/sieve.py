@@ -19,15 +19,12 @@ from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
-import xxhash
 
-from storage.sieve_store import SieveStore
+from storage.sieve_store import SieveStore, fingerprint
 
 log = logging.getLogger(__name__)
 
-
-def fingerprint(url: str) -> int:
-    return xxhash.xxh3_64_intdigest(url.encode())
+__all__ = ["RecentSet", "Sieve", "fingerprint"]
 
 
 class RecentSet:

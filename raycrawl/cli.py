@@ -24,6 +24,7 @@ COMMANDS = (
     "links",
     "websim",
     "status",
+    "check",
     "dedup",
     "graph",
     "summaries",

@@ -25,6 +25,8 @@ key                  type    content
 ``P borrowed``       hash    host → view ``V`` that borrowed it for one robots.txt redirect hop
 ``P ibusy``          set     IPs with a request in flight (by any agent)
 ``P inflight``       hash    URL → host, acquired but not yet committed (re-queued by recover)
+``P failing``        hash    URL → error kind, failures being recorded but not yet committed
+                             (storage/crawl_check.py counts them as in flight)
 ``P queued``         string  number of paths in all visit states
 ``P hcount``         hash    host → URLs ever scheduled (for max-urls-per-host)
 ``P voff``           hash    host → byte offset already read from its virtual queue
@@ -32,7 +34,8 @@ key                  type    content
 ``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
 ``P robots``         hash    host → robots.txt rules (JSON of RobotsRules.to_dict), until expiry
 ``P digest``         hash    content digest (hex) → first URL with it (exact duplicates)
-``P meta``           hash    started, settings of the crawl
+``P meta``           hash    started, settings, crawl_id of the crawl; unconfirmed: URLs fetched
+                             but never committed, as of the last resume (storage/crawl_check.py)
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
 ==================== ======= =====================================================================

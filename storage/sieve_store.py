@@ -27,8 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import xxhash
 
 log = logging.getLogger(__name__)
+
+
+def fingerprint(url: str) -> int:
+    """A URL's key in the fingerprint store."""
+    return xxhash.xxh3_64_intdigest(url.encode())
 
 CHUNK = 1 << 20  # fingerprints per merge step: 8 MB of RAM whatever the store size
 

@@ -136,3 +136,122 @@ def test_external_redis_gone_stops_with_one_line_then_resume(tmp_path: Path) -> 
             check_crawl(out, web, web.audit(HOST_DELAY, IP_DELAY), canonical_in_flight(in_flight))
     finally:
         server.stop()
+
+
+# --- damaged state: `raycrawl check` and --resume refuse it with one line; repairs that are exact ---
+def _largest_shard(out: Path) -> Path:
+    return max((out / "sieve").glob("[0-9][0-9]"), key=lambda d: (d / "queue").stat().st_size)
+
+
+def _gen(shard: Path) -> int:
+    return json.loads((shard / "meta.json").read_text())["gen"]
+
+
+def _cut(path: Path, keep: float = 0.5) -> None:
+    os.truncate(path, int(path.stat().st_size * keep))
+
+
+def _last(out: Path, sub: str, pattern: str) -> Path:
+    return sorted((out / sub).glob(pattern))[-1]
+
+
+DAMAGES = {
+    # name: (damage it, path fragment the refusal names, repair offered)
+    "aof-manifest": (lambda o: next((o / "redis/appendonlydir").glob("*.manifest")).unlink(), "appendonlydir", False),
+    "aof-cut": (lambda o: _cut(next((o / "redis/appendonlydir").glob("*.incr.aof")), 0.4), "redis", False),
+    "sieve-meta": (lambda o: (_largest_shard(o) / "meta.json").unlink(), "meta.json", True),
+    "fps-cut": (lambda o: _cut(_largest_shard(o) / f"fps.{_gen(_largest_shard(o))}", 0.5), "fps.", True),
+    "pending-line": (lambda o: (_largest_shard(o) / f"pending.{_gen(_largest_shard(o))}").open("ab").write(
+        b"http://\xff\xfe.test/\n"), "pending.", True),
+    "queue-cut": (lambda o: _cut(_largest_shard(o) / "queue", 0.5), "queue", False),
+    "warc-cut": (lambda o: _cut(_last(o, "warc", "*.warc.gz"), 0.5), ".warc.gz", False),
+    "links-cut": (lambda o: _cut(_last(o, "links", "*.rec.gz"), 0.3), "links", False),
+}
+
+
+@pytest.fixture(scope="module")
+def killed_crawl(tmp_path_factory):
+    """A websim crawl killed with SIGKILL (the whole process group) mid-way; websim keeps serving."""
+    from websim import Websim
+
+    base = tmp_path_factory.mktemp("killed")
+    out = base / "crawl"
+    with Websim(**WEB, out_dir=base / "web") as web:
+        proc = start_until(web, crawl_cmd(web, out), pages=150)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.time() + 10
+        pid = int((out / "redis" / "redis.pid").read_text())
+        while Path(f"/proc/{pid}").exists() and time.time() < deadline:  # PDEATHSIG: gone with the driver
+            time.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists()
+        yield out, web
+
+
+def _copy(out: Path, to: Path) -> Path:
+    import shutil
+
+    shutil.copytree(out, to, symlinks=True)
+    return to
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raycrawl", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env(), cwd=ROOT)
+
+
+def test_intact_killed_crawl_checks_consistent(killed_crawl, tmp_path: Path) -> None:
+    out, _ = killed_crawl
+    copy = _copy(out, tmp_path / "crawl")
+    proc = _cli("check", str(copy), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = json.loads(proc.stdout)
+    assert facts["damages"] == [] and facts["pages"] > 50
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGES))
+def test_damaged_state_is_refused_with_one_line(killed_crawl, tmp_path: Path, name: str) -> None:
+    """Each damage a fault campaign met: `raycrawl check` names the file (exit 1); --resume refuses
+    with one line and exit 2 before starting anything, and changes nothing on disk."""
+    out, web = killed_crawl
+    copy = _copy(out, tmp_path / "crawl")
+    damage, names, repairable = DAMAGES[name]
+    damage(copy)
+    proc = _cli("check", str(copy), "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = json.loads(proc.stdout)["damages"]
+    assert found and names in found[0]["path"], found
+    assert bool(found[0]["repair"]) == repairable, found
+    before = {p: p.stat().st_size for p in copy.rglob("*") if p.is_file() and p.name not in ("redis.log", "redis.pid")}
+    proc = _cli(*crawl_cmd(web, copy, "--resume")[3:])
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[-1].startswith("raycrawl crawl: error: --resume refused: ") and names in lines[-1], lines
+    assert ("--repair" in lines[-1]) == repairable and "start over" in lines[-1]
+    after = {p: p.stat().st_size for p in before}
+    assert after == before  # nothing written over the damaged state (an AOF least of all)
+
+
+@pytest.mark.slow
+def test_repaired_sieve_shard_resumes_with_nothing_lost(killed_crawl, tmp_path: Path) -> None:
+    """A sieve shard's commit point deleted: `raycrawl check --repair` rebuilds it from the shard's
+    queue; --resume then finishes the crawl with no URL lost (websim's manifest) and only URLs
+    Redis held in flight fetched again (websim's log)."""
+    from raycrawl.redis_server import EmbeddedRedis
+
+    out, web = killed_crawl
+    copy = _copy(out, tmp_path / "crawl")
+    with EmbeddedRedis(copy / "redis") as server:
+        client = redis.Redis.from_url(server.url)
+        in_flight = {k.decode() for k in client.hkeys("rc:inflight")}
+        client.close()
+    for shard in (copy / "sieve").glob("[0-9][0-9]"):
+        (shard / "meta.json").unlink(missing_ok=True)  # (a shard that never flushed has none)
+        for fps in shard.glob("fps.*"):
+            fps.unlink()
+    proc = _cli("check", str(copy), "--repair")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "repaired:" in proc.stdout and "consistent" in proc.stdout
+    proc = _cli(*crawl_cmd(web, copy, "--resume")[3:], timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_crawl(copy, web, web.audit(HOST_DELAY, IP_DELAY), canonical_in_flight(in_flight))

@@ -74,6 +74,11 @@ def handle(args: argparse.Namespace) -> int:
         if live and _answers(live):
             st = read_status(live, args.prefix)
         else:  # the crawl is not running: open its data with a private server
+            from storage.crawl_check import check_aof, refusal
+
+            damages = check_aof(args.out / "redis")
+            if damages:  # a server started on it would write an empty AOF over the old one
+                raise UserError(refusal(damages, args.out, "cannot open the crawl's Redis"))
             with redis_url_for(None, args.out / "redis") as url:
                 st = read_status(url, args.prefix)
     else:

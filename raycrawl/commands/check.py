@@ -1,0 +1,75 @@
+"""``raycrawl check OUT``: the consistency check ``--resume`` runs (storage/crawl_check.py), on demand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "check", help="check that a stopped crawl's files and Redis agree (what --resume checks)",
+        description="Check a stopped crawl directory: the embedded Redis's AOF, the sieve shards, the link "
+        "records and WARC files, and Redis's commits against the archive. Prints each damaged file with the "
+        "choices; exit 0 when consistent, 1 when damaged. --repair carries out the repairs that the crawl's "
+        "own files make exact (a sieve shard's commit point and fingerprints rebuilt from its queue; pending-log "
+        "lines the sieve cannot have written dropped), then checks again.")
+    p.add_argument("out", type=Path, help="crawl directory")
+    p.add_argument("--redis-url", help="the crawl's Redis, when it did not use the embedded one")
+    p.add_argument("--prefix", default="rc:", help="key prefix of the crawl (default rc:)")
+    p.add_argument("--repair", action="store_true", help="carry out the repairs offered, then check again")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=handle)
+
+
+def _check(out: Path, redis_url: str | None, prefix: str) -> tuple[list, dict]:
+    from raycrawl.redis_server import redis_url_for
+    from storage.crawl_check import check_against_redis, check_files
+    from storage.redis_frontier import RedisFrontier
+
+    damages = check_files(out, embedded_redis=redis_url is None)
+    if any(d.path.is_relative_to(out / "redis") for d in damages):
+        return damages, {}  # the AOF cannot be opened safely
+    import redis
+
+    with redis_url_for(redis_url, out / "redis") as url:
+        client = redis.Redis.from_url(url)
+        try:
+            f = RedisFrontier(client, prefix, register=False)
+            if not client.exists(f.key("meta")):
+                raise UserError(f"{url} holds no crawl under prefix {prefix!r}")
+            found, unconfirmed = check_against_redis(out, f)
+            facts = {"pages": f.stats().get("pages", 0), "in_flight": int(client.hlen(f.key("inflight"))),
+                     "fetched_not_committed": unconfirmed}
+        finally:
+            client.close()
+    return damages + found, facts
+
+
+def handle(args: argparse.Namespace) -> int:
+    from storage.crawl_check import repair
+    from storage.crawl_dir import CrawlDirLock, read_crawl_id
+
+    out: Path = args.out
+    if read_crawl_id(out) is None and not (out / "redis").is_dir():
+        raise UserError(f"{out} holds no crawl")
+    with CrawlDirLock(out):  # never check (or repair) under a running crawl
+        damages, facts = _check(out, args.redis_url, args.prefix)
+        done: list[str] = []
+        if args.repair and any(d.repair for d in damages):
+            done = repair(damages)
+            damages, facts = _check(out, args.redis_url, args.prefix)
+    if args.json:
+        print(json.dumps({"damages": [{"path": str(d.path), "what": d.what, "repair": d.repair} for d in damages],
+                          "repaired": done, **facts}, indent=2))
+    else:
+        for line in done:
+            print(f"repaired: {line}")
+        for d in damages:
+            print(f"damaged: {d.line(out)}")
+        if not damages:
+            print(f"{out}: consistent ({', '.join(f'{k.replace(chr(95), chr(32))} {v}' for k, v in facts.items())})")
+    return 1 if damages else 0
