@@ -235,19 +235,20 @@ class FetchLoop:
     async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
         """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.
 
-        ``marker`` is ROBOTS, or ROBOTS + " <hops> <target>" while a redirect is followed (RFC 9309
+        ``marker`` is ROBOTS, or ROBOTS + " <hops> <last> <target>" while a redirect is followed (RFC 9309
         §2.3.1.2: up to five, also to other authorities); ``target`` is a path on ``host`` or an
-        absolute URL elsewhere. Every request is scheduled like any other: a hop on ``host`` waits
+        absolute URL elsewhere; ``last`` is when our last request to ``host`` ended. Every request is scheduled like any other: a hop on ``host`` waits
         for it again (and, its Crawl-delay being unknown until the file is read, the largest one we
         would honour); a hop to another authority borrows that host from the workbench only when
         it and its IP are due (:meth:`Workbench.borrow`), else ``host`` waits and tries again.
         Transient failures (no response, 429, 5xx) are retried with back-off, ``max_retries``
         times, before the host is ruled unreachable (everything disallowed, re-checked after
         ``UNREACHABLE_TTL``). The rules found apply to ``host``, the authority that was asked."""
-        hops, target = 0, "/robots.txt"
+        hops, last, target = 0, 0.0, "/robots.txt"
         if marker != ROBOTS:
-            _, n, target = marker.split(" ", 2)
-            hops = int(n)
+            parts = marker.split(" ", 3)  # ROBOTS hops last-contact target (older crawls: no last-contact)
+            hops = int(parts[1])
+            last, target = (float(parts[2]), parts[3]) if len(parts) == 4 else (0.0, parts[2])
         key = host + marker
         limit = max(self.s.max_body, PARSE_LIMIT)
         borrowed: tuple[str, str] | None = None
@@ -286,7 +287,10 @@ class FetchLoop:
         elif status in REDIRECT_STATUSES and fr.redirect and hops < MAX_HOPS:
             self.attempts.pop(key, None)
             to_host, to_path = split_host(fr.redirect)
-            nxt = f"{ROBOTS} {hops + 1} {to_path if to_host == host else fr.redirect}"
+            # The end of our last request to ``host`` travels with the hops: its Crawl-delay, read
+            # from another authority, must count from there (not from that authority's answer).
+            contact = host_end if host_end is not None else last
+            nxt = f"{ROBOTS} {hops + 1} {contact:.6f} {to_path if to_host == host else fr.redirect}"
             # A second request to the authority just asked waits its largest possible Crawl-delay
             # (unknown until a file is read); another authority's own next-fetch time governs it.
             again = to_host == (borrowed[0] if borrowed else host)
@@ -301,7 +305,8 @@ class FetchLoop:
             rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(), TTL)
             self.robots[host] = rules
             self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
-            releases.append(Release(host, ip, end=host_end, crawl_delay=rules.crawl_delay))
+            not_before = self.politeness.host_next(last, rules.crawl_delay) if host_end is None and last else None
+            releases.append(Release(host, ip, end=host_end, crawl_delay=rules.crawl_delay, not_before=not_before))
         for rel in releases:
             self._release(rel)
         # (an outcome without an exchange — dns, forbidden-network — still commits the in-flight marker)

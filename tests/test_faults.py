@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -63,14 +64,18 @@ def fetched_twice(audit) -> set[str]:
 
 def check_crawl(out: Path, web, audit, in_flight: set[str]) -> None:
     """0 URLs lost (websim's manifest), refetches only among the URLs Redis held in flight, no
-    politeness, robots or unlinked violation (websim's log), a finished crawl."""
+    politeness, robots or unlinked violation (websim's log; Crawl-delay hosts among those
+    crawled), a finished crawl."""
+    manifest = web.manifest
+    slow = {h for h in manifest.hosts if manifest.crawl_delay(h) > 0}
+    asked = Counter(r.host.rsplit(":", 1)[0].lower() for r in web.requests())
+    assert sum(1 for h in slow if asked[h] >= 3) >= 2, "the websim must exercise Crawl-delay hosts"
     twice = fetched_twice(audit)
     assert twice <= in_flight, sorted(twice - in_flight)[:10]
     others = [v for v in audit.violations if v.kind != "duplicate"]
     assert not others, audit.summary()
     assert json.loads((out / "report.json").read_text())["stopped"] == "frontier empty"
     urls = {r["url"] for r in iter_link_records(out)}
-    manifest = web.manifest
     missing = {u for u in manifest.reachable() if manifest.allowed(u)} - urls
     assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]  # the per-host cap, as in test_crawl
 
@@ -171,13 +176,14 @@ DAMAGES = {
 
 @pytest.fixture(scope="module")
 def killed_crawl(tmp_path_factory):
-    """A websim crawl killed with SIGKILL (the whole process group) mid-way; websim keeps serving."""
+    """A websim crawl of two agents killed with SIGKILL (the whole process group) mid-way; websim
+    keeps serving."""
     from websim import Websim
 
     base = tmp_path_factory.mktemp("killed")
     out = base / "crawl"
     with Websim(**WEB, out_dir=base / "web") as web:
-        proc = start_until(web, crawl_cmd(web, out), pages=150)
+        proc = start_until(web, crawl_cmd(web, out, "--agents", "2"), pages=150)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.time() + 10
@@ -234,9 +240,10 @@ def test_damaged_state_is_refused_with_one_line(killed_crawl, tmp_path: Path, na
 
 @pytest.mark.slow
 def test_repaired_sieve_shard_resumes_with_nothing_lost(killed_crawl, tmp_path: Path) -> None:
-    """A sieve shard's commit point deleted: `raycrawl check --repair` rebuilds it from the shard's
-    queue; --resume then finishes the crawl with no URL lost (websim's manifest) and only URLs
-    Redis held in flight fetched again (websim's log)."""
+    """Two agents killed with SIGKILL, then every sieve shard's commit point deleted: `raycrawl
+    check --repair` rebuilds them from the shards' queues; --resume (two agents) then finishes the
+    crawl with no URL lost (websim's manifest) and only URLs Redis held in flight fetched again,
+    politeness and Crawl-delays kept across the stop (websim's log)."""
     from raycrawl.redis_server import EmbeddedRedis
 
     out, web = killed_crawl
@@ -252,6 +259,6 @@ def test_repaired_sieve_shard_resumes_with_nothing_lost(killed_crawl, tmp_path: 
     proc = _cli("check", str(copy), "--repair")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "repaired:" in proc.stdout and "consistent" in proc.stdout
-    proc = _cli(*crawl_cmd(web, copy, "--resume")[3:], timeout=400)
+    proc = _cli(*crawl_cmd(web, copy, "--resume", "--agents", "2")[3:], timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_crawl(copy, web, web.audit(HOST_DELAY, IP_DELAY), canonical_in_flight(in_flight))

@@ -245,3 +245,13 @@ async def test_redirect_hops_are_polite(robots_site, redis_url, tmp_path):
         gaps = [b[0] - a[1] for a, b in zip(times, times[1:], strict=False)]
         assert not gaps or min(gaps) >= 0.05, (addr, gaps)
     assert len(robots_site.times["loop.test"]) == 7  # 6 robots requests + the page
+
+
+async def test_crawl_delay_read_elsewhere_counts_from_the_hosts_own_last_request(robots_site, redis_url, tmp_path):
+    """cross.test's robots.txt redirects to www.ok.test, whose file says Crawl-delay 2.5 (capped at
+    max_crawl_delay 0.6): cross.test's first page waits that long after cross.test's own last answer
+    (the redirect), not only the host delay after the rules arrived from the other authority."""
+    await crawl_robots(redis_url, tmp_path, robots_site, ["cross.test"], host_delay=0.05, max_crawl_delay=0.6)
+    times = robots_site.times["cross.test"]
+    assert len(times) == 2  # the redirect, the page
+    assert times[1][0] - times[0][1] >= 0.6, times
