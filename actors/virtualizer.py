@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 
 import redis
-import xxhash
 
+from storage.crawl_dir import virtual_queue
 from storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class Virtualizer:
         self.refilled = 0
 
     def path(self, host: str) -> Path:
-        return self.dir / f"{xxhash.xxh3_64_hexdigest(host.encode())}.q"
+        return virtual_queue(self.dir, host)
 
     def virtualized(self, hosts: list[str]) -> list[int]:
         """URLs on disk for each host."""

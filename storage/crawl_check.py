@@ -11,6 +11,8 @@ What must agree, and why it can be checked:
   point; ``fps.<gen>`` holds exactly ``fps`` fingerprints; ``queue`` is at least ``queue_bytes``
   long; the pending log is text the sieve wrote (UTF-8 lines). Redis's consumed offset of each
   shard's queue (``P soff:NN``) lies within the queue.
+* **Virtual queues** (``OUT/virtualizer``): each host's file reaches the end Redis committed
+  (``P vend``).
 * **Link records and WARC** (the archive): each link record's WARC pointer lies inside its file,
   and the last record each file is pointed at reads whole. Link records are written before a
   visit is committed in Redis, so there are at least as many records as committed pages
@@ -35,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from storage.crawl_dir import virtual_queue
 from storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 from storage.sieve_store import SieveStore, fingerprint
 
@@ -204,6 +207,18 @@ def counts_damage(out: Path, scan: ArchiveScan, committed: int, in_flight: int, 
     return []
 
 
+def virtualizer_damage(out: Path, frontier) -> list[Damage]:
+    """Each host's virtual queue on disk reaches the end Redis committed for it (``P vend``)."""
+    damages = []
+    for host, end in frontier.r.hscan_iter(frontier.key("vend")):
+        path = virtual_queue(out / "virtualizer", host.decode())
+        size = path.stat().st_size if path.exists() else -1
+        if size < int(end):
+            what = "is missing" if size < 0 else f"is cut: {size} bytes, {int(end)} committed"
+            damages.append(Damage(path, f"{what} (URLs of {host.decode()} waiting on disk would be lost)"))
+    return damages
+
+
 def check_files(out: Path, embedded_redis: bool) -> list[Damage]:
     """The checks that need no Redis: run before a resumed crawl starts anything."""
     aof = check_aof(out / "redis") if embedded_redis and (out / "crawl-id").exists() else []
@@ -222,8 +237,9 @@ def check_against_redis(out: Path, frontier) -> tuple[list[Damage], int]:
     committed = int(frontier.stats().get("pages", 0))
     in_flight = int(client.hlen(frontier.key("inflight"))) + int(client.hlen(frontier.key("failing")))
     unconfirmed = int(client.hget(frontier.key("meta"), "unconfirmed") or 0)
-    damages = [*sieve_offsets_damage(out / "sieve", offsets), *scan.damages,
-               *counts_damage(out, scan, committed, in_flight, unconfirmed)]
+    # The commits first: a Redis that lost writes makes the rest look damaged too.
+    damages = [*counts_damage(out, scan, committed, in_flight, unconfirmed), *sieve_offsets_damage(out / "sieve", offsets),
+               *virtualizer_damage(out, frontier), *scan.damages]
     return damages, max(0, scan.urls - committed)
 
 

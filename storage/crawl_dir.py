@@ -24,6 +24,13 @@ LOCK_NAME = ".lock"
 ID_NAME = "crawl-id"
 
 
+def virtual_queue(directory: str | Path, host: str) -> Path:
+    """The on-disk virtual queue of ``host`` in the virtualizer's directory (actors/virtualizer.py)."""
+    import xxhash
+
+    return Path(directory) / f"{xxhash.xxh3_64_hexdigest(host.encode())}.q"
+
+
 class CrawlDirLock:
     """``with CrawlDirLock(out):`` — own ``out`` for the block (see the module doc)."""
 

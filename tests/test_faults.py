@@ -171,6 +171,8 @@ DAMAGES = {
     "queue-cut": (lambda o: _cut(_largest_shard(o) / "queue", 0.5), "queue", False),
     "warc-cut": (lambda o: _cut(_last(o, "warc", "*.warc.gz"), 0.5), ".warc.gz", False),
     "links-cut": (lambda o: _cut(_last(o, "links", "*.rec.gz"), 0.3), "links", False),
+    "virtual-queue-cut": (lambda o: _cut(max((o / "virtualizer").glob("*.q"), key=lambda q: q.stat().st_size), 0.5),
+                          ".q", False),
 }
 
 
@@ -182,8 +184,10 @@ def killed_crawl(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("killed")
     out = base / "crawl"
+    config = base / "crawl.toml"  # three URLs per host in Redis: the rest spill to the virtualizer
+    config.write_text("[crawl]\nworkbench_urls_per_host = 3\n")
     with Websim(**WEB, out_dir=base / "web") as web:
-        proc = start_until(web, crawl_cmd(web, out, "--agents", "2"), pages=150)
+        proc = start_until(web, crawl_cmd(web, out, "--agents", "2", "--config", str(config)), pages=150)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.time() + 10
@@ -191,6 +195,7 @@ def killed_crawl(tmp_path_factory):
         while Path(f"/proc/{pid}").exists() and time.time() < deadline:  # PDEATHSIG: gone with the driver
             time.sleep(0.05)
         assert not Path(f"/proc/{pid}").exists()
+        assert any(q.stat().st_size for q in (out / "virtualizer").glob("*.q"))  # it spilled
         yield out, web
 
 
@@ -240,7 +245,8 @@ def test_damaged_state_is_refused_with_one_line(killed_crawl, tmp_path: Path, na
 
 @pytest.mark.slow
 def test_repaired_sieve_shard_resumes_with_nothing_lost(killed_crawl, tmp_path: Path) -> None:
-    """Two agents killed with SIGKILL, then every sieve shard's commit point deleted: `raycrawl
+    """Two agents killed with SIGKILL while hosts had URLs spilled to the virtualizer, then every
+    sieve shard's commit point deleted: `raycrawl
     check --repair` rebuilds them from the shards' queues; --resume (two agents) then finishes the
     crawl with no URL lost (websim's manifest) and only URLs Redis held in flight fetched again,
     politeness and Crawl-delays kept across the stop (websim's log)."""
@@ -259,6 +265,7 @@ def test_repaired_sieve_shard_resumes_with_nothing_lost(killed_crawl, tmp_path: 
     proc = _cli("check", str(copy), "--repair")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "repaired:" in proc.stdout and "consistent" in proc.stdout
-    proc = _cli(*crawl_cmd(web, copy, "--resume", "--agents", "2")[3:], timeout=400)
+    proc = _cli(*crawl_cmd(web, copy, "--resume", "--agents", "2", "--config", str(out.parent / "crawl.toml"))[3:],
+                timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_crawl(copy, web, web.audit(HOST_DELAY, IP_DELAY), canonical_in_flight(in_flight))
