@@ -314,8 +314,8 @@ class Agent:
                     continue
                 if res.failed:
                     self._record_failures(res.failed)
-                if res.over_host_limit:
-                    self.f.commit([], {"filtered:max-urls-per-host": res.over_host_limit})
+                if res.over_host_limit or res.spilled:
+                    self.f.commit([], {"filtered:max-urls-per-host": res.over_host_limit, "virtualized": res.spilled})
             idle = all(st["idle"] for st in statuses)
             if time.time() >= next_metrics:
                 next_metrics = time.time() + METRICS_INTERVAL

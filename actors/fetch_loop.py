@@ -27,7 +27,7 @@ from actors.dns import Resolver
 from actors.fetcher import REDIRECT_STATUSES, FetchResult
 from actors.workbench import ROBOTS, Release, Workbench
 from policies.politeness import Politeness
-from policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, TTL, RobotsRules
+from policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
 from raycrawl.errors import storage_failure
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
@@ -302,7 +302,8 @@ class FetchLoop:
             self.attempts.pop(key, None)
             if status in REDIRECT_STATUSES:
                 status = 404  # too many redirects, or an unusable Location: "unavailable" (§2.3.1.2)
-            rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(), TTL)
+            rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(),
+                                              self.s.robots_ttl)
             self.robots[host] = rules
             self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
             not_before = self.politeness.host_next(last, rules.crawl_delay) if host_end is None and last else None

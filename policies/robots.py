@@ -11,7 +11,7 @@
 * 4xx (except 429): unavailable — everything is allowed (§2.3.1.3);
 * 429, 5xx, or no response at all (status 0: DNS, connect, timeout…): unreachable — everything
   is disallowed (§2.3.1.4). The crawler first retries with back-off; the verdict it finally
-  stores expires after at most :data:`UNREACHABLE_TTL`, well before the normal TTL, so the host
+  stores expires after at most :data:`UNREACHABLE_TTL`, well before the normal TTL (``Settings.robots_ttl``), so the host
   is checked again soon.
 
 ``/robots.txt`` itself is always allowed (§2.2.2). Rules expire ``ttl`` seconds after they were
@@ -34,8 +34,6 @@ PARSE_LIMIT = 512 * 1024
 """Bytes of a robots.txt parsed (and fetched, whatever ``max_body`` says)."""
 MAX_HOPS = 5
 """Redirects followed for one robots.txt (RFC 9309 §2.3.1.2: at least five)."""
-TTL = 24 * 3600.0
-"""Seconds robots.txt rules are trusted before a re-fetch."""
 ALLOW_ALL = "allow"
 DISALLOW_ALL = "disallow"
 PARSED = "parsed"

@@ -47,6 +47,7 @@ def build_report(stats: dict[str, int], *, elapsed: float, run_pages: int, stopp
         "redirects": stats.get("redirects", 0),
         "retries": stats.get("retries", 0),
         "recovered": stats.get("recovered", 0),
+        "virtualized": stats.get("virtualized", 0),
         "links_followed": stats.get("links", 0),
         "elapsed_s": round(elapsed, 3),
         "pages_per_s": round(run_pages / elapsed, 2) if elapsed > 0 else 0.0,

@@ -46,6 +46,9 @@ class Settings:
     """Seconds from the end of a response from an IP to the next request to that IP."""
     max_crawl_delay: float = 30.0
     """Cap on a robots.txt ``Crawl-delay`` (seconds); the host delay is max(host_delay, capped)."""
+    robots_ttl: float = 24 * 3600.0
+    """Seconds a host's robots.txt rules are kept before it is fetched again (RFC 9309 §2.4: SHOULD
+    NOT be used beyond 24 hours)."""
     user_agent: str = "raycrawl/0.1 (+http://raycrawl.test/bot)"
     """User-Agent header and the robots.txt agent token."""
 
@@ -122,6 +125,8 @@ class Settings:
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 raise UserError(f"{name} must be a finite non-negative number, got {v!r}")
+        if not isinstance(self.robots_ttl, int | float) or not 0 < self.robots_ttl <= 24 * 3600:
+            raise UserError(f"robots_ttl must be more than 0 and at most 86400 seconds (RFC 9309), got {self.robots_ttl!r}")
         for name in ("max_pages", "max_urls_per_host", "max_retries"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")

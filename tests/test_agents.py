@@ -24,7 +24,8 @@ MAX_URLS_PER_HOST = 40
 # Near-duplicate link suppression off: which copy of a near-duplicate pair comes first (and has its
 # links followed) depends on timing, so with it on the page set is not a function of the web alone.
 CONFIG = ("[crawl]\nread_timeout = 3.0\nconnect_timeout = 2.0\nmax_retries = 1\nretry_backoff = 0.5\n"
-          "max_crawl_delay = 1.0\nnear_dup = false\n")
+          "max_crawl_delay = 1.0\nnear_dup = false\n"
+          "workbench_urls_per_host = 3\n")  # hosts with more URLs spill to the virtualizer, which must move too
 
 
 def crawl_args(web, out: Path, config: Path) -> list[str]:
@@ -281,6 +282,7 @@ def test_node_joins_mid_crawl(web_and_baseline) -> None:
     (event,) = rep["membership"]
     assert event["joined"] == ["agent1"] and event["left"] == [] and event["hosts_moved"] > 0, event
     assert writers(out)["agent1"] > 0, writers(out)
+    assert rep["virtualized"] > 0  # URLs waited on disk (and moved with their hosts)
 
 
 @pytest.mark.slow
