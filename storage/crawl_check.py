@@ -24,7 +24,9 @@ What must agree, and why it can be checked:
 
 Repairs (``raycrawl check OUT --repair``) are offered only where the crawl's own files hold the
 truth: a sieve shard's ``meta.json`` and fingerprint file are rebuilt from its queue (every URL
-that ever left the sieve), and pending-log lines the sieve cannot have written are dropped.
+that ever left the sieve), and pending-log lines the sieve cannot have written are dropped. For a
+Redis behind the archive the "repair" is the user's explicit consent to the refetches (recorded as
+``unconfirmed``), never a silent re-crawl.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Damage:
     path: Path          # the damaged file (or the Redis data directory)
     what: str           # what is wrong with it
     repair: str | None = None  # what ``raycrawl check --repair`` does about it (None: it cannot)
+    kind: str = ""  # "behind": Redis lost commits (the repair accepts refetching them)
 
     def choices(self, out: Path | str = "OUT") -> str:
         if self.repair:
@@ -201,9 +204,12 @@ def counts_damage(out: Path, scan: ArchiveScan, committed: int, in_flight: int, 
                                            "pages: link records were lost (a file cut or deleted?)")]
     allowed = in_flight + unconfirmed
     if scan.urls - committed > allowed:
+        lost = scan.urls - committed - allowed
         return [Damage(out / "redis", f"Redis is behind the archive: {scan.urls - committed} fetched URLs have no "
                                       f"commit, at most {allowed} can be in flight (its AOF lost writes: cut, "
-                                      "or an old copy); resuming would fetch them again")]
+                                      "an old copy, or a disk that filled under it); resuming would fetch them again",
+                       f"accepts fetching again up to {lost} archived URLs (their first copies stay in the archive)",
+                       kind="behind")]
     return []
 
 
@@ -253,7 +259,7 @@ def repair(damages: list[Damage]) -> list[str]:
     """Carry out the repairs the damages offer; returns what was done, one line each."""
     done = []
     for d in damages:
-        if d.repair is None:
+        if d.repair is None or d.kind == "behind":  # (that one is consent, given in Redis by the caller)
             continue
         shard = d.path.parent
         if d.path.name.startswith("pending."):

@@ -163,7 +163,7 @@ def _last(out: Path, sub: str, pattern: str) -> Path:
 DAMAGES = {
     # name: (damage it, path fragment the refusal names, repair offered)
     "aof-manifest": (lambda o: next((o / "redis/appendonlydir").glob("*.manifest")).unlink(), "appendonlydir", False),
-    "aof-cut": (lambda o: _cut(next((o / "redis/appendonlydir").glob("*.incr.aof")), 0.4), "redis", False),
+    "aof-cut": (lambda o: _cut(next((o / "redis/appendonlydir").glob("*.incr.aof")), 0.4), "redis", True),
     "sieve-meta": (lambda o: (_largest_shard(o) / "meta.json").unlink(), "meta.json", True),
     "fps-cut": (lambda o: _cut(_largest_shard(o) / f"fps.{_gen(_largest_shard(o))}", 0.5), "fps.", True),
     "pending-line": (lambda o: (_largest_shard(o) / f"pending.{_gen(_largest_shard(o))}").open("ab").write(
@@ -241,6 +241,12 @@ def test_damaged_state_is_refused_with_one_line(killed_crawl, tmp_path: Path, na
     assert ("--repair" in lines[-1]) == repairable and "start over" in lines[-1]
     after = {p: p.stat().st_size for p in before}
     assert after == before  # nothing written over the damaged state (an AOF least of all)
+    if repairable:  # the repair offered is carried out and that damage is gone
+        proc = _cli("check", str(copy), "--repair", "--json")
+        result = json.loads(proc.stdout)
+        damaged = found[0]["path"]  # (a shard's repair names the shard)
+        assert any(line.startswith((damaged + ":", os.path.dirname(damaged) + ":")) for line in result["repaired"]), result
+        assert all(d["path"] != found[0]["path"] for d in result["damages"]), result
 
 
 @pytest.mark.slow

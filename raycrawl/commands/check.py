@@ -16,7 +16,8 @@ def register(subparsers) -> None:
         "records and WARC files, and Redis's commits against the archive. Prints each damaged file with the "
         "choices; exit 0 when consistent, 1 when damaged. --repair carries out the repairs that the crawl's "
         "own files make exact (a sieve shard's commit point and fingerprints rebuilt from its queue; pending-log "
-        "lines the sieve cannot have written dropped), then checks again.")
+        "lines the sieve cannot have written dropped; for a Redis that lost commits, consent to fetch those URLs "
+        "again), then checks again.")
     p.add_argument("out", type=Path, help="crawl directory")
     p.add_argument("--redis-url", help="the crawl's Redis, when it did not use the embedded one")
     p.add_argument("--prefix", default="rc:", help="key prefix of the crawl (default rc:)")
@@ -25,7 +26,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=handle)
 
 
-def _check(out: Path, redis_url: str | None, prefix: str) -> tuple[list, dict]:
+def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False) -> tuple[list, dict]:
+    """The damages found, and facts; ``consent``: accept the refetches a Redis behind the archive
+    implies (recorded in Redis, then checked again)."""
     from raycrawl.redis_server import redis_url_for
     from storage.crawl_check import check_against_redis, check_files
     from storage.redis_frontier import RedisFrontier
@@ -42,6 +45,9 @@ def _check(out: Path, redis_url: str | None, prefix: str) -> tuple[list, dict]:
             if not client.exists(f.key("meta")):
                 raise UserError(f"{url} holds no crawl under prefix {prefix!r}")
             found, unconfirmed = check_against_redis(out, f)
+            if consent and any(d.kind == "behind" for d in found):
+                client.hset(f.key("meta"), "unconfirmed", unconfirmed)
+                found, unconfirmed = check_against_redis(out, f)
             facts = {"pages": f.stats().get("pages", 0), "in_flight": int(client.hlen(f.key("inflight"))),
                      "fetched_not_committed": unconfirmed}
         finally:
@@ -61,7 +67,8 @@ def handle(args: argparse.Namespace) -> int:
         done: list[str] = []
         if args.repair and any(d.repair for d in damages):
             done = repair(damages)
-            damages, facts = _check(out, args.redis_url, args.prefix)
+            done += [f"{d.path}: {d.repair}" for d in damages if d.kind == "behind"]
+            damages, facts = _check(out, args.redis_url, args.prefix, consent=True)
     if args.json:
         print(json.dumps({"damages": [{"path": str(d.path), "what": d.what, "repair": d.repair} for d in damages],
                           "repaired": done, **facts}, indent=2))
