@@ -73,7 +73,7 @@ def read_crawl_id(out: str | Path) -> str | None:
     path = Path(out) / ID_NAME
     try:
         return path.read_text().strip() or None
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 

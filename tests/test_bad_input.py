@@ -50,6 +50,9 @@ CASES = [
     ["serve", "{d}/crawl", "--host", "127.0.0.1", "--port", "{busy}"],
     ["index", "build", "{d}/crawl", "-w", "1", "-b", "1000"],
     ["websim", "serve", "--slow-delay", "-1", "--out", "{d}/ws"],
+    ["check", "{d}/nothing"],
+    ["check", "{d}/garbage.txt"],
+    ["check", "{d}/crawl"],  # WARC and link files, but no crawl (no crawl-id, no Redis data)
 ]
 
 
