@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export RAY_AUTH_MODE ?= disabled
 
-.PHONY: setup chromium demo test lint bench clean
+.PHONY: setup chromium demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,8 +29,16 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
+# Three pytest workers, a test file each at a time (module fixtures are shared within a file): the
+# crawls mostly wait on politeness delays, so 2 cores carry three. The 25 slowest tests are listed.
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 3 --dist loadfile
+
 test: setup lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(PYTEST) --durations=25
+
+# The edit loop: everything but the tests marked slow (whole crawls, clusters, faults).
+test-fast: setup
+	$(PYTEST) -m "not slow"
 
 bench: setup
 	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done

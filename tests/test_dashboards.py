@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -47,39 +45,51 @@ def test_dashboard_uses_datasource_variable_and_provisioning_parses():
         assert yaml.safe_load(f.read_text())["apiVersion"] == 1
 
 
+# Its own Ray instance with a known metrics port, in a process of its own (the session's shared
+# local Ray may already run in this process).
+EXPORT_SCRIPT = """
+import json, sys, time, urllib.request
+import ray
+from raycrawl.metrics import METRICS, exported_names
+port = int(sys.argv[1])
+ray.init(address="local", num_cpus=1, include_dashboard=False, _metrics_export_port=port, log_to_driver=False)
+
+@ray.remote
+class Recorder:
+    def record(self):
+        from raycrawl.metrics import metric
+        for name, d in METRICS.items():
+            m = metric(name)
+            tags = {t: "x" for t in d.tags}
+            getattr(m, {"counter": "inc", "gauge": "set", "histogram": "observe"}[d.kind])(1, tags=tags)
+
+ray.get(Recorder.remote().record.remote())
+wanted, seen, deadline = exported_names(), set(), time.time() + 60
+while time.time() < deadline and not wanted <= seen:
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        seen = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line.startswith("ray_raycrawl")}
+    except OSError:
+        pass
+    time.sleep(1)
+ray.shutdown()
+print(json.dumps(sorted(seen)))
+"""
+
+
 @pytest.mark.slow
 def test_ray_exports_the_names_the_dashboard_queries(tmp_path):
     """Real Ray: record every metric once in an actor and scrape the node's metrics port."""
-    import ray
+    import os
+    import subprocess
+    import sys
 
     from raycrawl.redis_server import free_port
 
-    port = free_port()
-    ray.init(address="local", num_cpus=1, include_dashboard=False, _metrics_export_port=port, log_to_driver=False)
-    try:
-
-        @ray.remote
-        class Recorder:
-            def record(self) -> None:
-                from raycrawl.metrics import metric
-
-                for name, d in METRICS.items():
-                    m = metric(name)
-                    tags = {t: "x" for t in d.tags}
-                    getattr(m, {"counter": "inc", "gauge": "set", "histogram": "observe"}[d.kind])(1, tags=tags)
-
-        rec = Recorder.remote()
-        ray.get(rec.record.remote())
-        wanted = exported_names()
-        deadline = time.time() + 60
-        seen: set[str] = set()
-        while time.time() < deadline and not wanted <= seen:
-            try:
-                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-                seen = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line.startswith("ray_raycrawl")}
-            except OSError:
-                pass
-            time.sleep(1)
-        assert wanted <= seen, f"not exported: {sorted(wanted - seen)}"
-    finally:
-        ray.shutdown()
+    proc = subprocess.run([sys.executable, "-c", EXPORT_SCRIPT, str(free_port())], capture_output=True, text=True,
+                          timeout=180, cwd=ROOT, env={**os.environ, "RAY_AUTH_MODE": "disabled",
+                                                      "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    wanted = exported_names()
+    assert wanted <= seen, f"not exported: {sorted(wanted - seen)}"

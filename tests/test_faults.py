@@ -1,149 +1,33 @@
-"""Faults a long crawl meets (issue 20), each measured against websim's request log and manifest,
-never against the crawler's own counters: Redis killed under a running crawl (the embedded one is
-restarted by raycrawl; an external one that stays away stops the crawl with one line, and
---resume continues it), and damaged crawl state (refused with one line naming the file)."""
+"""Damaged crawl state (issue 20): `raycrawl check` and --resume refuse it with one line naming
+the file and the choices; the repairs the crawl's own files make exact are carried out. On a
+two-agent websim crawl killed with SIGKILL while it spilled to the virtualizer."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import redis
-
-from storage.link_records import iter_link_records
-
-ROOT = Path(__file__).resolve().parents[1]
-WEB = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8}
-HOST_DELAY, IP_DELAY = 0.1, 0.02
-
-
-def crawl_cmd(web, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
-            "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
-            "--host-delay", str(HOST_DELAY), "--ip-delay", str(IP_DELAY), "--max-urls-per-host", "60", *extra]
-
-
-def env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT), **extra}
+from fault_crawl import (
+    HOST_DELAY,
+    IP_DELAY,
+    ROOT,
+    WEB,
+    canonical_in_flight,
+    check_crawl,
+    crawl_cmd,
+    env,
+    start_until,
+)
 
 
-def start_until(web, cmd: list[str], pages: int, **extra_env: str) -> subprocess.Popen:
-    """Start a crawl (own process group) and return once websim has answered ``pages`` requests."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(**extra_env), cwd=ROOT,
-                            start_new_session=True)
-    deadline = time.time() + 180
-    while len(web.requests()) < pages:
-        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-        assert time.time() < deadline, "the crawl made no progress"
-        time.sleep(0.1)
-    return proc
-
-
-def freeze_in_flight(url: str) -> set[str]:
-    """Stop Redis taking writes (CLIENT PAUSE) and read its in-flight set: exactly what it holds
-    in flight when it is killed right after."""
-    client = redis.Redis.from_url(url)
-    try:
-        client.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
-        return {k.decode() for k in client.hkeys("rc:inflight")}
-    finally:
-        client.close()
-
-
-def fetched_twice(audit) -> set[str]:
-    return {v.key for v in audit.violations if v.kind == "duplicate"}
-
-
-def check_crawl(out: Path, web, audit, in_flight: set[str]) -> None:
-    """0 URLs lost (websim's manifest), refetches only among the URLs Redis held in flight, no
-    politeness, robots or unlinked violation (websim's log; Crawl-delay hosts among those
-    crawled), a finished crawl."""
-    manifest = web.manifest
-    slow = {h for h in manifest.hosts if manifest.crawl_delay(h) > 0}
-    asked = Counter(r.host.rsplit(":", 1)[0].lower() for r in web.requests())
-    assert sum(1 for h in slow if asked[h] >= 3) >= 2, "the websim must exercise Crawl-delay hosts"
-    twice = fetched_twice(audit)
-    assert twice <= in_flight, sorted(twice - in_flight)[:10]
-    others = [v for v in audit.violations if v.kind != "duplicate"]
-    assert not others, audit.summary()
-    assert json.loads((out / "report.json").read_text())["stopped"] == "frontier empty"
-    urls = {r["url"] for r in iter_link_records(out)}
-    missing = {u for u in manifest.reachable() if manifest.allowed(u)} - urls
-    assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]  # the per-host cap, as in test_crawl
-
-
-def canonical_in_flight(in_flight: set[str]) -> set[str]:
-    """In-flight keys as the audit names URLs (they are canonical URLs already; kept explicit)."""
-    return {u for u in in_flight if urlsplit(u).scheme in ("http", "https")}
-
-
-@pytest.mark.slow
-def test_embedded_redis_killed_under_two_agents_is_restarted(tmp_path: Path) -> None:
-    """kill -9 of the embedded valkey-server while two agents crawl: raycrawl restarts it from its
-    AOF, the crawl pauses and goes on to the end in the same run; nothing is lost, only URLs Redis
-    held in flight are fetched again, politeness holds across the restart."""
-    from websim import Websim
-
-    out = tmp_path / "crawl"
-    with Websim(**WEB, out_dir=tmp_path / "web") as web:
-        proc = start_until(web, crawl_cmd(web, out, "--agents", "2"), pages=80)
-        url = (out / "redis-url").read_text().strip()
-        in_flight = freeze_in_flight(url)
-        os.kill(int((out / "redis" / "redis.pid").read_text()), signal.SIGKILL)
-        at_kill = len(web.requests())
-        _, err = proc.communicate(timeout=400)
-        err = err.decode()
-        assert proc.returncode == 0, err[-3000:]
-        assert "restarting it from its AOF" in err and "embedded Redis is back" in err, err[-3000:]
-        assert len(web.requests()) > at_kill + 50  # the crawl went on after the restart
-        check_crawl(out, web, web.audit(HOST_DELAY, IP_DELAY), canonical_in_flight(in_flight))
-
-
-@pytest.mark.slow
-def test_external_redis_gone_stops_with_one_line_then_resume(tmp_path: Path) -> None:
-    """An external Redis (--redis-url) killed and not restarted: the crawl waits
-    RAYCRAWL_REDIS_WAIT seconds, then stops with one line (exit 2, no traceback); once Redis is
-    back, --resume finishes the crawl with nothing lost and refetches only among the in-flight."""
-    from raycrawl.redis_server import EmbeddedRedis
-    from websim import Websim
-
-    out = tmp_path / "crawl"
-    server = EmbeddedRedis(tmp_path / "redis").start()
-    try:
-        with Websim(**WEB, out_dir=tmp_path / "web") as web:
-            cmd = crawl_cmd(web, out, "--redis-url", server.url)
-            proc = start_until(web, cmd, pages=80, RAYCRAWL_REDIS_WAIT="5")
-            in_flight = freeze_in_flight(server.url)
-            server.kill()
-            t0 = time.time()
-            _, err = proc.communicate(timeout=300)
-            err = err.decode()
-            lines = err.strip().splitlines()
-            assert proc.returncode == 2 and "Traceback" not in err, err[-3000:]
-            assert time.time() - t0 < 120
-            assert "did not answer for 5 s" in lines[-1] and "--resume" in lines[-1], lines[-1]
-            assert sum(x.startswith("raycrawl crawl: error:") for x in lines) == 1
-            assert "is not answering" in err  # the wait was announced
-            server = EmbeddedRedis(tmp_path / "redis", port=server.port).start()
-            assert freeze_in_flight(server.url) == in_flight  # AOF: nothing committed was lost
-            redis.Redis.from_url(server.url).execute_command("CLIENT", "UNPAUSE")
-            proc = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=400, env=env(),
-                                  cwd=ROOT)
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            check_crawl(out, web, web.audit(HOST_DELAY, IP_DELAY), canonical_in_flight(in_flight))
-    finally:
-        server.stop()
-
-
-# --- damaged state: `raycrawl check` and --resume refuse it with one line; repairs that are exact ---
 def _largest_shard(out: Path) -> Path:
     return max((out / "sieve").glob("[0-9][0-9]"), key=lambda d: (d / "queue").stat().st_size)
 
@@ -188,13 +72,31 @@ def killed_crawl(tmp_path_factory):
     config.write_text("[crawl]\nworkbench_urls_per_host = 3\n")
     with Websim(**WEB, out_dir=base / "web") as web:
         proc = start_until(web, crawl_cmd(web, out, "--agents", "2", "--config", str(config)), pages=150)
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)  # the driver alone first: its Redis and fetchers must stop with it
+        killed = time.time()
         proc.wait()
-        deadline = time.time() + 10
         pid = int((out / "redis" / "redis.pid").read_text())
-        while Path(f"/proc/{pid}").exists() and time.time() < deadline:  # PDEATHSIG: gone with the driver
+        while Path(f"/proc/{pid}").exists() and time.time() < killed + 10:  # PDEATHSIG: gone with the driver
             time.sleep(0.05)
         assert not Path(f"/proc/{pid}").exists()
+        time.sleep(3)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the rest of the group (Ray), as a crash would
+        from raycrawl.redis_server import EmbeddedRedis
+
+        with EmbeddedRedis(out / "redis") as server:
+            client = redis.Redis.from_url(server.url)
+            in_flight = {k.decode() for k in client.hkeys("rc:inflight")}
+            client.close()
+        # after the driver died, a request could only be one the fetchers had already acquired
+        # (a robots.txt request is in flight as its host's "!robots" marker; a cross-authority hop
+        # under the asking host's marker, which names no URL of its own: left out)
+        markers = {k.split("!robots")[0] for k in in_flight if "!robots" in k}
+        late = [r for r in web.requests() if r.start > killed and not r.target.startswith("/robots-for/")]
+        unaccounted = [f"http://{r.host}{r.target}" for r in late
+                       if (f"http://{r.host}" not in markers if r.target == "/robots.txt"
+                           else f"http://{r.host}{r.target}" not in in_flight)]
+        assert not unaccounted, unaccounted[:10]
         assert any(q.stat().st_size for q in (out / "virtualizer").glob("*.q"))  # it spilled
         yield out, web
 
