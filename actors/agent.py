@@ -25,7 +25,6 @@ lost and none is fetched twice, except visits in flight (or drained but uncommit
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -34,8 +33,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-import redis
 
 from actors.distributor import Distributor
 from actors.fetch_loop import Outcome
@@ -46,15 +43,14 @@ from actors.workbench import Workbench
 from policies.assignment import shard_of
 from policies.politeness import Politeness
 from raycrawl import metrics
-from raycrawl.errors import UserError, storage_failure
+from raycrawl.errors import UserError
 from raycrawl.progress import Progress
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
+from raycrawl.stops import storage_failure
 from raycrawl.urls import canonicalize, split_host
-from storage.crawl_check import check_against_redis, check_files, refusal
-from storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id
-from storage.redis_frontier import RedisFrontier
+from storage.crawl_dir import new_crawl_id
 from storage.warc import sha1_b32, warc_date
 
 log = logging.getLogger(__name__)
@@ -256,7 +252,7 @@ class Agent:
         returns the report (of the whole crawl so far). ``prepare``: clear or recover the Redis
         state first (False when the caller did it for all agents)."""
         if prepare:
-            from actors.membership import apply_shards
+            from policies.assignment import apply_shards
 
             self._prepare_state()
             apply_shards(self.f, self.shards)
@@ -496,7 +492,7 @@ class Agent:
             ray.get(self.fetchers[0].consume_budget.remote(len(failed)))
         now = time.time()
         records = [_record(url, 0, "", now, "", 0, error=kind) for url, kind in failed]
-        from actors.fetcher import FetchResult
+        from raycrawl.exchange import FetchResult
 
         # Noted first, so that a crash between the records and their commit is seen as in flight
         # by the resume's consistency check (storage/crawl_check.py), not as a Redis that lost writes.
@@ -691,23 +687,6 @@ def _record(url: str, status: int, ctype: str, t: float, ip: str, size: int, err
             "warc": None, "epoch": 0, "canonical": None}
 
 
-def _init_ray(address: str | None, attempts: int = 3) -> None:
-    """ray.init, retried: on a loaded machine a local node can miss Ray's fixed 30 s startup wait."""
-    import ray
-
-    for attempt in range(1, attempts + 1):
-        try:
-            # "local": a new local cluster even when one already runs on the machine (never join it by chance)
-            ray.init(address=address or "local", include_dashboard=False, log_to_driver=True,
-                     configure_logging=False, **({} if address else {"num_cpus": 2}))
-            return
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on startup timeouts
-            ray.shutdown()
-            if address or attempt == attempts:
-                raise UserError(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
-            log.warning("Ray did not start (%s); retrying", exc)
-
-
 def agent_actor_class():
     """An agent as a Ray actor, for crawls with several agents: the agent's loop runs in the actor
     (threaded, so ``run`` may block while the driver pauses and resumes it), its
@@ -760,98 +739,3 @@ def _get_all(refs: list) -> list:
     if first is not None:
         raise first
     return results
-
-
-@contextlib.contextmanager
-def _interrupt_stops(agent: Agent):
-    """Ctrl-C (SIGINT) asks the agent to stop between batches — fetchers stopped, everything
-    fetched stored and committed — instead of cutting a batch in two; a second Ctrl-C aborts."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_sigint(signum, frame) -> None:
-        if agent.stop_requested.is_set():
-            raise KeyboardInterrupt
-        agent.stop_requested.set()
-        log.warning("interrupted: committing what is fetched, then stopping (Ctrl-C again to abort)")
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def verify_resume(out: Path, f: RedisFrontier) -> None:
-    """--resume continues only this directory's crawl, held whole by this Redis: its crawl id
-    (an emptied Redis — a lost AOF — or another crawl's would silently start over or mix two
-    crawls) and the consistency check (storage/crawl_check.py). Run before Ray starts."""
-    if not (out / "sieve").exists() and not f.r.exists(f.key("meta")):
-        raise UserError(f"--resume: no crawl to resume in {out} (and its Redis)")
-    ours = read_crawl_id(out)
-    held = f.r.hget(f.key("meta"), "crawl_id")
-    held = held.decode() if held else None
-    if ours is not None and held != ours:
-        where = "holds no crawl" if held is None else f"holds another crawl ({held})"
-        raise UserError(f"--resume: the Redis of {out} {where}, not crawl {ours}: its data "
-                        f"(AOF in {out / 'redis'} or --redis-url) is lost or not this crawl's; "
-                        "restore it, or start over in a new --out")
-    damages, unconfirmed = check_against_redis(out, f)
-    if damages:
-        raise UserError(refusal(damages, out))
-    f.r.hset(f.key("meta"), "unconfirmed", unconfirmed)
-    f.r.delete(f.key("failing"))  # counted in ``unconfirmed`` now
-
-
-@contextlib.contextmanager
-def _checked(settings: Settings):
-    """--resume goes ahead only on crawl files that agree with themselves (storage/crawl_check.py);
-    checked before the embedded Redis starts on an AOF that may be damaged."""
-    if settings.resume:
-        damages = check_files(Path(settings.out), embedded_redis=settings.redis_url is None)
-        if damages:
-            raise UserError(refusal(damages, Path(settings.out)))
-    yield
-
-
-def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
-    """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
-    ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
-    import os
-
-    import ray
-
-    from raycrawl.redis_server import redis_url_for
-
-    out = Path(settings.out)
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
-    with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, out / "redis", supervise=True) as url:
-        # `raycrawl status --out DIR` finds the running crawl's Redis here.
-        (out / "redis-url").write_text(url + "\n")
-        if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
-            verify_resume(out, RedisFrontier(connect(url), settings.redis_prefix))
-        started_ray = False
-        if not ray.is_initialized():
-            _init_ray(settings.address)
-            started_ray = True
-        try:
-            if settings.agents > 1 or settings.elastic:
-                from actors.membership import run_agents
-
-                return run_agents(settings, url)
-            agent = Agent(settings, url, progress)
-            with _interrupt_stops(agent):
-                return agent.run()
-        except (redis.RedisError, OSError, ray.exceptions.RayTaskError) as exc:
-            stop = storage_failure(exc)
-            if stop is None:
-                raise
-            raise stop from None
-        finally:
-            if started_ray:
-                ray.shutdown()
-            (out / "redis-url").unlink(missing_ok=True)

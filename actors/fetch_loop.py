@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from actors.dns import Resolver
-from actors.fetcher import REDIRECT_STATUSES, FetchResult
 from actors.workbench import ROBOTS, Release, Workbench
 from policies.politeness import Politeness
 from policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
-from raycrawl.errors import storage_failure
+from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
+from raycrawl.stops import storage_failure
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)

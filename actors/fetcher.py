@@ -26,7 +26,6 @@ import logging
 import socket
 import time
 import zlib
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,51 +39,10 @@ except ImportError:  # brotli is optional: without it "br" is neither advertised
     brotli = None
 
 from policies.networks import NetworkPolicy
+from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
 from raycrawl.urls import canonicalize, header_location
 
 log = logging.getLogger(__name__)
-
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-TRANSIENT_ERRORS = frozenset({"connect", "timeout", "reset"})
-TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
-
-
-@dataclass
-class FetchResult:
-    """One HTTP exchange (or the failure to have one)."""
-
-    url: str
-    ip: str
-    status: int = 0  # 0: no response
-    headers: dict[str, str] = field(default_factory=dict)  # lower-case names; repeats joined by ", "
-    body: bytes = b""  # decoded (Content-Encoding removed), capped
-    ctype: str = ""  # media type, lower-case, no parameters
-    started: float = 0.0
-    ended: float = 0.0
-    error: str | None = None
-    redirect: str | None = None  # canonical Location of a 3xx
-    # What the WARC writer needs to rebuild the exchange.
-    request_head: bytes = b""  # request line + headers + CRLF CRLF, as sent
-    status_line: str = ""  # e.g. "HTTP/1.1 200 OK"
-    raw_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # response headers, in order
-    http_version: str = ""
-    truncated: bool = False  # body cut by max_body/max_decompressed
-    wire_bytes: int = 0  # body bytes received (before decoding)
-
-    @property
-    def transient(self) -> bool:
-        """Worth retrying later with back-off (connection trouble, 429, 5xx gateway errors)."""
-        return self.error in TRANSIENT_ERRORS or (self.error is None and self.status in TRANSIENT_STATUSES)
-
-    @property
-    def charset(self) -> str | None:
-        """The ``charset`` parameter of Content-Type, if any (not validated)."""
-        for param in self.headers.get("content-type", "").split(";")[1:]:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "charset" and value.strip():
-                return value.strip().strip("\"'").lower()
-        return None
-
 
 class _PinnedResolver(AbstractResolver):
     """aiohttp resolver answering from the addresses the crawler resolved itself.

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,30 @@ def is_node_record(rec: dict[str, Any]) -> bool:
     """Whether a link record makes its URL a node (see module doc)."""
     status = rec.get("status") or 0
     return 200 <= status < 300 or (300 <= status < 400 and bool(rec.get("redirect")))
+
+
+def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[int], str], int, str]:
+    """(id_of, url_of, number of nodes, source): the graph's URL map ``DIR/graph/urls.map`` when
+    the graph is built, else the same node rule applied to the link records (pages fetched 2xx and
+    redirect sources, ids in ``url_sort_key`` order), so ids agree with the graph built later."""
+    from storage.urlmap import UrlMap, url_sort_key
+
+    path = graph_paths(crawl_dir)["urlmap"]
+    if path.exists():
+        m = UrlMap.open(path)
+
+        def id_of(url: str) -> int | None:
+            i = m.id_of(url)
+            return i if i >= 0 else None
+
+        return id_of, m.url_of, len(m), f"graph URL map {path}"
+    from storage.link_records import iter_link_records
+
+    urls = {rec["url"] for rec in iter_link_records(crawl_dir) if isinstance(rec.get("url"), str)
+            and is_node_record(rec)}
+    ordered = sorted(urls, key=url_sort_key)
+    index = {u: i for i, u in enumerate(ordered)}
+    return index.get, ordered.__getitem__, len(ordered), "link records (no graph built yet)"
 
 
 class GraphCompressor:

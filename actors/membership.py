@@ -30,33 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from actors.agent import AGENT0, Agent, agent_actor_class, sieve_actor_name, split_budget
-from policies.assignment import assign_shards, shard_of
-from raycrawl.errors import storage_failure
+from policies.assignment import apply_shards, assign_shards
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
+from raycrawl.stops import storage_failure
 from storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
 
 # Seconds between looks at the cluster's nodes (joins); deaths are seen when an agent's run() fails.
 POLL = 2.0
-
-
-def apply_shards(f: RedisFrontier, shards: dict[int, str]) -> int:
-    """Make Redis agree with ``shards`` (shard → agent): every known host whose shard has another
-    owner moves to that owner's view, views of agents no longer in the map are dropped, and the
-    map is stored (``P shards``). Only while no agent fetches. Returns the number of hosts moved."""
-    agents = set(shards.values())
-    f.register(sorted(agents))
-    moved = f.move_hosts([(h, shards[shard_of(h)]) for h, a in f.owned_hosts() if shards[shard_of(h)] != a])
-    for agent in {f.view_agent(v) for v in f.views()} - agents:
-        f.drop_view(agent)
-    with f.r.pipeline(transaction=True) as pipe:
-        pipe.delete(f.key("shards"))
-        pipe.hset(f.key("shards"), mapping={str(s): a for s, a in shards.items()})
-        pipe.execute()
-    return moved
 
 
 @dataclass

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from actors.fetcher import FetchResult
+from raycrawl.exchange import FetchResult
 from storage.link_records import LinkRecordWriter
 from storage.warc import WarcStore
 

@@ -160,7 +160,7 @@ def websim_accuracy(hosts: int, seed: int, threshold: float) -> None:
 def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int, per_host: int | None = None) -> None:
     """Crawl the same websim twice with ``raycrawl``'s agent — near-duplicate link suppression on,
     then off — and count the pages fetched, overall and on duplicate-carrying hosts."""
-    from actors.agent import run_crawl
+    from actors.driver import run_crawl
     from raycrawl.settings import build_settings
     from storage.link_records import iter_link_records
     from tasks.dedup import cluster_crawl

@@ -85,3 +85,19 @@ def assign_shards(agents: Iterable[str], previous: dict[int, str] | None = None,
         out[s] = a
         load[a] += 1
     return out
+
+
+def apply_shards(f, shards: dict[int, str]) -> int:
+    """Make the frontier ``f`` (a :class:`storage.redis_frontier.RedisFrontier`) agree with ``shards`` (shard → agent): every known host whose shard has another
+    owner moves to that owner's view, views of agents no longer in the map are dropped, and the
+    map is stored (``P shards``). Only while no agent fetches. Returns the number of hosts moved."""
+    agents = set(shards.values())
+    f.register(sorted(agents))
+    moved = f.move_hosts([(h, shards[shard_of(h)]) for h, a in f.owned_hosts() if shards[shard_of(h)] != a])
+    for agent in {f.view_agent(v) for v in f.views()} - agents:
+        f.drop_view(agent)
+    with f.r.pipeline(transaction=True) as pipe:
+        pipe.delete(f.key("shards"))
+        pipe.hset(f.key("shards"), mapping={str(s): a for s, a in shards.items()})
+        pipe.execute()
+    return moved

@@ -1,6 +1,6 @@
 """The redundancy-aware fragment index of many versions of many pages (Zhang & Suel, seed 004 §5).
 
-Each version's terms (``raycrawl.text.terms``) are cut by winnowing (``tasks.winnowing``) into
+Each version's terms (``raycrawl.text.terms``) are cut by winnowing (``raycrawl.winnowing``) into
 fragments identified by a 64-bit content hash. The **hash table** maps a fragment hash to its
 fragID; only fragments not seen before (under the sharing policy) are indexed:
 
@@ -31,8 +31,8 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+from raycrawl.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
 from storage.postings import PostingList, decode_list, encode_list
-from tasks.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from fastwarc.stream_io import GzipWriter
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
-from actors.fetcher import FetchResult
+from raycrawl.exchange import FetchResult
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from raycrawl.text import terms
+from raycrawl.winnowing import DEFAULT_B, DEFAULT_W
 from storage.fragment_index import FragmentIndex, FragmentIndexBuilder
-from tasks.winnowing import DEFAULT_B, DEFAULT_W
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections import Counter
 
 import numpy as np
 
+from raycrawl.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
 from storage.fragment_index import FragmentIndex
-from tasks.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
 
 log = logging.getLogger(__name__)
 

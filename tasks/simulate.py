@@ -135,7 +135,7 @@ def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: 
 
 def load_collection(crawl_dir: Path) -> Collection:
     """The crawl's graph (``DIR/graph/`` BV graph if present, else the link records) and hosts."""
-    from raycrawl.commands.summaries import node_map
+    from actors.graph_compressor import node_map
     from raycrawl.urls import host_of
 
     id_of, url_of, n, source = node_map(crawl_dir)

@@ -37,75 +37,24 @@ from __future__ import annotations
 
 import logging
 import math
-import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import numpy as np
 
-from raycrawl.text import parse_html, stems, tokens, visible_text
+from policies.spam_page import LOCAL_FEATURES, ParsedPage, host_name, page_local_features, parse_page
+from raycrawl.text import stems
 from storage.link_records import iter_link_records
 from storage.warc import read_record_at
 
 log = logging.getLogger(__name__)
 
-LOCAL_FEATURES = ("words", "title_words", "avg_word_len", "anchor_frac", "visible_frac", "compress_ratio",
-                  "entropy", "query_precision", "query_recall")
 GLOBAL_FEATURES = ("corpus_precision", "corpus_recall", "unigram_ll", "trigram_ll", "cond_trigram_ll")
 PAGE_FEATURES = LOCAL_FEATURES + GLOBAL_FEATURES
 QUERY_FEATURES = ("query_precision", "query_recall")
 TRIGRAM_BITS = 22  # hashed trigram table: 4M buckets, collisions only blur rare trigrams
 CORPUS_TOP = 1000
-
-
-def host_name(url: str) -> str:
-    """Host without port (the unit spam labels and features are about)."""
-    return (urlsplit(url).hostname or "").lower()
-
-
-# ---------------------------------------------------------------------------- one page
-@dataclass(slots=True)
-class ParsedPage:
-    words: list[str]
-    title_words: int
-    anchor_words: int
-    html_bytes: int
-    text_bytes: int
-    text: str
-
-
-def parse_page(html: bytes | str) -> ParsedPage:
-    """One parse of an HTML page into what the features need (the project's text pipeline)."""
-    tree = parse_html(html)
-    text = visible_text(tree)
-    title = tree.css_first("title")
-    anchors = sum(len(tokens(a.text(separator=" "))) for a in tree.css("a"))
-    html_len = len(html) if isinstance(html, bytes) else len(html.encode("utf-8", "replace"))
-    return ParsedPage(tokens(text), len(tokens(title.text(separator=" "))) if title is not None else 0, anchors,
-                      html_len, len(text.encode("utf-8", "replace")), text)
-
-
-def page_local_features(p: ParsedPage, query_terms: frozenset[str]) -> np.ndarray:
-    """The :data:`LOCAL_FEATURES` of one page (no corpus statistics: usable at crawl time)."""
-    n = len(p.words)
-    out = np.zeros(len(LOCAL_FEATURES))
-    out[0] = n
-    out[1] = p.title_words
-    out[4] = p.text_bytes / max(p.html_bytes, 1)
-    squeezed = " ".join(p.words).encode("utf-8")
-    out[5] = len(squeezed) / len(zlib.compress(squeezed)) if squeezed else 0.0
-    if n:
-        out[2] = sum(map(len, p.words)) / n
-        out[3] = min(p.anchor_words / n, 1.0)
-        counts = np.fromiter(Counter(p.words).values(), dtype=np.float64)
-        prob = counts / n
-        out[6] = float(-(prob * np.log2(prob)).sum())
-        if query_terms:
-            out[7] = sum(w in query_terms for w in p.words) / n
-            out[8] = len(query_terms.intersection(p.words)) / len(query_terms)
-    return out
 
 
 def _word_ids(words: list[str]) -> np.ndarray:

@@ -49,7 +49,7 @@ def ensure_ray() -> None:
 
 def host_graph(crawl_dir: str | Path) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
     """(hosts sorted, src, dst, hosts in first-fetch order) of the crawl's host graph."""
-    from tasks.spam_features import host_name
+    from policies.spam_page import host_name
 
     first: dict[str, float] = {}
     arcs: set[tuple[str, str]] = set()

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from actors.fetcher import FetchResult
+from raycrawl.exchange import FetchResult
 from storage.link_records import LinkRecordWriter
 from storage.warc import WarcStore
 from websim.model import SPAM_ROLES, WebModel

@@ -6,7 +6,6 @@ import random
 import re
 from types import SimpleNamespace
 
-from actors.fetcher import FetchResult
 from policies.filters import (
     ContentTypeIn,
     DuplicateSegmentsLessThan,
@@ -17,6 +16,7 @@ from policies.filters import (
     build_prefetch,
     has_repeated_segments,
 )
+from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from actors.fetcher import FetchResult
 from actors.parser import Parser, ParseResult, decode_body, looks_binary
+from raycrawl.exchange import FetchResult
 from raycrawl.text import content_digest, visible_text
 
 BASE = "http://a.test/b/c/d;p?q"

@@ -10,7 +10,7 @@ import time
 import pytest
 from test_summaries import cli
 
-from actors.fetcher import FetchResult
+from raycrawl.exchange import FetchResult
 from raycrawl.text import stems
 from storage.link_records import LinkRecordWriter
 from storage.warc import WarcStore

@@ -295,7 +295,7 @@ def test_build_from_crawl_dir_cli(tmp_path, capsys):
     r = cli(capsys, "summaries", "build", crawl, "--min-df", "1")
     assert r.returncode == 0, r.stderr
     a = SummaryArchive.open(crawl)
-    from raycrawl.commands.summaries import node_map
+    from actors.graph_compressor import node_map
 
     id_of, url_of, n, _ = node_map(crawl)
     assert a.num_nodes == n == 6  # the 2xx records (4 pages, png, copy); c.test failed: not a node

@@ -28,7 +28,7 @@ def run(args, timeout=420):
 
 
 def test_crawled_websim_round_trip(tmp_path, capsys):
-    from raycrawl.commands.summaries import node_map
+    from actors.graph_compressor import node_map
     from websim import Websim
     from websim.model import WebModel
     from websim.render import Renderer

@@ -239,8 +239,7 @@ def test_move_hosts_hands_queued_and_busy_hosts_to_the_new_owner(client) -> None
     """Shards changing owner (actors/membership.py): a0's idle host with URLs and its host in flight
     move to a1. a1 then gets both, a0 neither; the busy one only after its release, and the host
     delay set by that release still holds."""
-    from actors.membership import apply_shards
-    from policies.assignment import SHARDS, shard_of
+    from policies.assignment import SHARDS, apply_shards, shard_of
 
     pol = Politeness(host_delay=2.0, ip_delay=0.0)
     a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")

@@ -91,7 +91,7 @@ def settings_from_args(args: argparse.Namespace):
 def handle(args: argparse.Namespace) -> int:
     import json
 
-    from actors.agent import run_crawl
+    from actors.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.report import format_report
 
@@ -111,7 +111,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def demo_stage(crawl_dir: Path) -> str:
     """The crawl report of a finished crawl in ``crawl_dir``, as printed by ``raycrawl crawl``.
-    (The demo runs the crawl itself with :func:`actors.agent.run_crawl`; see docs/crawling.md.)"""
+    (The demo runs the crawl itself with :func:`actors.driver.run_crawl`; see docs/crawling.md.)"""
     import json
 
     from raycrawl.report import format_report

@@ -68,7 +68,7 @@ def _section(title: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from actors.agent import run_crawl
+    from actors.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.settings import build_settings
     from websim import Websim

@@ -33,8 +33,8 @@ def register(subparsers) -> None:
 
 
 def _parse(body: bytes, base: str, encoding: str | None, headers: list[tuple[str, str]], ua: str) -> dict[str, Any]:
-    from actors.fetcher import FetchResult
     from actors.parser import Parser
+    from raycrawl.exchange import FetchResult
     from raycrawl.urls import canonicalize
 
     url = canonicalize(base)

@@ -127,11 +127,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def demo_stage(crawl_dir: Path) -> str:
-    """Query the demo crawl's index with its most frequent 2 terms (builds the index if missing)."""
-    if not (Path(crawl_dir) / "index" / "tables.msgpack").exists():
-        from raycrawl.commands.index import build
-
-        build(Path(crawl_dir))
+    """Query the demo crawl's index (built by the index stage just before) with its most frequent
+    2 terms."""
     index = open_index(Path(crawl_dir))
     from tasks.query import QueryProcessor
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from raycrawl.errors import UserError
@@ -65,31 +65,6 @@ def register(subparsers) -> None:
 # -- node ids -------------------------------------------------------------------------------------
 
 
-def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[int], str], int, str]:
-    """(id_of, url_of, number of nodes, source): the graph's URL map ``DIR/graph/urls.map`` when
-    the graph is built, else the same node rule applied to the link records (pages fetched 2xx and
-    redirect sources, ids in ``url_sort_key`` order), so ids agree with the graph built later."""
-    from actors.graph_compressor import graph_paths, is_node_record
-    from storage.urlmap import UrlMap, url_sort_key
-
-    path = graph_paths(crawl_dir)["urlmap"]
-    if path.exists():
-        m = UrlMap.open(path)
-
-        def id_of(url: str) -> int | None:
-            i = m.id_of(url)
-            return i if i >= 0 else None
-
-        return id_of, m.url_of, len(m), f"graph URL map {path}"
-    from storage.link_records import iter_link_records
-
-    urls = {rec["url"] for rec in iter_link_records(crawl_dir) if isinstance(rec.get("url"), str)
-            and is_node_record(rec)}
-    ordered = sorted(urls, key=url_sort_key)
-    index = {u: i for i, u in enumerate(ordered)}
-    return index.get, ordered.__getitem__, len(ordered), "link records (no graph built yet)"
-
-
 # -- reading pages from the WARC files ----------------------------------------------------------------
 
 
@@ -134,6 +109,7 @@ def _parse_codes(specs: list[str]) -> dict[str, str]:
 def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
           from_spill: bool = False) -> dict:
     """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
+    from actors.graph_compressor import node_map
     from actors.summary_writer import document_counts
     from storage import summaries
 
@@ -202,6 +178,7 @@ def _build(args) -> int:
 
 
 def _get(args) -> int:
+    from actors.graph_compressor import node_map
     from storage.summaries import SummaryArchive
 
     archive = SummaryArchive.open(args.dir)
@@ -253,6 +230,7 @@ def _stats(args) -> int:
 
 
 def _sub(args) -> int:
+    from actors.graph_compressor import node_map
     from raycrawl.urls import host_of
     from storage.summaries import SubArchive, SummaryArchive
 
