@@ -32,13 +32,13 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from actors.distributor import Distributor
 from actors.fetch_loop import Outcome
 from actors.parser import HTML_TYPES, decode_body
 from actors.sieve import RecentSet, fingerprint
 from actors.virtualizer import Virtualizer
+from actors.visit_batch import decide, exact_duplicates, link_record
 from actors.workbench import Workbench
 from policies.assignment import shard_of
 from policies.politeness import Politeness
@@ -491,7 +491,7 @@ class Agent:
             # Failures count against the page budget like fetched pages.
             ray.get(self.fetchers[0].consume_budget.remote(len(failed)))
         now = time.time()
-        records = [_record(url, 0, "", now, "", 0, error=kind) for url, kind in failed]
+        records = [link_record(url, 0, "", now, "", 0, error=kind) for url, kind in failed]
         from raycrawl.exchange import FetchResult
 
         # Noted first, so that a crash between the records and their commit is seen as in flight
@@ -508,7 +508,6 @@ class Agent:
         """Parse, classify, store, follow links, commit: one batch of finished visits."""
         import ray
 
-        counters: Counter[str] = Counter()
         pages = [o for o in outcomes if o.kind == "page"]
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300 and self.postfetch(o.fr)]
         parsed = dict(zip([fr.url for fr in to_parse],
@@ -518,83 +517,20 @@ class Agent:
         # owner's can be a WARC revisit (and only then).
         dkey = self.f.key("digest")
         with_digest = [(fr, parsed[fr.url]) for fr in to_parse if parsed[fr.url].digest]
+        payloads = [(fr, sha1_b32(fr.body)) for fr, _ in with_digest]
         pipe = self.client.pipeline(transaction=False)
-        payloads = {fr.url: sha1_b32(fr.body) for fr, _ in with_digest}
-        for fr, pr in with_digest:
-            pipe.hsetnx(dkey, pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended), payloads[fr.url]]))
+        for (fr, pr), (_, payload) in zip(with_digest, payloads, strict=True):
+            pipe.hsetnx(dkey, pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended), payload]))
         for _, pr in with_digest:
             pipe.hget(dkey, pr.digest.hex())
-        answers = pipe.execute()[len(with_digest):]
-        dup_of: dict[str, tuple[str, str]] = {}
-        revisit_of: dict[str, tuple[str, str, str]] = {}
-        for (fr, _), owner in zip(with_digest, answers, strict=True):
-            first_url, first_date, *first_payload = json.loads(owner)
-            if first_url != fr.url:
-                dup_of[fr.url] = (first_url, "exact")
-                if first_payload == [payloads[fr.url]] and not fr.truncated:
-                    revisit_of[fr.url] = (first_url, first_date, payloads[fr.url])
+        dup_of, revisit_of = exact_duplicates(payloads, pipe.execute()[len(with_digest):])
         if self.near is not None:
             docs = [(fr.url, pr.text) for fr, pr in with_digest if fr.url not in dup_of and pr.text]
             for (url, _), rep in zip(docs, self.near.check_and_add(docs), strict=True):
                 if rep is not None and rep != url:
                     dup_of[url] = (rep, "near")
-        items = []
-        links: list[str] = []
-        for o in outcomes:
-            fr = o.fr
-            if o.kind == "robots":
-                counters["robots"] += 1
-                kind = _error_kind(fr)
-                if kind:
-                    counters[f"robots_error:{kind}"] += 1
-                counters["bytes"] += len(fr.body)
-                items.append((fr, None, None))
-                continue
-            pr = parsed.get(fr.url)
-            rec = _record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=_error_kind(fr))
-            rec["redirect"] = fr.redirect
-            revisit = None
-            if pr is not None:
-                rec["digest"] = pr.digest
-                rec["title"] = pr.title
-                rec["canonical"] = pr.canonical
-                if fr.url in dup_of:
-                    rec["dup_of"], rec["dup_kind"] = dup_of[fr.url]
-                    revisit = revisit_of.get(fr.url)
-                    counters[f"dup:{rec['dup_kind']}"] += 1
-                    if revisit is not None:
-                        counters["dup:revisit-records"] += 1
-                else:
-                    rec["links"] = pr.links
-                if self.spam_gate is not None and fr.ctype == "text/html":
-                    host = (urlsplit(fr.url).hostname or "").lower()
-                    if self.spam_gate.observe(host, self.spam_gate.page_features(fr.body, host)):
-                        counters["spam:gated_pages"] += 1
-            if fr.redirect:
-                counters["redirects"] += 1
-                links.append(fr.redirect)
-            links += rec["links"]
-            counters["pages"] += 1
-            counters[f"status:{fr.status}"] += 1
-            if fr.status:
-                counters[f"ctype:{fr.ctype or 'none'}"] += 1
-            if rec["error"]:
-                counters[f"error:{rec['error']}"] += 1
-            if o.attempts > 1:
-                counters["retries"] += o.attempts - 1
-            counters["bytes"] += len(fr.body)
-            items.append((fr, revisit, rec))
-        follow = []
-        for url in links:
-            why = self.prefetch.explain(url)
-            if why is None and self.spam_gate is not None and self.spam_gate.is_blocked(
-                    (urlsplit(url).hostname or "").lower()):
-                why = "spam"
-            if why is None:
-                follow.append(url)
-            else:
-                counters[f"filtered:{why}"] += 1
-        counters["links"] += len(follow)
+        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, self.spam_gate)
+        items, counters, follow = decision.items, decision.counters, decision.follow
         refs = [self.store.write_batch.remote(items)]
         if self.summary_writer is not None:
             # The pages a post-crawl build reads from the WARC (full 200 HTML responses, same decoding);
@@ -669,22 +605,6 @@ class Agent:
                 ray.kill(actor)
         if self.near is not None:
             self.near.close()
-
-
-def _error_kind(fr) -> str | None:
-    if fr.error:
-        return fr.error
-    if 400 <= fr.status < 500:
-        return "http-4xx"
-    if fr.status >= 500:
-        return "http-5xx"
-    return None
-
-
-def _record(url: str, status: int, ctype: str, t: float, ip: str, size: int, error: str | None = None) -> dict:
-    return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
-            "dup_of": None, "dup_kind": None, "links": [], "redirect": None, "error": error, "title": "",
-            "warc": None, "epoch": 0, "canonical": None}
 
 
 def agent_actor_class():

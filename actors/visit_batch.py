@@ -1,0 +1,124 @@
+"""What one batch of finished visits means for the crawl — decided with no Ray and no Redis.
+
+The agent gathers the inputs (the parser's results, the shared digest table's answers, the
+near-duplicate index's) and carries out the outputs (the store writer, the sieves, the commit);
+this module is the decision in between: for each visit its link record, whether its WARC record is
+a revisit, the links to follow and the counters of the batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from raycrawl.exchange import FetchResult
+
+
+@dataclass
+class BatchDecision:
+    items: list[tuple[FetchResult, tuple[str, str, str] | None, dict[str, Any] | None]] = field(default_factory=list)
+    """(exchange, revisit_of, link record) for the store writer (robots.txt exchanges: no record)."""
+    counters: Counter[str] = field(default_factory=Counter)
+    follow: list[str] = field(default_factory=list)
+    """Links (and redirect targets) that passed the filters and the spam gate, in order."""
+
+
+def error_kind(fr: FetchResult) -> str | None:
+    if fr.error:
+        return fr.error
+    if 400 <= fr.status < 500:
+        return "http-4xx"
+    if fr.status >= 500:
+        return "http-5xx"
+    return None
+
+
+def link_record(url: str, status: int, ctype: str, t: float, ip: str, size: int, error: str | None = None) -> dict:
+    """A link record (fields in storage/link_records.py) with nothing found in the page yet."""
+    return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
+            "dup_of": None, "dup_kind": None, "links": [], "redirect": None, "error": error, "title": "",
+            "warc": None, "epoch": 0, "canonical": None}
+
+
+def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
+                     ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str, str]]]:
+    """Read the digest table's answers: ``pages`` are (exchange, payload SHA-1) of the pages with
+    a text digest, ``owners`` the table's entry for each digest (JSON [first URL, its WARC-Date,
+    its payload SHA-1]). Returns ``dup_of`` (URL → (first URL, "exact")) and ``revisit_of`` (URL →
+    (first URL, date, payload digest)) — a revisit only for a byte-identical, whole payload."""
+    dup_of: dict[str, tuple[str, str]] = {}
+    revisit_of: dict[str, tuple[str, str, str]] = {}
+    for (fr, payload), owner in zip(pages, owners, strict=True):
+        first_url, first_date, *first_payload = json.loads(owner)
+        if first_url != fr.url:
+            dup_of[fr.url] = (first_url, "exact")
+            if first_payload == [payload] and not fr.truncated:
+                revisit_of[fr.url] = (first_url, first_date, payload)
+    return dup_of, revisit_of
+
+
+def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, str]],
+           revisit_of: dict[str, tuple[str, str, str]], explain: Callable[[str], str | None],
+           spam_gate: Any = None) -> BatchDecision:
+    """The decision over ``outcomes`` (actors.fetch_loop.Outcome) given the parse results by URL,
+    the duplicates found and the prefetch filters' ``explain`` (None: the URL passes). The spam
+    gate, if any, observes every HTML page and blocks the links to its hosts."""
+    d = BatchDecision()
+    counters = d.counters
+    links: list[str] = []
+    for o in outcomes:
+        fr = o.fr
+        if o.kind == "robots":
+            counters["robots"] += 1
+            kind = error_kind(fr)
+            if kind:
+                counters[f"robots_error:{kind}"] += 1
+            counters["bytes"] += len(fr.body)
+            d.items.append((fr, None, None))
+            continue
+        pr = parsed.get(fr.url)
+        rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))
+        rec["redirect"] = fr.redirect
+        revisit = None
+        if pr is not None:
+            rec["digest"], rec["title"], rec["canonical"] = pr.digest, pr.title, pr.canonical
+            if fr.url in dup_of:  # a duplicate's links are not followed (they are its original's)
+                rec["dup_of"], rec["dup_kind"] = dup_of[fr.url]
+                revisit = revisit_of.get(fr.url)
+                counters[f"dup:{rec['dup_kind']}"] += 1
+                if revisit is not None:
+                    counters["dup:revisit-records"] += 1
+            else:
+                rec["links"] = pr.links
+            if spam_gate is not None and fr.ctype == "text/html":
+                host = (urlsplit(fr.url).hostname or "").lower()
+                if spam_gate.observe(host, spam_gate.page_features(fr.body, host)):
+                    counters["spam:gated_pages"] += 1
+        if fr.redirect:
+            counters["redirects"] += 1
+            links.append(fr.redirect)
+        links += rec["links"]
+        counters["pages"] += 1
+        counters[f"status:{fr.status}"] += 1
+        if fr.status:
+            counters[f"ctype:{fr.ctype or 'none'}"] += 1
+        if rec["error"]:
+            counters[f"error:{rec['error']}"] += 1
+        if o.attempts > 1:
+            counters["retries"] += o.attempts - 1
+        counters["bytes"] += len(fr.body)
+        d.items.append((fr, revisit, rec))
+    for url in links:
+        why = explain(url)
+        if why is None and spam_gate is not None and spam_gate.is_blocked((urlsplit(url).hostname or "").lower()):
+            why = "spam"
+        if why is None:
+            d.follow.append(url)
+        else:
+            counters[f"filtered:{why}"] += 1
+    counters["links"] += len(d.follow)
+    return d

@@ -1,0 +1,89 @@
+"""The batch decision (actors/visit_batch.py): link records, revisits, links to follow and counters
+of one batch of finished visits, decided with no Ray and no Redis."""
+
+from __future__ import annotations
+
+import json
+
+from actors.fetch_loop import Outcome
+from actors.parser import ParseResult
+from actors.visit_batch import decide, error_kind, exact_duplicates
+from raycrawl.exchange import FetchResult
+from storage.warc import sha1_b32
+
+A, B, C = "http://a.test/", "http://a.test/copy", "http://b.test/x"
+
+
+def page(url: str, status: int = 200, body: bytes = b"<p>hi</p>", **kw) -> FetchResult:
+    return FetchResult(url=url, ip="127.0.0.2", status=status, body=body, ctype="text/html", started=1.0,
+                       ended=2.0, **kw)
+
+
+def no_filter(url: str) -> str | None:
+    return None
+
+
+def test_pages_links_and_counters() -> None:
+    outcomes = [Outcome(A, "page", page(A), attempts=3), Outcome("http://a.test!robots", "robots", page(A + "robots.txt")),
+                Outcome(C, "page", page(C, status=404))]
+    parsed = {A: ParseResult(A, links=[C, "http://c.test/"], digest=b"d" * 16, title="T")}
+    d = decide(outcomes, parsed, {}, {}, lambda u: "host-filter" if "c.test" in u else None)
+    records = [rec for _, _, rec in d.items if rec is not None]
+    assert [r["url"] for r in records] == [A, C] and len(d.items) == 3  # robots.txt: stored, no record
+    assert records[0]["links"] == [C, "http://c.test/"] and records[0]["title"] == "T"
+    assert records[1]["error"] == "http-4xx" and records[1]["links"] == []
+    assert d.follow == [C]
+    c = d.counters
+    assert c["pages"] == 2 and c["robots"] == 1 and c["retries"] == 2 and c["links"] == 1
+    assert c["filtered:host-filter"] == 1 and c["status:200"] == 1 and c["status:404"] == 1 and c["error:http-4xx"] == 1
+
+
+def test_duplicates_are_revisits_only_when_byte_identical() -> None:
+    body = b"<p>same</p>"
+    first = json.dumps([A, "2026-01-01T00:00:00Z", sha1_b32(body)])
+    copy, other, cut = page(B, body=body), page(C, body=b"<p>same</p> "), page(B + "2", body=body, truncated=True)
+    dup_of, revisit_of = exact_duplicates([(copy, sha1_b32(body)), (other, sha1_b32(other.body)),
+                                           (cut, sha1_b32(body)), (page(A, body=body), sha1_b32(body))],
+                                          [first, first, first, first])
+    assert dup_of == {B: (A, "exact"), C: (A, "exact"), B + "2": (A, "exact")}  # A owns the digest
+    assert revisit_of == {B: (A, "2026-01-01T00:00:00Z", sha1_b32(body))}  # not the other bytes, not a cut body
+    parsed = {u: ParseResult(u, links=["http://d.test/"], digest=b"d" * 16) for u in (B, C)}
+    d = decide([Outcome(B, "page", copy), Outcome(C, "page", other)], parsed, dup_of, revisit_of, no_filter)
+    (_, rev_b, rec_b), (_, rev_c, rec_c) = d.items
+    assert rev_b == revisit_of[B] and rev_c is None
+    assert rec_b["dup_of"] == rec_c["dup_of"] == A and rec_b["links"] == rec_c["links"] == []
+    assert d.follow == [] and d.counters["dup:exact"] == 2 and d.counters["dup:revisit-records"] == 1
+
+
+def test_redirects_are_followed_and_errors_classified() -> None:
+    moved = page(A, status=301, redirect=C)
+    d = decide([Outcome(A, "page", moved), Outcome(B, "page", FetchResult(url=B, ip="", error="dns"))], {}, {}, {},
+               no_filter)
+    assert d.follow == [C] and d.counters["redirects"] == 1
+    assert [rec["error"] for _, _, rec in d.items] == [None, "dns"]
+    assert error_kind(page(A, status=503)) == "http-5xx" and error_kind(page(A)) is None
+
+
+class Gate:
+    """A spam gate that blocks b.test once it saw one of its pages."""
+
+    def __init__(self) -> None:
+        self.blocked: set[str] = set()
+
+    def page_features(self, body: bytes, host: str) -> str:
+        return host
+
+    def observe(self, host: str, features: str) -> bool:
+        if host == "b.test":
+            self.blocked.add(host)
+            return True
+        return False
+
+    def is_blocked(self, host: str) -> bool:
+        return host in self.blocked
+
+
+def test_spam_gate_sees_pages_and_blocks_links() -> None:
+    parsed = {C: ParseResult(C, links=["http://b.test/y", A])}
+    d = decide([Outcome(C, "page", page(C))], parsed, {}, {}, no_filter, Gate())
+    assert d.follow == [A] and d.counters["filtered:spam"] == 1 and d.counters["spam:gated_pages"] == 1
