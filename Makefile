@@ -29,9 +29,9 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# Three pytest workers, a test file each at a time (module fixtures are shared within a file): the
-# crawls mostly wait on politeness delays, so 2 cores carry three. The 25 slowest tests are listed.
-PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 3 --dist loadfile
+# Two pytest workers, a test file each at a time (module fixtures are shared within a file): the
+# crawls mostly wait on politeness delays, so 2 cores carry two. The 25 slowest tests are listed.
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 test: setup lint
 	$(PYTEST) --durations=25
