@@ -114,7 +114,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
         (out / "redis-url").write_text(url + "\n")
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
-            verify_resume(out, RedisFrontier(connect(url), settings.redis_prefix))
+            with connect(url) as client:
+                verify_resume(out, RedisFrontier(client, settings.redis_prefix))
         started_ray = False
         if not ray.is_initialized():
             _init_ray(settings.address)

@@ -235,11 +235,11 @@ class FetchLoop:
     async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
         """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.
 
-        ``marker`` is ROBOTS, or ROBOTS + " <hops> <last> <target>" while a redirect is followed (RFC 9309
-        §2.3.1.2: up to five, also to other authorities); ``target`` is a path on ``host`` or an
-        absolute URL elsewhere; ``last`` is when our last request to ``host`` ended. Every request is scheduled like any other: a hop on ``host`` waits
-        for it again (and, its Crawl-delay being unknown until the file is read, the largest one we
-        would honour); a hop to another authority borrows that host from the workbench only when
+        ``marker`` is ROBOTS, or ROBOTS + " <hops> <last> <target>" while a redirect is followed
+        (RFC 9309 §2.3.1.2: up to five, also to other authorities); ``target`` is a path on ``host``
+        or an absolute URL elsewhere; ``last`` is when our last request to ``host`` ended. Every
+        request is scheduled like any other: a hop on ``host`` waits for it again (and, its
+        Crawl-delay being unknown until the file is read, the largest one we would honour); a hop to another authority borrows that host from the workbench only when
         it and its IP are due (:meth:`Workbench.borrow`), else ``host`` waits and tries again.
         Transient failures (no response, 429, 5xx) are retried with back-off, ``max_retries``
         times, before the host is ruled unreachable (everything disallowed, re-checked after

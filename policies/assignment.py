@@ -88,8 +88,8 @@ def assign_shards(agents: Iterable[str], previous: dict[int, str] | None = None,
 
 
 def apply_shards(f, shards: dict[int, str]) -> int:
-    """Make the frontier ``f`` (a :class:`storage.redis_frontier.RedisFrontier`) agree with ``shards`` (shard → agent): every known host whose shard has another
-    owner moves to that owner's view, views of agents no longer in the map are dropped, and the
+    """Make the frontier ``f`` (a :class:`storage.redis_frontier.RedisFrontier`) agree with
+    ``shards`` (shard → agent): every known host whose shard has another owner moves to that owner's view, views of agents no longer in the map are dropped, and the
     map is stored (``P shards``). Only while no agent fetches. Returns the number of hosts moved."""
     agents = set(shards.values())
     f.register(sorted(agents))

@@ -66,7 +66,7 @@ class EmbeddedRedis:
 
     ``supervise``: restart the server from its AOF, on the same port, whenever it dies before
     ``stop()`` (a crawl's clients ride out the gap, see :func:`connect`); retried with back-off for
-    up to ``REDIS_WAIT`` seconds, after which ``failure`` says why it would not come back.
+    up to ``REDIS_WAIT`` seconds, after which the supervisor logs why it would not come back.
     """
 
     def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True,
@@ -78,7 +78,6 @@ class EmbeddedRedis:
         self.supervise = supervise
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
-        self.failure: str | None = None
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -154,12 +153,10 @@ class EmbeddedRedis:
                 try:
                     self._spawn(timeout=REDIS_WAIT)
                     self.restarts += 1
-                    self.failure = None
                     log.warning("embedded Redis is back after %.1f s (restart %d)", time.monotonic() - died,
                                 self.restarts)
                     break
                 except UserError as exc:
-                    self.failure = str(exc)
                     if time.monotonic() - died > REDIS_WAIT:
                         log.error("embedded Redis would not restart: %s", exc)
                         return

@@ -32,7 +32,6 @@ Redis behind the archive the "repair" is the user's explicit consent to the refe
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +41,6 @@ import numpy as np
 from storage.crawl_dir import virtual_queue
 from storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 from storage.sieve_store import SieveStore, fingerprint
-
-log = logging.getLogger(__name__)
 
 START_OVER = "or start over in a new --out (the archive already in OUT stays readable)"
 
@@ -98,9 +95,8 @@ def _check_shard(shard: Path) -> list[Damage]:
     meta_path = shard / "meta.json"
     queue = shard / "queue"
     queue_size = queue.stat().st_size if queue.exists() else 0
-    fps_files = sorted(shard.glob("fps.*"))
     if not meta_path.exists():
-        if queue_size or fps_files:  # a shard that ever committed has a meta.json
+        if queue_size or any(shard.glob("fps.*")):  # a shard that ever committed has a meta.json
             return [Damage(meta_path, "is missing (the shard's commit point)", "rebuilds it from the shard's queue")]
         meta = {"gen": 0, "fps": 0, "queue_bytes": 0}
     else:

@@ -46,8 +46,9 @@ def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False)
                 raise UserError(f"{url} holds no crawl under prefix {prefix!r}")
             found, unconfirmed = check_against_redis(out, f)
             if consent and any(d.kind == "behind" for d in found):
+                # The consent makes every fetched-but-uncommitted URL allowed: only that damage goes.
                 client.hset(f.key("meta"), "unconfirmed", unconfirmed)
-                found, unconfirmed = check_against_redis(out, f)
+                found = [d for d in found if d.kind != "behind"]
             facts = {"pages": f.stats().get("pages", 0), "in_flight": int(client.hlen(f.key("inflight"))),
                      "fetched_not_committed": unconfirmed}
         finally:
@@ -78,5 +79,6 @@ def handle(args: argparse.Namespace) -> int:
         for d in damages:
             print(f"damaged: {d.line(out)}")
         if not damages:
-            print(f"{out}: consistent ({', '.join(f'{k.replace(chr(95), chr(32))} {v}' for k, v in facts.items())})")
+            said = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in facts.items())
+            print(f"{out}: consistent ({said})")
     return 1 if damages else 0
