@@ -33,25 +33,25 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from actors.distributor import Distributor
-from actors.fetch_loop import Outcome
-from actors.parser import HTML_TYPES, decode_body
-from actors.sieve import RecentSet, fingerprint
-from actors.virtualizer import Virtualizer
-from actors.visit_batch import decide, exact_duplicates, link_record
-from actors.workbench import Workbench
-from policies.assignment import shard_of
-from policies.politeness import Politeness
 from raycrawl import metrics
+from raycrawl.actors.distributor import Distributor
+from raycrawl.actors.fetch_loop import Outcome
+from raycrawl.actors.parser import HTML_TYPES, decode_body
+from raycrawl.actors.sieve import RecentSet, fingerprint
+from raycrawl.actors.virtualizer import Virtualizer
+from raycrawl.actors.visit_batch import decide, exact_duplicates, link_record
+from raycrawl.actors.workbench import Workbench
 from raycrawl.errors import UserError
+from raycrawl.policies.assignment import shard_of
+from raycrawl.policies.politeness import Politeness
 from raycrawl.progress import Progress
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
+from raycrawl.storage.crawl_dir import new_crawl_id
+from raycrawl.storage.warc import sha1_b32, warc_date
 from raycrawl.urls import canonicalize, split_host
-from storage.crawl_dir import new_crawl_id
-from storage.warc import sha1_b32, warc_date
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _spam_gate(settings: Settings):
     path = getattr(settings, "spam_gate", "") or os.environ.get("RAYCRAWL_SPAM_GATE", "")
     if not path:
         return None
-    from policies.spam_gate import GateModel, SpamGate
+    from raycrawl.policies.spam_gate import GateModel, SpamGate
 
     try:
         return SpamGate(GateModel.load(path))
@@ -99,7 +99,7 @@ def _near_dup_index(settings: Settings, redis_url: str):
     if not settings.near_dup:
         return None
     try:
-        from actors.shingler import NearDupIndex
+        from raycrawl.actors.shingler import NearDupIndex
     except ImportError:
         log.info("actors.shingler not available: near-duplicate check skipped")
         return None
@@ -131,9 +131,9 @@ class Agent:
                  name: str = AGENT0, shards: dict[int, str] | None = None, budget: int | None = None) -> None:
         """``name``: this agent; ``shards``: shard → agent for every agent of the crawl (None: this
         one owns all); ``budget``: this agent's share of the page budget (None: all of ``max_pages``)."""
-        from policies.assignment import SHARDS
-        from policies.filters import build_postfetch, build_prefetch
-        from policies.networks import NetworkPolicy
+        from raycrawl.policies.assignment import SHARDS
+        from raycrawl.policies.filters import build_postfetch, build_prefetch
+        from raycrawl.policies.networks import NetworkPolicy
 
         self.s = settings
         self.out = Path(settings.out)
@@ -198,10 +198,10 @@ class Agent:
     def _start_actors(self) -> None:
         import ray
 
-        from actors.fetch_loop import fetch_actor_class
-        from actors.parser import ParserActor
-        from actors.sieve_shards import sieve_actor_class
-        from actors.store_writer import store_actor_class
+        from raycrawl.actors.fetch_loop import fetch_actor_class
+        from raycrawl.actors.parser import ParserActor
+        from raycrawl.actors.sieve_shards import sieve_actor_class
+        from raycrawl.actors.store_writer import store_actor_class
 
         s = self.s
         done = self.f.stats().get("pages", 0)
@@ -227,7 +227,7 @@ class Agent:
             str(self.out), self.name, s.warc_max_bytes)
         self.summary_writer = None
         if s.summaries_at_crawl:
-            from actors.summary_writer import actor_class as summary_writer_class
+            from raycrawl.actors.summary_writer import actor_class as summary_writer_class
 
             self.summary_writer = summary_writer_class().options(
                 name=f"raycrawl-summary-{s.redis_prefix}{self.name}", scheduling_strategy=here).remote(
@@ -252,7 +252,7 @@ class Agent:
         returns the report (of the whole crawl so far). ``prepare``: clear or recover the Redis
         state first (False when the caller did it for all agents)."""
         if prepare:
-            from policies.assignment import apply_shards
+            from raycrawl.policies.assignment import apply_shards
 
             self._prepare_state()
             apply_shards(self.f, self.shards)

@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 
 import redis
 
-from actors.virtualizer import Virtualizer
-from actors.workbench import ROBOTS, Workbench
-from policies.assignment import SHARDS
+from raycrawl.actors.virtualizer import Virtualizer
+from raycrawl.actors.workbench import ROBOTS, Workbench
+from raycrawl.policies.assignment import SHARDS
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)

@@ -13,15 +13,15 @@ from typing import Any
 
 import redis
 
-from actors.agent import Agent
+from raycrawl.actors.agent import Agent
 from raycrawl.errors import UserError
 from raycrawl.progress import Progress
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from storage.crawl_check import check_against_redis, check_files, refusal
-from storage.crawl_dir import CrawlDirLock, read_crawl_id
-from storage.redis_frontier import RedisFrontier
+from raycrawl.storage.crawl_check import check_against_redis, check_files, refusal
+from raycrawl.storage.crawl_dir import CrawlDirLock, read_crawl_id
+from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             started_ray = True
         try:
             if settings.agents > 1 or settings.elastic:
-                from actors.membership import run_agents
+                from raycrawl.actors.membership import run_agents
 
                 return run_agents(settings, url)
             agent = Agent(settings, url, progress)

@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from actors.dns import Resolver
-from actors.workbench import ROBOTS, Release, Workbench
-from policies.politeness import Politeness
-from policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
+from raycrawl.actors.dns import Resolver
+from raycrawl.actors.workbench import ROBOTS, Release, Workbench
 from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
+from raycrawl.policies.politeness import Politeness
+from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.stops import storage_failure
@@ -72,8 +72,8 @@ class FetchLoop:
         self.resolver = None
 
     def _make_clients(self) -> None:
-        from actors.fetcher import Fetcher
-        from policies.networks import NetworkPolicy
+        from raycrawl.actors.fetcher import Fetcher
+        from raycrawl.policies.networks import NetworkPolicy
 
         s = self.s
         self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,

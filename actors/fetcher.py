@@ -38,8 +38,8 @@ try:
 except ImportError:  # brotli is optional: without it "br" is neither advertised nor decoded
     brotli = None
 
-from policies.networks import NetworkPolicy
 from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
+from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.urls import canonicalize, header_location
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[in
     """(id_of, url_of, number of nodes, source): the graph's URL map ``DIR/graph/urls.map`` when
     the graph is built, else the same node rule applied to the link records (pages fetched 2xx and
     redirect sources, ids in ``url_sort_key`` order), so ids agree with the graph built later."""
-    from storage.urlmap import UrlMap, url_sort_key
+    from raycrawl.storage.urlmap import UrlMap, url_sort_key
 
     path = graph_paths(crawl_dir)["urlmap"]
     if path.exists():
@@ -66,7 +66,7 @@ def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[in
             return i if i >= 0 else None
 
         return id_of, m.url_of, len(m), f"graph URL map {path}"
-    from storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import iter_link_records
 
     urls = {rec["url"] for rec in iter_link_records(crawl_dir) if isinstance(rec.get("url"), str)
             and is_node_record(rec)}
@@ -115,7 +115,7 @@ class GraphCompressor:
 
     def arcs(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """``(urls in id order, src ids, dst ids)`` of the graph accumulated so far."""
-        from storage.urlmap import url_sort_key
+        from raycrawl.storage.urlmap import url_sort_key
 
         urls = sorted(self._out, key=url_sort_key)
         ids = {u: i for i, u in enumerate(urls)}
@@ -142,8 +142,8 @@ def write_graph_dir(crawl_dir: str | Path, urls: list[str] | None, src: np.ndarr
                     extra: dict[str, Any] | None = None, **params: int) -> dict[str, Any]:
     """Write graph, transpose and (if ``urls`` is given, in id order) URL map under
     ``crawl_dir/graph``; ``src``/``dst`` are node ids. Returns the summary (also ``graph.json``)."""
-    from storage.bvgraph import csr_from_arcs, store, transpose_csr
-    from storage.urlmap import DEFAULT_BLOCK_SIZE, UrlMap
+    from raycrawl.storage.bvgraph import csr_from_arcs, store, transpose_csr
+    from raycrawl.storage.urlmap import DEFAULT_BLOCK_SIZE, UrlMap
 
     t0 = time.perf_counter()
     paths = graph_paths(crawl_dir)
@@ -174,8 +174,8 @@ def open_crawl_graph(crawl_dir: str | Path):
     predecessors of ``v``; ``urlmap`` is None for graphs imported without URLs. Raises
     ``UserError`` if the graph is missing or damaged."""
     from raycrawl.errors import UserError
-    from storage.bvgraph import BVGraph
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.bvgraph import BVGraph
+    from raycrawl.storage.urlmap import UrlMap
 
     paths = graph_paths(crawl_dir)
     if not Path(str(paths["graph"]) + ".properties").exists():
@@ -191,7 +191,7 @@ def open_crawl_graph(crawl_dir: str | Path):
 def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     """Post-crawl build: read every link record of ``crawl_dir`` and write its graph."""
     from raycrawl.errors import UserError
-    from storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import iter_link_records
 
     gc = GraphCompressor(**kwargs)
     batch: list[dict[str, Any]] = []

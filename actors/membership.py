@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from actors.agent import AGENT0, Agent, agent_actor_class, sieve_actor_name, split_budget
-from policies.assignment import apply_shards, assign_shards
+from raycrawl.actors.agent import AGENT0, Agent, agent_actor_class, sieve_actor_name, split_budget
+from raycrawl.policies.assignment import apply_shards, assign_shards
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from storage.redis_frontier import RedisFrontier
+from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from policies.robots import ua_token
 from raycrawl.exchange import FetchResult
+from raycrawl.policies.robots import ua_token
 from raycrawl.text import content_digest, parse_html, visible_text
 from raycrawl.urls import C0_SPACE, canonicalize
 

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
+from raycrawl.storage.sketch_store import MemorySketchStore, RedisSketchStore
 from raycrawl.text import tokens
-from storage.sketch_store import MemorySketchStore, RedisSketchStore
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +306,7 @@ def shingler_actor_class():
 
 
 def __getattr__(name: str):
-    # ``from actors.shingler import ShinglerActor`` works without importing Ray at module import.
+    # ``from raycrawl.actors.shingler import ShinglerActor`` works without importing Ray at module import.
     if name == "ShinglerActor":
         cls = shingler_actor_class()
         globals()["ShinglerActor"] = cls

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.sieve_store import SieveStore, fingerprint
+from raycrawl.storage.sieve_store import SieveStore, fingerprint
 
 log = logging.getLogger(__name__)
 

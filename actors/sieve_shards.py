@@ -18,8 +18,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from actors.sieve import RecentSet, Sieve, fingerprint
-from policies.assignment import shard_of
+from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
+from raycrawl.policies.assignment import shard_of
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def sieve_actor_class():
         def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int,
                      cache_size: int) -> None:
             from raycrawl.redis_server import connect
-            from storage.redis_frontier import RedisFrontier
+            from raycrawl.storage.redis_frontier import RedisFrontier
 
             client = connect(redis_url)
             owners = RedisFrontier(client, prefix, register=False).shard_owners()

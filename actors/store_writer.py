@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from raycrawl.exchange import FetchResult
-from storage.link_records import LinkRecordWriter
-from storage.warc import WarcStore
+from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.storage.warc import WarcStore
 
 log = logging.getLogger(__name__)
 

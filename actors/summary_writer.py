@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raycrawl import text
-from storage import summaries
+from raycrawl.storage import summaries
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import redis
 
-from storage.crawl_dir import virtual_queue
-from storage.redis_frontier import RedisFrontier
+from raycrawl.storage.crawl_dir import virtual_queue
+from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import redis
 
-from policies.politeness import Politeness
+from raycrawl.policies.politeness import Politeness
+from raycrawl.storage.redis_frontier import RedisFrontier
 from raycrawl.urls import split_host
-from storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
 

@@ -113,7 +113,7 @@ async def bare_main(manifest_path: str, hosts_file: str, port: int, pages: int, 
 
     import aiohttp
 
-    from websim import load_manifest
+    from raycrawl.websim import load_manifest
 
     m = load_manifest(manifest_path)
     ip_of = {}
@@ -158,7 +158,7 @@ async def bare_main(manifest_path: str, hosts_file: str, port: int, pages: int, 
 
 # ---- driver -----------------------------------------------------------------------------------------------
 def window_stats(web, t0: float, t1: float, host_delay: float, ip_delay: float) -> dict:
-    from websim import audit
+    from raycrawl.websim import audit
 
     recs = [r for r in web.requests() if t0 <= r.start <= t1]
     pages = [r for r in recs if "robots" not in r.target and r.status > 0]
@@ -193,7 +193,7 @@ def main() -> None:
         asyncio.run(bare_main(mpath, hosts_file, int(port), int(pages), float(hd), float(ipd)))
         return
 
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     ua = "raycrawl/0.1 (+http://raycrawl.test/bot)"

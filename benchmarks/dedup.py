@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.shingler import (  # noqa: E402
+from raycrawl.actors.shingler import (  # noqa: E402
     CRAWL_NUM_PERM,
     CRAWL_SKETCH_BITS,
     NearDupIndex,
@@ -35,8 +35,8 @@ from actors.shingler import (  # noqa: E402
     shingle_hashes_of_tokens,
     sketch_matrix,
 )
+from raycrawl.tasks.dedup import cluster_texts, exact_jaccard_pairs, pair_metrics  # noqa: E402
 from raycrawl.text import tokens  # noqa: E402
-from tasks.dedup import cluster_texts, exact_jaccard_pairs, pair_metrics  # noqa: E402
 
 
 def make_corpus(n: int, words: int, seed: int):
@@ -93,14 +93,14 @@ def websim_accuracy(hosts: int, seed: int, threshold: float) -> None:
     from itertools import combinations
 
     try:
-        from websim.manifest import build_records
-        from websim.model import WebModel
-        from websim.render import Renderer
+        from raycrawl.websim.manifest import build_records
+        from raycrawl.websim.model import WebModel
+        from raycrawl.websim.render import Renderer
     except ImportError:
         print("websim not available: ground-truth section skipped")
         return
+    from raycrawl.tasks.dedup import UnionFind
     from raycrawl.text import visible_text
-    from tasks.dedup import UnionFind
 
     model = WebModel.generate(hosts=hosts, ips=20, seed=seed)
     renderer = Renderer(model, 8080)
@@ -160,11 +160,11 @@ def websim_accuracy(hosts: int, seed: int, threshold: float) -> None:
 def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int, per_host: int | None = None) -> None:
     """Crawl the same websim twice with ``raycrawl``'s agent — near-duplicate link suppression on,
     then off — and count the pages fetched, overall and on duplicate-carrying hosts."""
-    from actors.driver import run_crawl
+    from raycrawl.actors.driver import run_crawl
     from raycrawl.settings import build_settings
-    from storage.link_records import iter_link_records
-    from tasks.dedup import cluster_crawl
-    from websim import Websim
+    from raycrawl.storage.link_records import iter_link_records
+    from raycrawl.tasks.dedup import cluster_crawl
+    from raycrawl.websim import Websim
 
     print()
     print(f"crawl over websim ({hosts} hosts, seed {seed}; host/IP delay {delay} s; budget {max_pages or 'none'}; "

@@ -53,7 +53,7 @@ def run(web, out: Path, nodes: int, args, join_at: float = 0, leave_at: float = 
     import ray
     from ray.cluster_utils import Cluster
 
-    from actors.driver import run_crawl
+    from raycrawl.actors.driver import run_crawl
     from raycrawl.settings import build_settings
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
@@ -104,7 +104,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     rows = {}
     with tempfile.TemporaryDirectory() as tmp, Websim(hosts=args.hosts, ips=args.ips, seed=7,

@@ -49,11 +49,11 @@ def checkpoints(maximum: int) -> list[int]:
 def run_raycrawl(maximum: int, hosts: int, budget: int) -> list[dict]:
     import redis
 
-    from actors.distributor import Distributor
-    from actors.sieve_shards import SieveShards
-    from actors.virtualizer import Virtualizer
-    from actors.workbench import Workbench
-    from policies.assignment import SHARDS
+    from raycrawl.actors.distributor import Distributor
+    from raycrawl.actors.sieve_shards import SieveShards
+    from raycrawl.actors.virtualizer import Virtualizer
+    from raycrawl.actors.workbench import Workbench
+    from raycrawl.policies.assignment import SHARDS
     from raycrawl.redis_server import EmbeddedRedis
 
     out = []

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _data import CNR_2000 as CNR  # noqa: E402
 
-from storage.bvgraph import BVGraph, store  # noqa: E402
-from storage.graph_encodings import GzipBlocks, ShortMediumLong, reference_sizes  # noqa: E402
+from raycrawl.storage.bvgraph import BVGraph, store  # noqa: E402
+from raycrawl.storage.graph_encodings import GzipBlocks, ShortMediumLong, reference_sizes  # noqa: E402
 
 
 def best(fn, reps: int = 3) -> float:
@@ -62,7 +62,7 @@ def ef_beside(basename: str, tmp: str) -> str:
         return basename
     import shutil
 
-    from storage.webgraph_ef import write_ef
+    from raycrawl.storage.webgraph_ef import write_ef
 
     copy = str(Path(tmp) / Path(basename).name)
     for ext in ("graph", "offsets", "properties"):
@@ -156,14 +156,14 @@ def bench_table4(g: BVGraph, indptr: np.ndarray, indices: np.ndarray, nodes_samp
 
 
 def websim_urls(hosts: int) -> list[str]:
-    from websim.model import WebModel
+    from raycrawl.websim.model import WebModel
 
     model = WebModel.generate(hosts=hosts, ips=min(hosts, 200), seed=7)
     return [f"http://{h.name}:8080{p}" for h in model.hosts for p in h.pages]
 
 
 def bench_urlmap(hosts: int, block_sizes: list[int], lookups: int) -> None:
-    from storage.urlmap import UrlMap, url_sort_key
+    from raycrawl.storage.urlmap import UrlMap, url_sort_key
 
     t0 = time.perf_counter()
     urls = websim_urls(hosts)

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.parser import Parser  # noqa: E402
+from raycrawl.actors.parser import Parser  # noqa: E402
 from raycrawl.exchange import FetchResult  # noqa: E402
-from storage.warc import WarcStore, response_head  # noqa: E402
+from raycrawl.storage.warc import WarcStore, response_head  # noqa: E402
 
 WORDS = ["crawler", "archive", "summary", "graph", "index", "spam", "rank", "focus", "page", "link", "host", "robot", "fetch", "parse", "store", "sieve", "workbench", "frontier", "politeness", "delay", "agent"]
 

@@ -80,7 +80,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from raycrawl.commands.rank import load_graph
-    from tasks.pagerank import distributed_pagerank, pagerank
+    from raycrawl.tasks.pagerank import distributed_pagerank, pagerank
 
     if not Path(args.graph + ".graph").exists():
         print(f"graph {args.graph} not found", file=sys.stderr)

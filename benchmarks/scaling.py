@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--agents", default="1,2,3")
     args = ap.parse_args()
 
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     rows = []

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tasks.index_build import build_index, websim_versions  # noqa: E402
-from tasks.index_update import IndexUpdater, UpdateClient  # noqa: E402
-from tasks.query import QueryProcessor  # noqa: E402
+from raycrawl.tasks.index_build import build_index, websim_versions  # noqa: E402
+from raycrawl.tasks.index_update import IndexUpdater, UpdateClient  # noqa: E402
+from raycrawl.tasks.query import QueryProcessor  # noqa: E402
 
 
 def dir_bytes(d: Path) -> int:

@@ -46,12 +46,17 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-    from policies.spam_gate import SHINGLE_FEATURES, GateModel, SpamGate, train_gate
     from raycrawl.commands.spam import feature_data, load_features, write_features
-    from tasks.spam_features import LOCAL_FEATURES
-    from tasks.spam_model import evaluate, host_groups
-    from tasks.spam_websim import gate_training_rows, model_labels, simulate_gated_crawl, write_model_crawl
-    from websim.model import WebModel
+    from raycrawl.policies.spam_gate import SHINGLE_FEATURES, GateModel, SpamGate, train_gate
+    from raycrawl.tasks.spam_features import LOCAL_FEATURES
+    from raycrawl.tasks.spam_model import evaluate, host_groups
+    from raycrawl.tasks.spam_websim import (
+        gate_training_rows,
+        model_labels,
+        simulate_gated_crawl,
+        write_model_crawl,
+    )
+    from raycrawl.websim.model import WebModel
 
     tmp = tempfile.TemporaryDirectory()
     d = args.dir or Path(tmp.name)

@@ -37,9 +37,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from storage.summaries import SummaryArchive, SummaryBitWriter, build_archive  # noqa: E402
-from tasks import relevance as relm  # noqa: E402
-from tasks import simulate as sim  # noqa: E402
+from raycrawl.storage.summaries import SummaryArchive, SummaryBitWriter, build_archive  # noqa: E402
+from raycrawl.tasks import relevance as relm  # noqa: E402
+from raycrawl.tasks import simulate as sim  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 # Speeds are measured in process CPU time: this machine runs several jobs on 2 cores, and wall
@@ -179,7 +179,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         # -- websim collection ------------------------------------------------------------------
-        from websim.model import WebModel
+        from raycrawl.websim.model import WebModel
 
         t0 = _clock()
         model = WebModel.generate(hosts=args.websim_hosts, ips=50, seed=7)

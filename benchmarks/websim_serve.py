@@ -24,8 +24,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from websim import Websim  # noqa: E402
-from websim.client import HostsResolver  # noqa: E402
+from raycrawl.websim import Websim  # noqa: E402
+from raycrawl.websim.client import HostsResolver  # noqa: E402
 
 PEER = r"""
 import sys

@@ -169,7 +169,7 @@ class SpamGate:
 def page_feature_vector(html: bytes | str, host: str, query_terms: frozenset[str], memory: ShingleMemory | None,
                         features: list[str]) -> np.ndarray:
     """Local features (+ shingle features when ``memory`` is given), ordered as ``features``."""
-    from policies.spam_page import LOCAL_FEATURES, page_local_features, parse_page
+    from raycrawl.policies.spam_page import LOCAL_FEATURES, page_local_features, parse_page
 
     p = parse_page(html)
     vals = dict(zip(LOCAL_FEATURES, page_local_features(p, query_terms).tolist(), strict=True))
@@ -205,7 +205,7 @@ def train_gate(page_rows: list[dict], labels: dict[str, int], sample_pages: int 
     from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-    from policies.spam_page import LOCAL_FEATURES
+    from raycrawl.policies.spam_page import LOCAL_FEATURES
 
     feats = list(features or LOCAL_FEATURES)
     samples = host_samples(page_rows, feats, sample_pages)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from storage.codes import nat2int, read_gamma, read_unary, read_zeta
+from raycrawl.storage.codes import nat2int, read_gamma, read_unary, read_zeta
 
 
 @njit(cache=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from storage.codes import PAD_WORDS, int2nat, write_gamma, write_unary, write_zeta
+from raycrawl.storage.codes import PAD_WORDS, int2nat, write_gamma, write_unary, write_zeta
 
 # Indices of the statistics array filled by ``encode_graph``.
 ST_OUTDEG, ST_REF, ST_BLOCKS, ST_INTERVALS, ST_RESIDUALS = 0, 1, 2, 3, 4

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.errors import UserError
-from storage import bv_decode
-from storage.codes import read_gamma_sequence, words_from_bytes
+from raycrawl.storage import bv_decode
+from raycrawl.storage.codes import read_gamma_sequence, words_from_bytes
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +230,8 @@ def store(basename: str | Path, indptr: np.ndarray, indices: np.ndarray, *, wind
     Successor lists must be strictly increasing and within ``[0, n)`` (``csr_from_arcs``
     makes them so). Parameters are WebGraph's (defaults: its ``-w 7 -m 3 -i 4``, ζ3).
     Returns the properties written."""
-    from storage import bv_writer, webgraph_ef
-    from storage.codes import bytes_from_words, write_gamma_sequence
+    from raycrawl.storage import bv_writer, webgraph_ef
+    from raycrawl.storage.codes import bytes_from_words, write_gamma_sequence
 
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int64)

@@ -38,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.crawl_dir import virtual_queue
-from storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
-from storage.sieve_store import SieveStore, fingerprint
+from raycrawl.storage.crawl_dir import virtual_queue
+from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
+from raycrawl.storage.sieve_store import SieveStore, fingerprint
 
 START_OVER = "or start over in a new --out (the archive already in OUT stays readable)"
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+from raycrawl.storage.postings import PostingList, decode_list, encode_list
 from raycrawl.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
-from storage.postings import PostingList, decode_list, encode_list
 
 log = logging.getLogger(__name__)
 

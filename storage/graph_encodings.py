@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from storage.codes import PAD_WORDS, read_bits, read_gamma, write_bits, write_gamma
+from raycrawl.storage.codes import PAD_WORDS, read_bits, read_gamma, write_bits, write_gamma
 
 
 def _lines(indptr: np.ndarray, values: np.ndarray) -> list[bytes]:

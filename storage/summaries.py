@@ -48,7 +48,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
 from raycrawl.errors import UserError
-from storage.elias_fano import EliasFano, EliasFanoError
+from raycrawl.storage.elias_fano import EliasFano, EliasFanoError
 
 log = logging.getLogger(__name__)
 
@@ -667,7 +667,7 @@ def spill_paths(crawl_or_spill_dir: str | Path) -> list[Path]:
 
 def iter_spill(paths: Iterable[str | Path]) -> Iterator[dict]:
     """Every document record of the given spill files, file by file."""
-    from storage.link_records import read_link_file  # same gzip-members-of-msgpack framing
+    from raycrawl.storage.link_records import read_link_file  # same gzip-members-of-msgpack framing
 
     for path in paths:
         for rec in read_link_file(path):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from actors.shingler import (
+from raycrawl.actors.shingler import (
     DEFAULT_BANDS,
     DEFAULT_K,
     DEFAULT_NUM_PERM,
@@ -132,7 +132,7 @@ def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> I
     a damaged record and skips torn bodies). Every damaged file is also logged here and named in
     ``damaged``, so the report can say what is missing.
     """
-    from storage.warc import iter_responses
+    from raycrawl.storage.warc import iter_responses
 
     warc_dir = Path(warc_dir)
     for url, headers, body in iter_responses(warc_dir):
@@ -151,7 +151,7 @@ def _crawl_time_dups(crawl_dir: Path) -> list[tuple[str, str, str]]:
     """(url, dup_of, dup_kind) from the link records, if there are any."""
     if not (crawl_dir / "links").is_dir():
         return []
-    from storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import iter_link_records
 
     return [
         (r["url"], r["dup_of"], r.get("dup_kind") or "")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tasks.pagerank import LinkMatrix, gather_sum, teleport_vector
+from raycrawl.tasks.pagerank import LinkMatrix, gather_sum, teleport_vector
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from raycrawl.storage.fragment_index import FragmentIndex, FragmentIndexBuilder
 from raycrawl.text import terms
 from raycrawl.winnowing import DEFAULT_B, DEFAULT_W
-from storage.fragment_index import FragmentIndex, FragmentIndexBuilder
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,8 @@ def _snippet(body: bytes | str) -> str:
 def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | None = None) -> Versions:
     """Versions of every 200 HTML page of each crawl; crawl i (in the order given) is epoch i.
     ``snippets`` (if given) receives the start of each URL's latest visible text."""
-    from storage.link_records import iter_link_records
-    from storage.warc import iter_responses
+    from raycrawl.storage.link_records import iter_link_records
+    from raycrawl.storage.warc import iter_responses
 
     out: Versions = {}
     for epoch, crawl in enumerate(crawl_dirs):
@@ -64,8 +64,8 @@ def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | 
 
 def websim_versions(hosts: int, ips: int, seed: int, epochs: int, pages_per_host_mean: float = 25.0) -> Versions:
     """Versions of every live HTML page of the websim model at epochs 0 … epochs-1 (no server)."""
-    from websim.model import TRAP_ROLES, WebModel
-    from websim.render import Renderer
+    from raycrawl.websim.model import TRAP_ROLES, WebModel
+    from raycrawl.websim.render import Renderer
 
     out: Versions = {}
     for epoch in range(epochs):

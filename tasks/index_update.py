@@ -16,8 +16,8 @@ from collections import Counter
 
 import numpy as np
 
+from raycrawl.storage.fragment_index import FragmentIndex
 from raycrawl.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
-from storage.fragment_index import FragmentIndex
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class IndexUpdater:
 
     def index(self, policy: str = "global") -> FragmentIndex:
         """The merged, searchable index of everything stored."""
-        from tasks.index_build import build_index
+        from raycrawl.tasks.index_build import build_index
 
         return build_index(self.versions(), policy, self.b, self.w)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from storage.bvgraph import csr_from_arcs
+from raycrawl.storage.bvgraph import csr_from_arcs
 
 log = logging.getLogger(__name__)
 

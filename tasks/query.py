@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from storage.fragment_index import FragmentIndex
+from raycrawl.storage.fragment_index import FragmentIndex
 
 MAXDOC = 1 << 62
 K1, B = 1.2, 0.75

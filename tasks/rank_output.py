@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.ranks2d import RankSet
+from raycrawl.tasks.ranks2d import RankSet
 
 log = logging.getLogger(__name__)
 

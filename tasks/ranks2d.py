@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tasks.pagerank import (
+from raycrawl.tasks.pagerank import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from raycrawl.errors import UserError
-from storage.summaries import DecodedSummaries
+from raycrawl.storage.summaries import DecodedSummaries
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.frontier_policy import MercatorFrontier
 from raycrawl.errors import UserError
-from tasks.relevance import Relevance
+from raycrawl.policies.frontier_policy import MercatorFrontier
+from raycrawl.tasks.relevance import Relevance
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +135,14 @@ def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: 
 
 def load_collection(crawl_dir: Path) -> Collection:
     """The crawl's graph (``DIR/graph/`` BV graph if present, else the link records) and hosts."""
-    from actors.graph_compressor import node_map
+    from raycrawl.actors.graph_compressor import node_map
     from raycrawl.urls import host_of
 
     id_of, url_of, n, source = node_map(crawl_dir)
     indptr = indices = None
     graph = crawl_dir / "graph"
     if (graph / "bv.properties").exists():
-        from storage.bvgraph import BVGraph
+        from raycrawl.storage.bvgraph import BVGraph
 
         g = BVGraph.load(graph / "bv")
         if g.num_nodes == n:
@@ -150,7 +150,7 @@ def load_collection(crawl_dir: Path) -> Collection:
         else:
             log.warning("graph has %d nodes, URL map %d: rebuilding arcs from link records", g.num_nodes, n)
     if indptr is None:
-        from storage.link_records import iter_link_records
+        from raycrawl.storage.link_records import iter_link_records
 
         src, dst = [], []
         for rec in iter_link_records(crawl_dir):
@@ -178,7 +178,7 @@ def load_collection(crawl_dir: Path) -> Collection:
 
 def default_seeds(crawl_dir: Path, coll: Collection, k: int = 5) -> list[int]:
     """The first ``k`` URLs the crawl fetched (its seeds come first)."""
-    from storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import iter_link_records
 
     seeds: list[int] = []
     for rec in iter_link_records(crawl_dir):
@@ -196,7 +196,7 @@ def read_labels(path: Path, coll: Collection) -> np.ndarray:
     labels = np.full(coll.num_nodes, None, dtype=object)
     path = Path(path)
     if path.is_dir() or path.name.endswith(".jsonl.gz"):
-        from websim.manifest import load_manifest
+        from raycrawl.websim.manifest import load_manifest
 
         try:
             m = load_manifest(path)
@@ -293,10 +293,10 @@ def websim_corpus(model, renderer=None) -> tuple[Collection, list[dict], np.ndar
     from collections import Counter
 
     from raycrawl import text
-    from websim.render import Renderer
+    from raycrawl.websim.render import Renderer
 
     try:
-        from storage.urlmap import url_sort_key
+        from raycrawl.storage.urlmap import url_sort_key
     except ImportError:
         url_sort_key = None
     renderer = renderer or Renderer(model, 80)

@@ -43,10 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.spam_page import LOCAL_FEATURES, ParsedPage, host_name, page_local_features, parse_page
+from raycrawl.policies.spam_page import LOCAL_FEATURES, ParsedPage, host_name, page_local_features, parse_page
+from raycrawl.storage.link_records import iter_link_records
+from raycrawl.storage.warc import read_record_at
 from raycrawl.text import stems
-from storage.link_records import iter_link_records
-from storage.warc import read_record_at
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ def feature_sets(columns: list[str]) -> dict[str, list[str]]:
 # ---------------------------------------------------------------------------- driver
 def page_pagerank(graph: list[tuple[str, list[str]]]) -> dict[str, float]:
     """Page-level PageRank (α = 0.85) of the fetched pages (links to unfetched URLs dropped)."""
-    from tasks.pagerank import LinkMatrix, csr_from_edges, pagerank
+    from raycrawl.tasks.pagerank import LinkMatrix, csr_from_edges, pagerank
 
     ids = {u: i for i, (u, _) in enumerate(graph)}
     src, dst = [], []
@@ -271,7 +271,7 @@ def compute_content_features(crawl_dir: str | Path, query_terms: frozenset[str] 
     if use_ray:
         import ray
 
-        from tasks.spam_link_features import ensure_ray
+        from raycrawl.tasks.spam_link_features import ensure_ray
 
         ensure_ray()
         count_remote = ray.remote(count_batch)

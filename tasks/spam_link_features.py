@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.link_records import iter_link_records
+from raycrawl.storage.link_records import iter_link_records
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def ensure_ray() -> None:
 
 def host_graph(crawl_dir: str | Path) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
     """(hosts sorted, src, dst, hosts in first-fetch order) of the crawl's host graph."""
-    from policies.spam_page import host_name
+    from raycrawl.policies.spam_page import host_name
 
     first: dict[str, float] = {}
     arcs: set[tuple[str, str]] = set()
@@ -139,7 +139,7 @@ def supporters(src: np.ndarray, dst: np.ndarray, n: int, max_d: int = 4) -> list
 def link_features(crawl_dir: str | Path, trusted: list[str] | None = None, n_trusted: int = 10) -> list[dict]:
     """One row of link features per crawled host. ``trusted`` hosts seed TrustRank; by default the
     ``n_trusted`` hosts fetched first (the crawl's seeds: a crawl starts from hand-picked hosts)."""
-    from tasks.pagerank import LinkMatrix, csr_from_edges, pagerank
+    from raycrawl.tasks.pagerank import LinkMatrix, csr_from_edges, pagerank
 
     hosts, src, dst, by_time = host_graph(crawl_dir)
     n = len(hosts)

@@ -16,10 +16,10 @@ from collections import deque
 from pathlib import Path
 
 from raycrawl.exchange import FetchResult
-from storage.link_records import LinkRecordWriter
-from storage.warc import WarcStore
-from websim.model import SPAM_ROLES, WebModel
-from websim.render import Renderer
+from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.storage.warc import WarcStore
+from raycrawl.websim.model import SPAM_ROLES, WebModel
+from raycrawl.websim.render import Renderer
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def model_labels(model: WebModel) -> dict[str, int]:
 
 def manifest_labels(manifest_path: str | Path) -> dict[str, int]:
     """The same labels read from a served web's ``manifest.jsonl.gz`` (host records' ``spam``)."""
-    from websim.manifest import load_manifest
+    from raycrawl.websim.manifest import load_manifest
 
     m = load_manifest(manifest_path)
     return {name: int(bool(rec.get("spam"))) for name, rec in m.hosts.items()}
@@ -140,8 +140,8 @@ def simulate_gated_crawl(model: WebModel, gate=None, port: int = 8080) -> dict:
 def gate_training_rows(model: WebModel, query_terms: frozenset[str], port: int = 8080) -> list[dict]:
     """Page rows (host, order, local + shingle features) of a breadth-first crawl of ``model``, in
     crawl order — the crawl-time gate's view, for :func:`policies.spam_gate.train_gate`."""
-    from policies.spam_gate import SHINGLE_FEATURES, ShingleMemory, page_feature_vector
-    from tasks.spam_features import LOCAL_FEATURES
+    from raycrawl.policies.spam_gate import SHINGLE_FEATURES, ShingleMemory, page_feature_vector
+    from raycrawl.tasks.spam_features import LOCAL_FEATURES
 
     feats = list(LOCAL_FEATURES + SHINGLE_FEATURES)
     renderer = Renderer(model, port)

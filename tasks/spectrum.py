@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigs
 
-from tasks.pagerank import LinkMatrix, gather_sum
+from raycrawl.tasks.pagerank import LinkMatrix, gather_sum
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.fragment_index import FragmentIndex
-from tasks.query import QueryProcessor
+from raycrawl.storage.fragment_index import FragmentIndex
+from raycrawl.tasks.query import QueryProcessor
 
 
 @dataclass(slots=True)
@@ -39,7 +39,7 @@ class TemporalHit:
 
 def epoch_links(crawl_dir: str | Path, id_of: dict[str, int]) -> set[tuple[int, int]]:
     """Arcs (u, v) between indexed pages in one crawl's link records (self-loops dropped)."""
-    from storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import iter_link_records
 
     arcs = set()
     for r in iter_link_records(crawl_dir):

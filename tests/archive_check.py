@@ -47,8 +47,8 @@ def sha1_b32(data: bytes) -> str:
 def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
     """Assert the archive's honesty and completeness for a crawl of the running ``web`` (a
     ``websim.Websim`` built with ``params``); returns what was checked."""
-    from websim.model import WebModel
-    from websim.render import Renderer
+    from raycrawl.websim.model import WebModel
+    from raycrawl.websim.render import Renderer
 
     responses, revisits = read_archive(warc_dir)
     # 1. a revisit claims a byte-identical payload: its referent has that very payload digest

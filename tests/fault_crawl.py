@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from storage.link_records import iter_link_records
+from raycrawl.storage.link_records import iter_link_records
 
 ROOT = Path(__file__).resolve().parents[1]
 WEB = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8}

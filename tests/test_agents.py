@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from storage.link_records import iter_link_records, read_link_file
-from websim.audit import audit
+from raycrawl.storage.link_records import iter_link_records, read_link_file
+from raycrawl.websim.audit import audit
 
 REPO = Path(__file__).resolve().parents[1]
 DELAYS = (0.1, 0.02)
@@ -159,7 +159,7 @@ def fetched(out: Path) -> set[str]:
 def web_and_baseline(tmp_path_factory):
     """A websim (40 hosts on 4 IPs) and a clean one-agent crawl of it; yields (web, baseline dir,
     config, tmp dir). Later crawls audit their own slice of the request log."""
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     tmp = tmp_path_factory.mktemp("agents")
     config = tmp / "crawl.toml"
@@ -253,8 +253,8 @@ def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline) 
     in_flight = in_flight_at_faults(proc)
     assert rep["recovered"] > 0 and in_flight, "the killed fetcher had nothing in flight: the test proved nothing"
     check_against_baseline(one, tmp / "faults", requests, manifest, may_refetch=in_flight)
-    from actors.parser import HTML_TYPES
-    from storage.summaries import iter_spill, spill_paths
+    from raycrawl.actors.parser import HTML_TYPES
+    from raycrawl.storage.summaries import iter_spill, spill_paths
 
     kept = {r["url"] for r in iter_link_records(tmp / "faults")
             if r["status"] == 200 and r["ctype"] in HTML_TYPES and not r["dup_of"]}

@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from policies.assignment import ConsistentHash
+from raycrawl.policies.assignment import ConsistentHash
 
 HOSTS = [f"http://h{i}.example.test" for i in range(20_000)]
 
@@ -43,7 +43,7 @@ def test_partition_and_determinism():
 
 
 def test_shard_assignment_is_balanced_and_moves_little():
-    from policies.assignment import SHARDS, assign_shards
+    from raycrawl.policies.assignment import SHARDS, assign_shards
 
     two = assign_shards(["a0", "a1"])
     assert sorted(Counter(two.values()).values()) == [SHARDS // 2, SHARDS // 2]

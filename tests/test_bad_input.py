@@ -82,7 +82,7 @@ def test_one_line_exit_2(files: Path, argv: list[str]) -> None:
 def test_truth_file_that_is_binary(files: Path) -> None:
     from types import SimpleNamespace
 
-    from tasks.simulate import read_labels
+    from raycrawl.tasks.simulate import read_labels
 
     with pytest.raises(UserError, match="not a UTF-8"):
         read_labels(files / "bin.dat", SimpleNamespace(num_nodes=0))

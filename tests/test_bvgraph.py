@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from shared_data import CNR_2000
 
 from raycrawl.errors import UserError
-from storage.bvgraph import BVGraph
+from raycrawl.storage.bvgraph import BVGraph
 
 CNR = CNR_2000
 needs_cnr = pytest.mark.skipif(not Path(str(CNR) + ".graph").exists(), reason="cnr-2000 not available")

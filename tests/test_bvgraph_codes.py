@@ -6,7 +6,7 @@ import dsi_bitstream
 import numpy as np
 from numba import njit
 
-from storage import codes
+from raycrawl.storage import codes
 
 
 @njit(cache=True)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from shared_data import CNR_2000
 
-from storage.bvgraph import BVGraph, csr_from_arcs, store, transpose_csr
+from raycrawl.storage.bvgraph import BVGraph, csr_from_arcs, store, transpose_csr
 
 CNR = str(CNR_2000)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from storage.link_records import iter_link_records
+from raycrawl.storage.link_records import iter_link_records
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTS = {f"h{i}.test": f"127.0.0.{2 + i // 2}" for i in range(6)}  # 6 hosts on 3 IPs
@@ -361,7 +361,7 @@ def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
     records the user's consent, and the refetches stay within the uncommitted window."""
     import json as _json
 
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -420,7 +420,7 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     every page served, byte for byte, with revisit records only for byte-identical payloads."""
     from archive_check import check_archive
 
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     config = tmp_path / "crawl.toml"
     config.write_text("[crawl]\nread_timeout = 3.0\nconnect_timeout = 2.0\nmax_retries = 1\nretry_backoff = 0.5\n"

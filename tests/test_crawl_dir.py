@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from raycrawl.errors import UserError
-from storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id
+from raycrawl.storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id
 
 HOLD = """
 import sys, time
-from storage.crawl_dir import CrawlDirLock
+from raycrawl.storage.crawl_dir import CrawlDirLock
 CrawlDirLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(600)

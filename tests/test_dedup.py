@@ -16,8 +16,8 @@ import networkx as nx
 import pytest
 
 from raycrawl.cli import main
-from storage.link_records import LinkRecordWriter
-from tasks.dedup import UnionFind, cluster_texts, exact_jaccard_pairs, pair_metrics
+from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.tasks.dedup import UnionFind, cluster_texts, exact_jaccard_pairs, pair_metrics
 
 VOCAB = [f"w{i}q" for i in range(20000)]
 WEIGHTS = [1 / (i + 1) for i in range(20000)]
@@ -159,9 +159,9 @@ def test_damaged_warc_is_skipped_with_a_warning(tmp_path, caplog):
     files = sorted((crawl / "warc").glob("*.warc.gz"))
     data = files[1].read_bytes()
     files[1].write_bytes(data[: len(data) // 2] + b"\x00garbage")
-    from tasks.dedup import cluster_crawl
+    from raycrawl.tasks.dedup import cluster_crawl
 
-    with caplog.at_level(logging.WARNING, logger="tasks.dedup"):
+    with caplog.at_level(logging.WARNING, logger="raycrawl.tasks.dedup"):
         summary = cluster_crawl(crawl)
     # Everything in the intact file is still read; the broken one is logged and named, not fatal.
     assert len(docs) // 2 <= summary["pages_with_text"] < len(docs)
@@ -169,7 +169,7 @@ def test_damaged_warc_is_skipped_with_a_warning(tmp_path, caplog):
     assert any(files[1].name in r.getMessage() for r in caplog.records)
     assert files[1].name in (crawl / "dedup" / "report.txt").read_text()
     # A cut (not corrupted) file is reported too, and an intact one is not.
-    from tasks.dedup import gzip_damage
+    from raycrawl.tasks.dedup import gzip_damage
 
     files[1].write_bytes(data[: len(data) - 7])
     assert gzip_damage(files[1]) == "truncated gzip member"

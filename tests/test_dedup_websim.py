@@ -13,12 +13,12 @@ from itertools import combinations
 
 import pytest
 
-pytest.importorskip("websim.manifest")
+pytest.importorskip("raycrawl.websim.manifest")
 pytestmark = pytest.mark.slow  # ~30 s: renders a 300-host web (≈ 6,000 pages), checks it four ways
 
-from actors.shingler import NearDupIndex  # noqa: E402
+from raycrawl.actors.shingler import NearDupIndex  # noqa: E402
+from raycrawl.tasks.dedup import UnionFind, cluster_texts, exact_jaccard_pairs, pair_metrics  # noqa: E402
 from raycrawl.text import visible_text  # noqa: E402
-from tasks.dedup import UnionFind, cluster_texts, exact_jaccard_pairs, pair_metrics  # noqa: E402
 
 
 def _pairs(groups):
@@ -27,9 +27,9 @@ def _pairs(groups):
 
 @pytest.fixture(scope="module")
 def web():
-    from websim.manifest import build_records
-    from websim.model import WebModel
-    from websim.render import Renderer
+    from raycrawl.websim.manifest import build_records
+    from raycrawl.websim.model import WebModel
+    from raycrawl.websim.render import Renderer
 
     model = WebModel.generate(hosts=300, ips=20, seed=7)
     renderer = Renderer(model, 8080)

@@ -9,7 +9,7 @@ import pytest
 from dnslib import CNAME, QTYPE, RCODE, RR, A
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
-from actors.dns import Resolver, parse_dns_server, parse_hosts_file
+from raycrawl.actors.dns import Resolver, parse_dns_server, parse_hosts_file
 from raycrawl.errors import UserError
 
 ZONE = {f"h{i}.test": f"127.0.{i // 250}.{i % 250 + 1}" for i in range(300)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from storage.elias_fano import EliasFano, EliasFanoError
+from raycrawl.storage.elias_fano import EliasFano, EliasFanoError
 
 
 @pytest.mark.parametrize(("n", "u"), [(0, 0), (1, 0), (1, 7), (17, 17), (1000, 10**6), (5000, 10**12),

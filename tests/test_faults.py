@@ -64,7 +64,7 @@ DAMAGES = {
 def killed_crawl(tmp_path_factory):
     """A websim crawl of two agents killed with SIGKILL (the whole process group) mid-way; websim
     keeps serving."""
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     base = tmp_path_factory.mktemp("killed")
     out = base / "crawl"

@@ -13,8 +13,8 @@ import brotli
 import pytest
 from aiohttp import web
 
-from actors.fetcher import Fetcher, FetchResult
-from policies.networks import NetworkPolicy
+from raycrawl.actors.fetcher import Fetcher, FetchResult
+from raycrawl.policies.networks import NetworkPolicy
 
 PAGE = b"<html><head><title>Hello</title></head><body><a href='/b'>b</a></body></html>"
 LATIN1 = "<html><body>caf\u00e9 cr\u00e8me br\u00fbl\u00e9e</body></html>".encode("latin-1")
@@ -268,7 +268,7 @@ def test_fetch_result_pickles():
 def test_fetcher_actor_batch(site_sync, ray_local):
     import ray
 
-    from actors.fetcher import make_fetcher_actor
+    from raycrawl.actors.fetcher import make_fetcher_actor
 
     actor = make_fetcher_actor("raycrawl-test/1.0", 1.0, 1.0, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"))
     urls = [(f"{site_sync}/echo?i={i}", "127.0.0.1") for i in range(20)] + [(f"{site_sync}/page", "10.1.2.3")]

@@ -6,7 +6,8 @@ import random
 import re
 from types import SimpleNamespace
 
-from policies.filters import (
+from raycrawl.exchange import FetchResult
+from raycrawl.policies.filters import (
     ContentTypeIn,
     DuplicateSegmentsLessThan,
     HostSuffix,
@@ -16,7 +17,6 @@ from policies.filters import (
     build_prefetch,
     has_repeated_segments,
 )
-from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 
 

@@ -8,12 +8,12 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from actors.distributor import Distributor
-from actors.sieve_shards import SieveShards
-from actors.virtualizer import Virtualizer
-from actors.workbench import ROBOTS, Release, Workbench
-from policies.assignment import SHARDS
-from policies.politeness import Politeness
+from raycrawl.actors.distributor import Distributor
+from raycrawl.actors.sieve_shards import SieveShards
+from raycrawl.actors.virtualizer import Virtualizer
+from raycrawl.actors.workbench import ROBOTS, Release, Workbench
+from raycrawl.policies.assignment import SHARDS
+from raycrawl.policies.politeness import Politeness
 
 
 @pytest.fixture

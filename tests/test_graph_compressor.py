@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from actors.graph_compressor import GraphCompressor, build_crawl_graph, graph_paths, open_crawl_graph
+from raycrawl.actors.graph_compressor import GraphCompressor, build_crawl_graph, graph_paths, open_crawl_graph
 from raycrawl.cli import main
-from storage.link_records import LinkRecordWriter, iter_link_records
-from storage.urlmap import UrlMap, url_sort_key
+from raycrawl.storage.link_records import LinkRecordWriter, iter_link_records
+from raycrawl.storage.urlmap import UrlMap, url_sort_key
 
 
 def _crawl_records(seed: int, hosts: int = 25):
@@ -121,7 +121,7 @@ def test_import_arcs_round_trip_and_bad_input(tmp_path, capsys):
 
 
 def test_bv_import_and_corrupt_graph_dir(tmp_path, capsys):
-    from storage.bvgraph import csr_from_arcs, store
+    from raycrawl.storage.bvgraph import csr_from_arcs, store
 
     rng = np.random.default_rng(4)
     n = 500
@@ -144,7 +144,7 @@ def test_bv_import_and_corrupt_graph_dir(tmp_path, capsys):
 
 
 def test_actor_shell_matches_plain_class(tmp_path, ray_local):
-    from actors.graph_compressor import make_graph_compressor_actor
+    from raycrawl.actors.graph_compressor import make_graph_compressor_actor
 
     records = _crawl_records(5)
     actor = make_graph_compressor_actor(tmp_path / "a")
@@ -164,7 +164,7 @@ def test_actor_shell_matches_plain_class(tmp_path, ray_local):
 
 def test_websim_graph_round_trip(tmp_path, capsys):
     """Records shaped like a crawl of a websim web (its hosts, paths, links and redirects)."""
-    from websim.model import WebModel
+    from raycrawl.websim.model import WebModel
 
     model = WebModel.generate(hosts=40, ips=5, seed=3)
     records = []

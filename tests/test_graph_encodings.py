@@ -7,8 +7,8 @@ import zlib
 import numpy as np
 import pytest
 
-from storage.bvgraph import csr_from_arcs
-from storage.graph_encodings import (
+from raycrawl.storage.bvgraph import csr_from_arcs
+from raycrawl.storage.graph_encodings import (
     GzipBlocks,
     ShortMediumLong,
     canonical_codes,

@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pytest
 
+from raycrawl.storage.fragment_index import FragmentIndex, FragmentIndexBuilder
+from raycrawl.storage.postings import decode_list, encode_list, vbyte_decode, vbyte_encode
+from raycrawl.tasks.index_build import build_index, websim_versions
 from raycrawl.winnowing import fragments, winnow_cuts, word_bytes
-from storage.fragment_index import FragmentIndex, FragmentIndexBuilder
-from storage.postings import decode_list, encode_list, vbyte_decode, vbyte_encode
-from tasks.index_build import build_index, websim_versions
 
 
 def test_vbyte_round_trip_edges_and_random():

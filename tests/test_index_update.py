@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from test_index_fragments import _synthetic_pages
 
+from raycrawl.tasks.index_build import build_index
+from raycrawl.tasks.index_update import IndexUpdater, UpdateClient, index_update_actor
 from raycrawl.winnowing import fragment_hash, fragments
-from tasks.index_build import build_index
-from tasks.index_update import IndexUpdater, UpdateClient, index_update_actor
 
 
 def test_updates_send_only_new_fragments_and_merge_equals_batch_build():

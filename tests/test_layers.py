@@ -9,21 +9,27 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# Repository folders; each installs as ``raycrawl.<folder>`` except ``raycrawl/`` itself.
 PACKAGES = ("raycrawl", "storage", "policies", "websim", "actors", "tasks")
 LAYERS = {"core": 0, "storage": 1, "policies": 1, "websim": 1, "actors": 2, "tasks": 2, "cli": 3}
 
 
 def layer_of(module: str) -> str:
-    top = module.split(".")[0]
-    if top == "raycrawl":
-        cli = module in ("raycrawl.cli", "raycrawl.__main__") or module.startswith("raycrawl.commands")
-        return "cli" if cli else "core"
-    return top
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in PACKAGES[1:]:
+        return parts[1]
+    cli = module in ("raycrawl.cli", "raycrawl.__main__") or module.startswith("raycrawl.commands")
+    return "cli" if cli else "core"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = parts if parts[0] == "raycrawl" else ("raycrawl", *parts)
+    return ".".join(parts).removesuffix(".__init__")
 
 
 def modules() -> list[str]:
-    return [".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-            for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))]
+    return [module_name(path) for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))]
 
 
 def imports() -> list[tuple[str, str]]:
@@ -31,7 +37,7 @@ def imports() -> list[tuple[str, str]]:
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            module = module_name(path)
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Import):
                     names = [a.name for a in node.names]
@@ -39,7 +45,7 @@ def imports() -> list[tuple[str, str]]:
                     names = [node.module]
                 else:
                     continue
-                found += [(module, n) for n in names if n.split(".")[0] in PACKAGES]
+                found += [(module, n) for n in names if n.split(".")[0] == "raycrawl"]
     return found
 
 

@@ -1,4 +1,4 @@
-from storage.link_records import LinkRecordWriter, iter_link_records
+from raycrawl.storage.link_records import LinkRecordWriter, iter_link_records
 
 
 def _rec(i):

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from policies.networks import NetworkPolicy
 from raycrawl.errors import UserError
+from raycrawl.policies.networks import NetworkPolicy
 
 # Special-purpose ranges (IANA IPv4/IPv6 special-purpose registries) that must never be dialed by default.
 FORBIDDEN = ["127.0.0.1", "127.255.255.254", "10.0.0.1", "10.255.1.2", "172.16.0.1", "172.31.255.255", "192.168.1.1",

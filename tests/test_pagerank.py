@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from shared_data import CNR_2000
 
-from tasks.pagerank import (
+from raycrawl.tasks.pagerank import (
     LinkMatrix,
     cheirank,
     csr_from_edges,
@@ -161,7 +161,7 @@ def test_distributed_on_two_node_cluster(tmp_path):
         import numpy as np, ray
         from ray.cluster_utils import Cluster
         from tests.test_pagerank import random_graph
-        from tasks.pagerank import distributed_pagerank, pagerank
+        from raycrawl.tasks.pagerank import distributed_pagerank, pagerank
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         cluster.add_node(num_cpus=1)
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from actors.parser import Parser, ParseResult, decode_body, looks_binary
+from raycrawl.actors.parser import Parser, ParseResult, decode_body, looks_binary
 from raycrawl.exchange import FetchResult
 from raycrawl.text import content_digest, visible_text
 
@@ -224,7 +224,7 @@ def test_only_2xx_html_or_text_is_parsed():
 def test_parser_actor(ray_local):
     import ray
 
-    from actors.parser import make_parser_actor
+    from raycrawl.actors.parser import make_parser_actor
 
     actor = make_parser_actor()
     pages = [page(f'<a href="/p{i}">x</a>') for i in range(5)]
@@ -235,7 +235,7 @@ def test_parser_actor(ray_local):
 
 def test_memoised_resolution_equals_direct_canonicalisation():
     """resolve_link (keyed by the base's directory) must agree with canonicalize(raw, base) everywhere."""
-    from actors.parser import _directory, resolve_link
+    from raycrawl.actors.parser import _directory, resolve_link
     from raycrawl.urls import canonicalize
 
     rng = random.Random(13)

@@ -13,11 +13,11 @@ import pytest
 from test_pagerank import CNR, dense_s, nx_vector, random_graph
 
 from raycrawl.cli import main
-from tasks.hits import personalized_hits
-from tasks.pagerank import LinkMatrix, csr_from_edges, pagerank
-from tasks.rank_output import density, write_density_png, write_parquet, write_tsv
-from tasks.ranks2d import compute_ranks, kappa, rank_indices, two_d_rank
-from tasks.spectrum import google_spectrum, invariant_subspaces
+from raycrawl.tasks.hits import personalized_hits
+from raycrawl.tasks.pagerank import LinkMatrix, csr_from_edges, pagerank
+from raycrawl.tasks.rank_output import density, write_density_png, write_parquet, write_tsv
+from raycrawl.tasks.ranks2d import compute_ranks, kappa, rank_indices, two_d_rank
+from raycrawl.tasks.spectrum import google_spectrum, invariant_subspaces
 
 # ---- K, K*, K2, κ ---------------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ def test_spectrum_eigenvalues_match_dense():
 
 @pytest.mark.parametrize("method", ["arnoldi", "arpack"])
 def test_core_eigenvalues_match_dense_core_block(method):
-    from tasks.spectrum import core_eigenvalues
+    from raycrawl.tasks.spectrum import core_eigenvalues
 
     m = planted_graph(3)
     dec = invariant_subspaces(m)
@@ -226,7 +226,7 @@ def test_outputs_round_trip(tmp_path):
 
 @pytest.fixture
 def small_bv(tmp_path):
-    bvgraph = pytest.importorskip("storage.bvgraph")
+    bvgraph = pytest.importorskip("raycrawl.storage.bvgraph")
     if not hasattr(bvgraph, "store"):
         pytest.skip("BV writer not available")
     g, m = random_graph(12, n=500, m=2500)
@@ -344,7 +344,7 @@ def test_cli_crawl_dir_layout(small_bv, tmp_path):
 
 def test_cli_crawl_dir_with_url_map(small_bv, tmp_path, capsys):
     """URLs from DIR/graph/urls.map fill the url column, the top listings, and resolve --personalize URLs."""
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.urlmap import UrlMap
 
     g, m, base = small_bv
     crawl = tmp_path / "crawl"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from raycrawl.redis_server import free_port
-from websim.audit import audit
+from raycrawl.websim.audit import audit
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -26,7 +26,7 @@ BIN = Path(sys.executable).parent
 
 @pytest.mark.slow
 def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     ray_tmp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # AF_UNIX socket paths must stay short
     env = dict(os.environ, RAY_AUTH_MODE="disabled", PATH=f"{BIN}:{os.environ['PATH']}")

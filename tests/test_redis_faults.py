@@ -31,7 +31,7 @@ def test_embedded_redis_killed_under_two_agents_is_restarted(tmp_path: Path) -> 
     """kill -9 of the embedded valkey-server while two agents crawl: raycrawl restarts it from its
     AOF, the crawl pauses and goes on to the end in the same run; nothing is lost, only URLs Redis
     held in flight are fetched again, politeness holds across the restart."""
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     out = tmp_path / "crawl"
     with Websim(**WEB, out_dir=tmp_path / "web") as web:
@@ -54,7 +54,7 @@ def test_external_redis_gone_stops_with_one_line_then_resume(tmp_path: Path) -> 
     RAYCRAWL_REDIS_WAIT seconds, then stops with one line (exit 2, no traceback); once Redis is
     back, --resume finishes the crawl with nothing lost and refetches only among the in-flight."""
     from raycrawl.redis_server import EmbeddedRedis
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     out = tmp_path / "crawl"
     server = EmbeddedRedis(tmp_path / "redis").start()

@@ -8,8 +8,8 @@ import time
 import pytest
 from aiohttp import web
 
-from actors.fetch_loop import FetchLoop
-from policies.robots import ALLOW_ALL, DISALLOW_ALL, RobotsRules, ua_token
+from raycrawl.actors.fetch_loop import FetchLoop
+from raycrawl.policies.robots import ALLOW_ALL, DISALLOW_ALL, RobotsRules, ua_token
 from raycrawl.settings import Settings
 
 UA = "raycrawl/0.1 (+http://raycrawl.test/bot)"
@@ -189,7 +189,7 @@ async def crawl_robots(redis_url: str, tmp_path, site: RobotsSite, names: list[s
 
 
 async def test_robots_over_http_through_the_fetch_loop(robots_site, redis_url, tmp_path):
-    from policies.robots import UNREACHABLE_TTL
+    from raycrawl.policies.robots import UNREACHABLE_TTL
 
     names = ["ok.test", "gone.test", "down.test", "flaky.test", "moved.test", "loop.test", "cross.test",
              "far.test", "huge.test"]

@@ -11,12 +11,12 @@ import pytest
 from test_summaries import cli
 
 from raycrawl.exchange import FetchResult
+from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.storage.warc import WarcStore
+from raycrawl.tasks.query import BruteForce
 from raycrawl.text import stems
-from storage.link_records import LinkRecordWriter
-from storage.warc import WarcStore
-from tasks.query import BruteForce
-from websim.model import WebModel
-from websim.render import Renderer
+from raycrawl.websim.model import WebModel
+from raycrawl.websim.render import Renderer
 
 
 def _write_crawl(crawl_dir, pages: dict[str, bytes], links: dict[str, list[str]] | None = None) -> None:

@@ -11,17 +11,17 @@ import pytest
 from test_summaries import cli
 from test_summaries_crawl import run
 
+from raycrawl.storage.link_records import iter_link_records
+from raycrawl.tasks.query import BruteForce
 from raycrawl.text import stems, terms
-from storage.link_records import iter_link_records
-from tasks.query import BruteForce
 
 pytestmark = pytest.mark.slow  # two real crawls (Ray start-up each)
 
 
 def test_two_crawled_epochs(tmp_path, capsys):
-    from websim import Websim
-    from websim.model import WebModel
-    from websim.render import Renderer
+    from raycrawl.websim import Websim
+    from raycrawl.websim.model import WebModel
+    from raycrawl.websim.render import Renderer
 
     params = {"hosts": 3, "ips": 1, "seed": 8}
     # URLs carry the port: both epochs must be served on the same one to be versions of one page.

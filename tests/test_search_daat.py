@@ -7,8 +7,8 @@ import random
 import pytest
 from test_index_fragments import _synthetic_pages
 
-from tasks.index_build import build_index
-from tasks.query import BruteForce, QueryProcessor
+from raycrawl.tasks.index_build import build_index
+from raycrawl.tasks.query import BruteForce, QueryProcessor
 
 
 def _pages_with_cross_copies(seed: int):

@@ -14,8 +14,13 @@ from test_search_cli import _write_crawl
 from test_summaries import cli
 
 from raycrawl.commands.search import open_index
+from raycrawl.tasks.temporal_search import (
+    change_scores,
+    epoch_links,
+    personalized_hits,
+    personalized_pagerank,
+)
 from raycrawl.text import terms
-from tasks.temporal_search import change_scores, epoch_links, personalized_hits, personalized_pagerank
 
 N = 40
 

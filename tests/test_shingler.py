@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from actors.shingler import (
+from raycrawl.actors.shingler import (
     NearDupIndex,
     estimated_jaccard,
     exact_jaccard,
@@ -17,7 +17,7 @@ from actors.shingler import (
     sketch_texts,
     truncate_sketches,
 )
-from storage.sketch_store import RedisSketchStore, SketchStoreMismatch
+from raycrawl.storage.sketch_store import RedisSketchStore, SketchStoreMismatch
 
 VOCAB = [f"w{i}q" for i in range(20000)]
 WEIGHTS = [1 / (i + 1) for i in range(20000)]
@@ -156,30 +156,15 @@ def test_bad_parameters_are_rejected():
         NearDupIndex(k=0)
 
 
-def test_ray_actor_restart_keeps_state(ray_local, redis_url):
-    import ray
-
-    from actors.shingler import ShinglerActor
-
+def test_a_new_instance_keeps_the_state_in_redis(redis_url):
+    """The agent's checker after a restart (--resume) is a new instance over the same Redis keys."""
     rng = random.Random(5)
     base = [zipf_text(rng) for _ in range(5)]
-    actor = ShinglerActor.remote(redis_url=redis_url, key_prefix="t:actor")
-    first = ray.get(actor.check_and_add.remote([(f"http://o{i}.test/", t) for i, t in enumerate(base)]))
-    assert first == [None] * 5
-    before = ray.get(actor.stats.remote())
-    assert before["checked"] == 5
-    ray.kill(actor, no_restart=False)  # a crash: Ray restarts it, __init__ runs again
-    stats = None
-    for _ in range(60):
-        try:
-            stats = ray.get(actor.stats.remote(), timeout=30)
-        except ray.exceptions.RayActorError:
-            continue
-        if stats["checked"] == 0:
-            break  # the fresh instance answers
-    assert stats == {"checked": 0, "near_duplicates": 0, "representatives": 5}
+    first = NearDupIndex(redis_url=redis_url, key_prefix="t:restart")
+    assert first.check_and_add([(f"http://o{i}.test/", t) for i, t in enumerate(base)]) == [None] * 5
+    assert first.stats()["checked"] == 5
+    again = NearDupIndex(redis_url=redis_url, key_prefix="t:restart")
+    assert again.stats() == {"checked": 0, "near_duplicates": 0, "representatives": 5}
     mirrors = [(f"http://m{i}.test/", edit(rng, t, 1)) for i, t in enumerate(base)]
-    got = ray.get(actor.check_and_add.remote(mirrors), timeout=60)
-    assert got == [f"http://o{i}.test/" for i in range(5)]
-    assert ray.get(actor.stats.remote())["near_duplicates"] == 5
-    ray.kill(actor, no_restart=True)
+    assert again.check_and_add(mirrors) == [f"http://o{i}.test/" for i in range(5)]
+    assert again.stats()["near_duplicates"] == 5

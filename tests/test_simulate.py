@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from policies.frontier_policy import MercatorFrontier
 from raycrawl import text
-from storage.summaries import SummaryArchive, build_archive
-from tasks import relevance as relm
-from tasks import simulate as sim
+from raycrawl.policies.frontier_policy import MercatorFrontier
+from raycrawl.storage.summaries import SummaryArchive, build_archive
+from raycrawl.tasks import relevance as relm
+from raycrawl.tasks import simulate as sim
 
 ROOT = Path(__file__).parents[1]
 
@@ -59,7 +59,7 @@ def test_frontier_serves_higher_priority_first_when_hosts_are_free():
 @pytest.fixture(scope="module")
 def websim_collection(tmp_path_factory):
     """A small websim web: graph, archive of summaries, topic labels (ground truth)."""
-    from websim.model import WebModel
+    from raycrawl.websim.model import WebModel
 
     model = WebModel.generate(hosts=150, ips=20, seed=11)
     coll, records, labels = sim.websim_corpus(model)
@@ -121,7 +121,7 @@ def make_crawl_dir(crawl: Path, coll, records, labels):
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
-    from storage.link_records import LinkRecordWriter
+    from raycrawl.storage.link_records import LinkRecordWriter
 
     (crawl / "warc").mkdir(parents=True)
     with open(crawl / "warc" / "agent0-00000.warc", "wb") as f:
@@ -148,19 +148,19 @@ def run_cli(*args):
 def test_simulate_cli_end_to_end(tmp_path, capsys):
     from test_summaries import cli
 
-    from websim.model import WebModel
+    from raycrawl.websim.model import WebModel
 
     model = WebModel.generate(hosts=40, ips=5, seed=5)
     coll, records, labels = sim.websim_corpus(model)
     crawl = tmp_path / "crawl"
     make_crawl_dir(crawl, coll, records, labels)
-    from actors.graph_compressor import build_crawl_graph
+    from raycrawl.actors.graph_compressor import build_crawl_graph
 
     build_crawl_graph(crawl)  # the replay then reads the BV graph and its URL map
     r = run_cli("summaries", "build", crawl, "--min-df", "2")
     assert r.returncode == 0, r.stderr
     archive = SummaryArchive.open(crawl)
-    from storage.bvgraph import BVGraph
+    from raycrawl.storage.bvgraph import BVGraph
 
     g = BVGraph.load(crawl / "graph" / "bv")
     loaded = sim.load_collection(crawl)

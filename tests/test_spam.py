@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.spam_websim import model_labels, reachable_html, write_labels, write_model_crawl
+from raycrawl.tasks.spam_websim import model_labels, reachable_html, write_labels, write_model_crawl
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT = 8080
@@ -23,7 +23,7 @@ PORT = 8080
 
 @pytest.fixture(scope="module")
 def web():
-    from websim.model import WebModel
+    from raycrawl.websim.model import WebModel
 
     return WebModel.generate(hosts=300, ips=120, seed=11, pages_per_host_mean=6)
 
@@ -54,7 +54,7 @@ def _table(crawl_dir: Path) -> dict[str, dict]:
 # ---------------------------------------------------------------------------- content features
 def test_content_features_match_websim_words(web, crawl):
     """mean_words / query precision+recall per host equal what websim says its pages contain."""
-    from websim.render import Renderer
+    from raycrawl.websim.render import Renderer
 
     r = Renderer(web, PORT)
     pop = frozenset(web.vocab.popular_terms)
@@ -86,7 +86,7 @@ def test_keyword_stuffing_shows_in_query_features(web, crawl):
 
 
 def test_page_local_features_by_hand():
-    from tasks.spam_features import LOCAL_FEATURES, page_local_features, parse_page
+    from raycrawl.tasks.spam_features import LOCAL_FEATURES, page_local_features, parse_page
 
     html = "<html><head><title>aa bb</title></head><body><p>aa aa cc</p><a href='/x'>dd</a></body></html>"
     f = dict(zip(LOCAL_FEATURES, page_local_features(parse_page(html), frozenset({"aa", "zz"})), strict=True))
@@ -140,7 +140,7 @@ def test_link_features_vs_networkx(web, crawl):
 
 
 def test_truncated_pagerank_vs_dense_series():
-    from tasks.spam_link_features import ALPHA, truncated_pageranks
+    from raycrawl.tasks.spam_link_features import ALPHA, truncated_pageranks
 
     rng = np.random.default_rng(3)
     n = 30
@@ -158,7 +158,7 @@ def test_truncated_pagerank_vs_dense_series():
 
 # ---------------------------------------------------------------------------- BM25, groups
 def test_bm25_vocabulary_rule_and_weights():
-    from tasks.spam_bm25 import K1, B, Bm25Vocabulary
+    from raycrawl.tasks.spam_bm25 import K1, B, Bm25Vocabulary
 
     docs = {f"h{i}": Counter({"common": 5, f"own{i}": 1}) for i in range(20)}
     for i in range(3):
@@ -178,7 +178,7 @@ def test_bm25_vocabulary_rule_and_weights():
 
 
 def test_groups_never_split_ip_or_domain():
-    from tasks.spam_model import group_folds, group_split, host_groups, registered_domain
+    from raycrawl.tasks.spam_model import group_folds, group_split, host_groups, registered_domain
 
     assert registered_domain("www.foo7.test") == "foo7.test" == registered_domain("foo7.test")
     assert registered_domain("a.b.example.co.uk") == "example.co.uk"
@@ -205,7 +205,7 @@ def test_ensemble_selection_prefers_informative_models():
     from sklearn.linear_model import LogisticRegression
     from sklearn.naive_bayes import GaussianNB
 
-    from tasks.spam_model import EnsembleSelection
+    from raycrawl.tasks.spam_model import EnsembleSelection
 
     rng = np.random.default_rng(5)
     n = 400
@@ -229,8 +229,8 @@ def test_ensemble_selection_prefers_informative_models():
 # ---------------------------------------------------------------------------- CLI end to end
 @pytest.mark.slow
 def test_cli_labels_train_score(web, crawl, tmp_path):
-    from websim.manifest import build_records, write_manifest
-    from websim.render import Renderer
+    from raycrawl.websim.manifest import build_records, write_manifest
+    from raycrawl.websim.render import Renderer
 
     manifest = write_manifest(build_records(web, Renderer(web, PORT)), tmp_path / "manifest.jsonl.gz")
     r = _cli("spam", "labels", "--manifest", str(manifest))
@@ -279,9 +279,9 @@ def test_gate_blocks_spam_hosts_of_another_web(web, crawl, tmp_path):
     """Gate trained on this web's pages, run on a BFS crawl of a different web (other seed)."""
     import pyarrow.parquet as pq
 
-    from policies.spam_gate import GateModel, SpamGate, train_gate
-    from tasks.spam_websim import simulate_gated_crawl
-    from websim.model import WebModel
+    from raycrawl.policies.spam_gate import GateModel, SpamGate, train_gate
+    from raycrawl.tasks.spam_websim import simulate_gated_crawl
+    from raycrawl.websim.model import WebModel
 
     rows = pq.read_table(crawl / "spam" / "pages.parquet").to_pylist()
     model = train_gate(rows, model_labels(web), sample_pages=3, query_terms=list(web.vocab.popular_terms))
@@ -297,7 +297,7 @@ def test_gate_blocks_spam_hosts_of_another_web(web, crawl, tmp_path):
 
 
 def test_shingle_memory_crawl_order():
-    from policies.spam_gate import SHINGLE_WORDS, ShingleMemory
+    from raycrawl.policies.spam_gate import SHINGLE_WORDS, ShingleMemory
 
     words = [f"w{i}" for i in range(40)]
     mem = ShingleMemory()
@@ -316,10 +316,10 @@ def test_shingle_memory_crawl_order():
 
 def test_gate_shingle_features_catch_copied_content():
     """Gate with crawl-order shingle features, trained on one web, blocks every spam role on another."""
-    from policies.spam_gate import SHINGLE_FEATURES, SpamGate, train_gate
-    from tasks.spam_features import LOCAL_FEATURES
-    from tasks.spam_websim import gate_training_rows, simulate_gated_crawl
-    from websim.model import WebModel
+    from raycrawl.policies.spam_gate import SHINGLE_FEATURES, SpamGate, train_gate
+    from raycrawl.tasks.spam_features import LOCAL_FEATURES
+    from raycrawl.tasks.spam_websim import gate_training_rows, simulate_gated_crawl
+    from raycrawl.websim.model import WebModel
 
     train_web = WebModel.generate(hosts=300, ips=120, seed=11, pages_per_host_mean=6)
     rows = gate_training_rows(train_web, frozenset(train_web.vocab.popular_terms))
@@ -336,8 +336,8 @@ def test_gate_shingle_features_catch_copied_content():
 def test_demo_stage_on_websim_crawl(web, crawl):
     """The demo stage finds websim's manifest next to the crawl, trains and lists spam hosts first."""
     from raycrawl.commands.spam import demo_stage
-    from websim.manifest import build_records, write_manifest
-    from websim.render import Renderer
+    from raycrawl.websim.manifest import build_records, write_manifest
+    from raycrawl.websim.render import Renderer
 
     (crawl.parent / "websim").mkdir(exist_ok=True)
     write_manifest(build_records(web, Renderer(web, PORT)), crawl.parent / "websim" / "manifest.jsonl.gz")
@@ -351,12 +351,12 @@ def test_demo_stage_on_websim_crawl(web, crawl):
 def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
     """A real crawl of websim over loopback with the gate on (RAYCRAWL_SPAM_GATE): spam hosts are
     blocked after their sample, honest hosts are crawled as without the gate."""
-    from policies.spam_gate import SHINGLE_FEATURES, train_gate
-    from storage.link_records import iter_link_records
-    from tasks.spam_features import LOCAL_FEATURES, host_name
-    from tasks.spam_websim import gate_training_rows
-    from websim import Websim
-    from websim.model import WebModel
+    from raycrawl.policies.spam_gate import SHINGLE_FEATURES, train_gate
+    from raycrawl.storage.link_records import iter_link_records
+    from raycrawl.tasks.spam_features import LOCAL_FEATURES, host_name
+    from raycrawl.tasks.spam_websim import gate_training_rows
+    from raycrawl.websim import Websim
+    from raycrawl.websim.model import WebModel
 
     train_web = WebModel.generate(hosts=300, ips=120, seed=11, pages_per_host_mean=6)
     rows = gate_training_rows(train_web, frozenset(train_web.vocab.popular_terms))

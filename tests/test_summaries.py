@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from raycrawl import text
-from storage.summaries import (
+from raycrawl.storage.summaries import (
     ArchiveError,
     SpillWriter,
     SubArchive,
@@ -246,7 +246,7 @@ def make_crawl(crawl: Path):
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
-    from storage.link_records import LinkRecordWriter
+    from raycrawl.storage.link_records import LinkRecordWriter
 
     (crawl / "warc").mkdir(parents=True)
     with open(crawl / "warc" / "agent0-00000.warc.gz", "wb") as f:
@@ -295,7 +295,7 @@ def test_build_from_crawl_dir_cli(tmp_path, capsys):
     r = cli(capsys, "summaries", "build", crawl, "--min-df", "1")
     assert r.returncode == 0, r.stderr
     a = SummaryArchive.open(crawl)
-    from actors.graph_compressor import node_map
+    from raycrawl.actors.graph_compressor import node_map
 
     id_of, url_of, n, _ = node_map(crawl)
     assert a.num_nodes == n == 6  # the 2xx records (4 pages, png, copy); c.test failed: not a node
@@ -306,8 +306,8 @@ def test_build_from_crawl_dir_cli(tmp_path, capsys):
         assert a.get(id_of(url)).length == len(text.tokens(text.visible_text(html)))
     assert id_of("http://c.test/") is None and a.get(id_of("http://a.test/x.png")) is None
     # Once the graph is built, its URL map gives the ids, and they are the same.
-    from actors.graph_compressor import build_crawl_graph
-    from storage.urlmap import UrlMap
+    from raycrawl.actors.graph_compressor import build_crawl_graph
+    from raycrawl.storage.urlmap import UrlMap
 
     build_crawl_graph(crawl)
     id_of2, _, n2, source = node_map(crawl)
@@ -374,8 +374,8 @@ def test_a_page_fetched_twice_counts_once(tmp_path, capsys):
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
-    from actors.summary_writer import SummaryWriter
-    from storage.link_records import LinkRecordWriter
+    from raycrawl.actors.summary_writer import SummaryWriter
+    from raycrawl.storage.link_records import LinkRecordWriter
 
     crawl = tmp_path / "crawl"
     make_crawl(crawl)

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from raycrawl import text
-from storage.summaries import SummaryArchive
+from raycrawl.storage.summaries import SummaryArchive
 
 ROOT = Path(__file__).parents[1]
 pytestmark = pytest.mark.slow  # a real crawl: Ray start-up plus a few hundred polite fetches
@@ -28,10 +28,10 @@ def run(args, timeout=420):
 
 
 def test_crawled_websim_round_trip(tmp_path, capsys):
-    from actors.graph_compressor import node_map
-    from websim import Websim
-    from websim.model import WebModel
-    from websim.render import Renderer
+    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.websim import Websim
+    from raycrawl.websim.model import WebModel
+    from raycrawl.websim.render import Renderer
 
     crawl = tmp_path / "crawl"
     params = {"hosts": 8, "ips": 2, "seed": 5}
@@ -53,7 +53,7 @@ def test_crawled_websim_round_trip(tmp_path, capsys):
     model = WebModel.generate(**params)
     renderer = Renderer(model, served_port)
     checked = 0
-    from storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import iter_link_records
 
     for rec in iter_link_records(crawl):
         if rec.get("status") != 200 or rec.get("ctype") != "text/html" or rec.get("dup_kind"):

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from actors.summary_writer import SummaryWriter, actor_class, document_counts
 from raycrawl import text
-from storage.summaries import SummaryArchive
+from raycrawl.actors.summary_writer import SummaryWriter, actor_class, document_counts
+from raycrawl.storage.summaries import SummaryArchive
 
 PAGES = [(f"http://h{i % 3}.test/p{i}",
           f"<html><body><h1>Page {i}</h1><p>{'apple banana ' * (i % 4)} cherry number{i % 5} "

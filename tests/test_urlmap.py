@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.urlmap import key_to_url, url_sort_key
+from raycrawl.storage.urlmap import key_to_url, url_sort_key
 
 
 def test_sort_key_examples_and_inverse():
@@ -51,7 +51,7 @@ def _urls(rng, n):
 def test_map_round_trip(tmp_path, block_size):
     import random
 
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.urlmap import UrlMap
 
     urls = _urls(random.Random(block_size), 3000)
     expected = sorted(set(urls), key=url_sort_key)
@@ -71,7 +71,7 @@ def test_map_round_trip(tmp_path, block_size):
 
 
 def test_empty_map(tmp_path):
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.urlmap import UrlMap
 
     m = UrlMap.build([], tmp_path / "e.map")
     assert len(m) == 0 and list(m) == [] and m.id_of("http://a.test/") == -1
@@ -81,7 +81,7 @@ def test_corrupt_map_is_user_error(tmp_path):
     import random
 
     from raycrawl.errors import UserError
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.urlmap import UrlMap
 
     urls = _urls(random.Random(9), 2000)
     m = UrlMap.build(urls, tmp_path / "u.map", block_size=16)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from actors.fetch_loop import Outcome
-from actors.parser import ParseResult
-from actors.visit_batch import decide, error_kind, exact_duplicates
+from raycrawl.actors.fetch_loop import Outcome
+from raycrawl.actors.parser import ParseResult
+from raycrawl.actors.visit_batch import decide, error_kind, exact_duplicates
 from raycrawl.exchange import FetchResult
-from storage.warc import sha1_b32
+from raycrawl.storage.warc import sha1_b32
 
 A, B, C = "http://a.test/", "http://a.test/copy", "http://b.test/x"
 

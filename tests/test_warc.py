@@ -11,9 +11,9 @@ from fastwarc.warc import ArchiveIterator as FastIterator
 from fastwarc.warc import WarcRecordType
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 
-from actors.fetcher import Fetcher, FetchResult
-from policies.networks import NetworkPolicy
-from storage.warc import (
+from raycrawl.actors.fetcher import Fetcher, FetchResult
+from raycrawl.policies.networks import NetworkPolicy
+from raycrawl.storage.warc import (
     DUPLICATE_KIND,
     DUPLICATE_OF,
     WarcStore,
@@ -232,7 +232,7 @@ async def test_real_gzip_fetch_stored_decoded(tmp_path):
 
 
 def test_demo_stage_counts(tmp_path):
-    from storage.warc import demo_stage
+    from raycrawl.storage.warc import demo_stage
 
     store = WarcStore(tmp_path / "warc", "agent0")
     for i in range(4):
@@ -249,8 +249,8 @@ async def test_resolve_fetch_parse_store_pipeline(tmp_path):
     """The parts composed as the agent composes them (no Ray): hosts file → Fetcher → Parser → WarcStore,
     breadth-first over a small site graph; the WARC must hold every page and the parsed links must be
     the graph's arcs."""
-    from actors.dns import Resolver
-    from actors.parser import Parser
+    from raycrawl.actors.dns import Resolver
+    from raycrawl.actors.parser import Parser
 
     graph = {  # host/path → out-links (relative and absolute forms on purpose)
         "a.test/": ["/one", "http://B.TEST:{port}/"],

@@ -10,8 +10,8 @@ import pytest
 import webgraph
 from shared_data import CNR_2000
 
-from storage import bvgraph, webgraph_ef
-from storage.bvgraph import BVGraph
+from raycrawl.storage import bvgraph, webgraph_ef
+from raycrawl.storage.bvgraph import BVGraph
 
 
 def assert_same_graph(basename: str, indptr: np.ndarray, indices: np.ndarray) -> None:

@@ -11,10 +11,10 @@ import time
 import aiohttp
 import pytest
 
-from websim import Websim, audit, load_manifest, read_request_log
-from websim.client import HostsResolver
-from websim.request_log import LoggedRequest
-from websim.visit import scripted_visit
+from raycrawl.websim import Websim, audit, load_manifest, read_request_log
+from raycrawl.websim.client import HostsResolver
+from raycrawl.websim.request_log import LoggedRequest
+from raycrawl.websim.visit import scripted_visit
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ from selectolax.lexbor import LexborHTMLParser
 
 from raycrawl import text
 from raycrawl.urls import canonicalize
-from websim.manifest import build_records
-from websim.model import SESSION_PARAM, WebModel
-from websim.render import Renderer
-from websim.vocabulary import build_vocabulary
+from raycrawl.websim.manifest import build_records
+from raycrawl.websim.model import SESSION_PARAM, WebModel
+from raycrawl.websim.render import Renderer
+from raycrawl.websim.vocabulary import build_vocabulary
 
 PORT = 8123
 
@@ -70,8 +70,8 @@ def test_deterministic_across_processes_whatever_the_hash_seed():
     import subprocess
     import sys
 
-    code = ("import hashlib, json; from websim.model import WebModel; from websim.render import Renderer; "
-            "from websim.manifest import build_records; m = WebModel.generate(hosts=40, ips=3, seed=9, epoch=1); "
+    code = ("import hashlib, json; from raycrawl.websim.model import WebModel; from raycrawl.websim.render import Renderer; "
+            "from raycrawl.websim.manifest import build_records; m = WebModel.generate(hosts=40, ips=3, seed=9, epoch=1); "
             "print(hashlib.sha256(json.dumps(build_records(m, Renderer(m, 8000))).encode()).hexdigest())")
     digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": str(k)}).stdout for k in (1, 2)}
@@ -147,7 +147,7 @@ def test_graph_shape_power_laws_locality_preferential_attachment():
 
 
 def test_everything_reachable_from_the_seeds():
-    from websim.manifest import Manifest
+    from raycrawl.websim.manifest import Manifest
 
     _, _, m = web()
     man = Manifest(m["meta"], m["hosts"], m["pages"], m["clusters"])

@@ -16,8 +16,8 @@ from protego import Protego
 
 from raycrawl import text
 from raycrawl.urls import canonicalize
-from websim.client import HostsResolver, read_hosts_file
-from websim.manifest import Manifest
+from raycrawl.websim.client import HostsResolver, read_hosts_file
+from raycrawl.websim.manifest import Manifest
 
 
 def session(web, timeout: float = 10.0) -> aiohttp.ClientSession:
@@ -92,8 +92,8 @@ async def test_robots_variety_agrees_with_protego(websim):
     """websim's ground truth (its own RFC 9309 matcher) against protego on every robots.txt served;
     the kinds made to trip a careless reader (BOM, a ``ray`` group) against protego as raycrawl
     corrects it (policies.robots), and the flaky one answers 503 once, then the file."""
-    from policies.robots import RobotsRules
-    from websim.robots import BROWSER_KINDS
+    from raycrawl.policies.robots import RobotsRules
+    from raycrawl.websim.robots import BROWSER_KINDS
 
     m = websim.manifest
     kinds_seen = set()
@@ -305,7 +305,7 @@ async def test_near_duplicates_over_http_match_the_manifest(websim):
 
 
 async def test_epochs_on_the_same_port_keep_urls_and_change_content(tmp_path):
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     bodies, etags = [], {}
     with Websim(hosts=30, ips=2, seed=4, epoch=0, out_dir=tmp_path / "e0") as w0:

@@ -7,8 +7,8 @@ import random
 import pytest
 import redis
 
-from actors.workbench import ROBOTS, Release, Workbench
-from policies.politeness import Politeness
+from raycrawl.actors.workbench import ROBOTS, Release, Workbench
+from raycrawl.policies.politeness import Politeness
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_politeness_fifo_and_completeness(client) -> None:
 def test_agents_share_ip_politeness(client) -> None:
     """Three agents' views of one workbench; hosts of every IP are split among the agents, yet no
     IP (or host) ever has two requests in flight or a gap below its delay, and nothing is lost."""
-    from policies.assignment import ConsistentHash
+    from raycrawl.policies.assignment import ConsistentHash
 
     rng = random.Random(5)
     pol = Politeness(host_delay=1.0, ip_delay=0.4)
@@ -239,7 +239,7 @@ def test_move_hosts_hands_queued_and_busy_hosts_to_the_new_owner(client) -> None
     """Shards changing owner (actors/membership.py): a0's idle host with URLs and its host in flight
     move to a1. a1 then gets both, a0 neither; the busy one only after its release, and the host
     delay set by that release still holds."""
-    from policies.assignment import SHARDS, apply_shards, shard_of
+    from raycrawl.policies.assignment import SHARDS, apply_shards, shard_of
 
     pol = Politeness(host_delay=2.0, ip_delay=0.0)
     a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")

@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from websim.audit import AuditReport, audit
-from websim.manifest import Manifest, load_manifest
-from websim.request_log import LoggedRequest, read_request_log
+from raycrawl.websim.audit import AuditReport, audit
+from raycrawl.websim.manifest import Manifest, load_manifest
+from raycrawl.websim.request_log import LoggedRequest, read_request_log
 
 __all__ = ["Websim", "Manifest", "load_manifest", "read_request_log", "LoggedRequest", "audit", "AuditReport"]
 

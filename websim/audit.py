@@ -25,8 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from raycrawl.urls import canonicalize, split_host
-from websim.manifest import Manifest
-from websim.request_log import LoggedRequest
+from raycrawl.websim.manifest import Manifest
+from raycrawl.websim.request_log import LoggedRequest
 
 ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt")
 

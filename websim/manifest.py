@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raycrawl.urls import canonicalize, host_of, split_host
-from websim.model import CALENDAR_ENTRY, DEAD_IP, WebModel, repeat_segment
-from websim.render import Renderer, jaccard, shingles
-from websim.robots import USER_AGENT, Rules, allowed
+from raycrawl.websim.model import CALENDAR_ENTRY, DEAD_IP, WebModel, repeat_segment
+from raycrawl.websim.render import Renderer, jaccard, shingles
+from raycrawl.websim.robots import USER_AGENT, Rules, allowed
 
 _CTYPE = {"html": "text/html", "pdf": "application/pdf", "png": "image/png", "binary": "text/html",
           "redirect": "text/html", "error": "text/html", "oversized": "text/html", "bomb": "text/html"}

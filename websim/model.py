@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from urllib.parse import quote
 
-from websim.robots import KINDS, Rules, rules_for
-from websim.vocabulary import Vocabulary, build_vocabulary
+from raycrawl.websim.robots import KINDS, Rules, rules_for
+from raycrawl.websim.vocabulary import Vocabulary, build_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -485,7 +485,7 @@ class WebModel:
           in the page's encoding: ``/find?q=caf%E9``, not UTF-8).
         Link spellings only a browser reads right (backslashes, ``///host``) and refresh metas
         without a URL are markup: :mod:`websim.render` adds them."""
-        from websim.robots import BROWSER_KINDS
+        from raycrawl.websim.robots import BROWSER_KINDS
 
         rng = self._rng("browser")
         per = max(1, round(self.n_hosts / 100))

@@ -18,8 +18,8 @@ from email.utils import formatdate, parsedate_to_datetime
 from functools import lru_cache
 from urllib.parse import unquote, unquote_to_bytes
 
-from websim.model import SESSION_PARAM, Host, Page, WebModel
-from websim.robots import robots_body
+from raycrawl.websim.model import SESSION_PARAM, Host, Page, WebModel
+from raycrawl.websim.robots import robots_body
 
 OVERSIZED_BYTES = 12 * 1024 * 1024
 BASE_DATE = 1767225600  # 2026-01-01T00:00:00Z: the date of epoch 0

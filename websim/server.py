@@ -22,11 +22,11 @@ from pathlib import Path
 from aiohttp import web
 
 from raycrawl.urls import canonicalize, split_host
-from websim.dns import hosts_file_text, start_dns
-from websim.manifest import build_records, write_manifest
-from websim.model import SESSION_PARAM, Host, WebModel, ip_address, repeat_segment
-from websim.render import Renderer, Response, gzip_bomb, not_found, not_modified
-from websim.request_log import RequestLogWriter
+from raycrawl.websim.dns import hosts_file_text, start_dns
+from raycrawl.websim.manifest import build_records, write_manifest
+from raycrawl.websim.model import SESSION_PARAM, Host, WebModel, ip_address, repeat_segment
+from raycrawl.websim.render import Renderer, Response, gzip_bomb, not_found, not_modified
+from raycrawl.websim.request_log import RequestLogWriter
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from websim.client import HostsResolver
-from websim.manifest import Manifest
+from raycrawl.websim.client import HostsResolver
+from raycrawl.websim.manifest import Manifest
 
 
 @dataclass

@@ -30,8 +30,8 @@ def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False)
     """The damages found, and facts; ``consent``: accept the refetches a Redis behind the archive
     implies (recorded in Redis, then checked again)."""
     from raycrawl.redis_server import redis_url_for
-    from storage.crawl_check import check_against_redis, check_files
-    from storage.redis_frontier import RedisFrontier
+    from raycrawl.storage.crawl_check import check_against_redis, check_files
+    from raycrawl.storage.redis_frontier import RedisFrontier
 
     damages = check_files(out, embedded_redis=redis_url is None)
     if any(d.path.is_relative_to(out / "redis") for d in damages):
@@ -57,8 +57,8 @@ def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from storage.crawl_check import repair
-    from storage.crawl_dir import CrawlDirLock, read_crawl_id
+    from raycrawl.storage.crawl_check import repair
+    from raycrawl.storage.crawl_dir import CrawlDirLock, read_crawl_id
 
     out: Path = args.out
     if read_crawl_id(out) is None and not (out / "redis").is_dir():

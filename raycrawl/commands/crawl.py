@@ -72,11 +72,11 @@ def settings_from_args(args: argparse.Namespace):
         raise UserError("--seeds FILE is required (unless --resume)")
     # Fail fast, before anything starts or is written: the seeds, the hosts file, the cluster.
     if s.seeds:
-        from actors.agent import read_seeds
+        from raycrawl.actors.agent import read_seeds
 
         read_seeds(s.seeds)
     if s.resolve:
-        from actors.dns import parse_hosts_file
+        from raycrawl.actors.dns import parse_hosts_file
 
         parse_hosts_file(s.resolve)
     if s.address and s.address != "auto":
@@ -91,7 +91,7 @@ def settings_from_args(args: argparse.Namespace):
 def handle(args: argparse.Namespace) -> int:
     import json
 
-    from actors.driver import run_crawl
+    from raycrawl.actors.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.report import format_report
 

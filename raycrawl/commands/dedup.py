@@ -30,7 +30,7 @@ def register(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from tasks.dedup import cluster_crawl
+    from raycrawl.tasks.dedup import cluster_crawl
 
     summary = cluster_crawl(
         args.dir, args.threshold, args.num_perm, args.bands, args.k, args.out, rows=args.rows, confirm=args.confirm
@@ -46,7 +46,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def demo_stage(crawl_dir: Path) -> str:
     """Run the post-crawl clustering on a demo crawl and return the report to print."""
-    from tasks.dedup import cluster_crawl
+    from raycrawl.tasks.dedup import cluster_crawl
 
     cluster_crawl(crawl_dir)
     return (Path(crawl_dir) / "dedup" / "report.txt").read_text()

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 # Analysis stages in pipeline order: name -> module holding ``demo_stage(crawl_dir) -> str``.
 STAGE_MODULES = {
-    "warc": "storage.warc",
+    "warc": "raycrawl.storage.warc",
     "dedup": "raycrawl.commands.dedup",
     "graph": "raycrawl.commands.graph",
     "summaries": "raycrawl.commands.summaries",
@@ -68,10 +68,10 @@ def _section(title: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from actors.driver import run_crawl
+    from raycrawl.actors.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.settings import build_settings
-    from websim import Websim
+    from raycrawl.websim import Websim
 
     for name in ("hosts", "ips"):
         if getattr(args, name) < 1:

@@ -65,7 +65,7 @@ def _print_info(info: dict) -> None:
 
 
 def handle_build(args: argparse.Namespace) -> int:
-    from actors.graph_compressor import build_crawl_graph, graph_paths
+    from raycrawl.actors.graph_compressor import build_crawl_graph, graph_paths
 
     if not (args.dir / "links").is_dir():
         raise UserError(f"{args.dir} has no links/ directory: not a crawl output directory")
@@ -76,8 +76,8 @@ def handle_build(args: argparse.Namespace) -> int:
 
 
 def _load(crawl_dir: Path):
-    from actors.graph_compressor import graph_paths
-    from storage.bvgraph import BVGraph
+    from raycrawl.actors.graph_compressor import graph_paths
+    from raycrawl.storage.bvgraph import BVGraph
 
     paths = graph_paths(crawl_dir)
     if not Path(str(paths["graph"]) + ".properties").exists():
@@ -106,8 +106,8 @@ def degree_summary(deg) -> dict:
 
 def graph_stats(crawl_dir: Path) -> dict:
     """The statistics ``graph stats`` prints."""
-    from storage.bvgraph import BVGraph
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.bvgraph import BVGraph
+    from raycrawl.storage.urlmap import UrlMap
 
     paths, g = _load(crawl_dir)
     out = g.outdegrees()
@@ -150,7 +150,7 @@ def format_stats(s: dict) -> str:
 
 
 def handle_export(args: argparse.Namespace) -> int:
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.urlmap import UrlMap
 
     paths, g = _load(args.dir)
     names = None
@@ -218,7 +218,7 @@ def _read_arcs(path: Path, numeric: bool):
         d = np.array(dst, dtype=np.int64)
         n = int(max(s.max(), d.max()) + 1) if len(s) else 0
         return None, s, d, n
-    from storage.urlmap import url_sort_key
+    from raycrawl.storage.urlmap import url_sort_key
 
     urls = sorted(set(src) | set(dst), key=url_sort_key)
     ids = {u: i for i, u in enumerate(urls)}
@@ -228,8 +228,8 @@ def _read_arcs(path: Path, numeric: bool):
 def handle_import(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from actors.graph_compressor import graph_paths, write_graph_dir
-    from storage.bvgraph import BVGraph
+    from raycrawl.actors.graph_compressor import graph_paths, write_graph_dir
+    from raycrawl.storage.bvgraph import BVGraph
 
     params = _params(args)
     if args.bv:
@@ -254,9 +254,9 @@ def demo_stage(crawl_dir: Path) -> str:
     URL map round trip on the first node."""
     import numpy as np
 
-    from actors.graph_compressor import build_crawl_graph, graph_paths
-    from storage.bvgraph import BVGraph
-    from storage.urlmap import UrlMap
+    from raycrawl.actors.graph_compressor import build_crawl_graph, graph_paths
+    from raycrawl.storage.bvgraph import BVGraph
+    from raycrawl.storage.urlmap import UrlMap
 
     info = build_crawl_graph(crawl_dir)
     paths = graph_paths(crawl_dir)

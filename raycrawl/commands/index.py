@@ -50,7 +50,7 @@ def _check_crawl(d: Path) -> None:
 def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "global", w: int = 100, b: int = 5,
           out: Path | None = None) -> dict:
     """Build and save the index; returns its stats (plus ``seconds`` and ``index_dir``)."""
-    from tasks.index_build import build_index, crawl_versions, page_scores
+    from raycrawl.tasks.index_build import build_index, crawl_versions, page_scores
 
     if w < 1 or b < 1 or b > w:
         raise UserError(f"need 1 ≤ --gram ≤ --window (a window holds at least one whole gram), got -b {b} -w {w}")

@@ -64,8 +64,8 @@ def register(subparsers) -> None:
 
 def load_graph(basename: str | Path):
     """The ``LinkMatrix`` of a BV graph. Raises UserError if it is missing or corrupt."""
-    from storage.bvgraph import BVGraph
-    from tasks.pagerank import LinkMatrix
+    from raycrawl.storage.bvgraph import BVGraph
+    from raycrawl.tasks.pagerank import LinkMatrix
 
     basename = str(basename)
     if not Path(basename + ".properties").exists():
@@ -89,7 +89,7 @@ def url_lookup(
     """``(url_of, id_of)`` from the URL map next to a graph (``urls.map`` in its directory, or
     ``BASENAME.urls.map``), or ``(None, None)`` when there is none. A map whose size differs from the
     graph's is ignored with a warning (it would name the wrong nodes). A corrupt map is a UserError."""
-    from storage.urlmap import UrlMap
+    from raycrawl.storage.urlmap import UrlMap
 
     for path in (Path(basename).parent / URLMAP_NAME, Path(str(basename) + "." + URLMAP_NAME)):
         if not path.exists():
@@ -175,8 +175,8 @@ def run_rank(
     png: bool = True,
 ) -> tuple[object, dict, Callable[[int], str | None] | None]:
     """Rank the graph at ``basename``; write all outputs to ``out_dir``. Returns ``(RankSet, summary, url_of)``."""
-    from tasks import rank_output
-    from tasks.ranks2d import compute_ranks
+    from raycrawl.tasks import rank_output
+    from raycrawl.tasks.ranks2d import compute_ranks
 
     if not 0.0 < alpha < 1.0:
         raise UserError(f"--alpha must be in (0, 1), got {alpha}")
@@ -221,13 +221,13 @@ def run_rank(
     }
     table_extra = {}
     if hits is not None:
-        from tasks.hits import personalized_hits
+        from raycrawl.tasks.hits import personalized_hits
 
         h = personalized_hits(matrix, c=hits, personalization=pers)
         extra["hits"] = {"c": hits, "iterations": h.iterations, "converged": h.converged}
         table_extra = {"authority": h.authority, "hub": h.hub}
     if spectrum:
-        from tasks.spectrum import google_spectrum
+        from raycrawl.tasks.spectrum import google_spectrum
 
         extra["spectrum"] = google_spectrum(matrix, k=spectrum).as_dict(top=spectrum)
     summary = rank_output.rank_summary(rs, url_of, top=max(top, 20), extra=extra)
@@ -249,7 +249,7 @@ def _write_parquet_with(rs, out_dir: Path, url_of, columns: dict) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tasks.rank_output import ranks_table
+    from raycrawl.tasks.rank_output import ranks_table
 
     table = ranks_table(rs, url_of)
     for name, values in columns.items():
@@ -261,7 +261,7 @@ def _write_parquet_with(rs, out_dir: Path, url_of, columns: dict) -> None:
 
 def report_text(rs, summary: dict, url_of, top: int = 10) -> str:
     """What the command prints: sizes, iterations, κ, then the top-k listings."""
-    from tasks.rank_output import format_top
+    from raycrawl.tasks.rank_output import format_top
 
     pr, cr = summary["pagerank"], summary["cheirank"]
     lines = [

@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 
 def _verdict(body: bytes, url: str, user_agent: str, status: int) -> dict[str, Any]:
-    from policies.robots import RobotsRules
+    from raycrawl.policies.robots import RobotsRules
     from raycrawl.urls import explain
 
     canonical, why = explain(url)

@@ -37,7 +37,7 @@ def register(subparsers) -> None:
 
 def open_index(d: Path):
     """The FragmentIndex of crawl dir ``d`` (or index dir ``d``); UserError when there is none."""
-    from storage.fragment_index import FragmentIndex
+    from raycrawl.storage.fragment_index import FragmentIndex
 
     index_dir = d / "index" if (d / "index").is_dir() else d
     if not (index_dir / "tables.msgpack").exists():
@@ -50,8 +50,8 @@ def open_index(d: Path):
 
 def run_query(index, query: str, k: int = 10, any_term: bool = False, version: int | None = None):
     """(hits, query terms, stats) — UserError for a query without terms or an unknown epoch."""
+    from raycrawl.tasks.query import QueryProcessor
     from raycrawl.text import terms
-    from tasks.query import QueryProcessor
 
     qterms = terms(query, is_html=False)
     if not qterms:
@@ -80,8 +80,8 @@ def format_hits(hits, qterms: list[str], seconds: float) -> str:
 
 def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, method: str, alpha: float):
     """Temporal search between epochs e1 and e2 of an index built from several crawls."""
+    from raycrawl.tasks.temporal_search import temporal_search
     from raycrawl.text import terms
-    from tasks.temporal_search import temporal_search
 
     qterms = terms(query, is_html=False)
     if not qterms:
@@ -130,7 +130,7 @@ def demo_stage(crawl_dir: Path) -> str:
     """Query the demo crawl's index (built by the index stage just before) with its most frequent
     2 terms."""
     index = open_index(Path(crawl_dir))
-    from tasks.query import QueryProcessor
+    from raycrawl.tasks.query import QueryProcessor
 
     # The two terms in most fragments (already stems: queried as is, not re-stemmed).
     common = sorted(index.dictionary, key=lambda t: -index.dictionary[t][2])[:2]

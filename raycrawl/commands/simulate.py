@@ -36,9 +36,9 @@ def run(crawl_dir: Path, relevance: str, policies: list[str], budget: int, seeds
         truth: Path | None = None, train: int = 200, levels: int = 10, back_queues: int = 64,
         delay: float = 4.0, seed: int = 0, out: Path | None = None) -> dict:
     """Run the simulations and write ``harvest.{tsv,json,png}``; returns the JSON summary."""
-    from storage.summaries import SummaryArchive
-    from tasks import relevance as rel_mod
-    from tasks import simulate as sim
+    from raycrawl.storage.summaries import SummaryArchive
+    from raycrawl.tasks import relevance as rel_mod
+    from raycrawl.tasks import simulate as sim
 
     crawl_dir = Path(crawl_dir)
     if not crawl_dir.is_dir():
@@ -72,7 +72,7 @@ def run(crawl_dir: Path, relevance: str, policies: list[str], budget: int, seeds
 
 
 def _run(args) -> int:
-    from tasks.simulate import format_summary
+    from raycrawl.tasks.simulate import format_summary
 
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     summary = run(args.dir, args.relevance, policies, args.budget, args.seeds, args.truth, args.train,
@@ -91,8 +91,8 @@ def demo_stage(crawl_dir: Path) -> str:
     """
     from collections import Counter
 
-    from storage.summaries import SummaryArchive
-    from tasks.simulate import format_summary, load_collection, read_labels
+    from raycrawl.storage.summaries import SummaryArchive
+    from raycrawl.tasks.simulate import format_summary, load_collection, read_labels
 
     crawl_dir = Path(crawl_dir)
     archive = SummaryArchive.open(crawl_dir)

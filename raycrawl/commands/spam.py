@@ -105,8 +105,8 @@ def write_features(crawl_dir: Path, query_terms: frozenset[str] = frozenset(), m
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tasks.spam_features import compute_content_features
-    from tasks.spam_link_features import link_features
+    from raycrawl.tasks.spam_features import compute_content_features
+    from raycrawl.tasks.spam_link_features import link_features
 
     crawl_dir = Path(crawl_dir)
     if not crawl_dir.is_dir():
@@ -147,7 +147,7 @@ def load_features(crawl_dir: Path):
 
 def column_sets(columns: list[str]) -> dict[str, list[str]]:
     """Feature-set name -> columns: Aa, A, B (content, Table 6), content (= B), link."""
-    from tasks.spam_features import feature_sets
+    from raycrawl.tasks.spam_features import feature_sets
 
     sets = feature_sets(columns)
     sets["content"] = sets["B"]
@@ -160,7 +160,7 @@ def feature_data(table, terms: dict[str, Counter], vocab=None) -> tuple[dict, ob
     vocabulary (built from ``terms`` when ``vocab`` is None)."""
     import numpy as np
 
-    from tasks.spam_bm25 import Bm25Vocabulary
+    from raycrawl.tasks.spam_bm25 import Bm25Vocabulary
 
     sets = column_sets(list(table.column_names))
     data = {name: np.column_stack([table.column(c).to_numpy().astype(np.float64) for c in cols])
@@ -175,7 +175,7 @@ def feature_data(table, terms: dict[str, Counter], vocab=None) -> tuple[dict, ob
 
 # ---------------------------------------------------------------------------- handlers
 def handle_labels(args: argparse.Namespace) -> int:
-    from tasks.spam_websim import manifest_labels
+    from raycrawl.tasks.spam_websim import manifest_labels
 
     try:
         labels = manifest_labels(args.manifest)
@@ -191,7 +191,7 @@ def handle_labels(args: argparse.Namespace) -> int:
 
 
 def handle_queries(args: argparse.Namespace) -> int:
-    from websim.manifest import load_manifest
+    from raycrawl.websim.manifest import load_manifest
 
     try:
         terms = load_manifest(args.manifest).meta.get("popular_terms") or []
@@ -224,8 +224,8 @@ def train(crawl_dir: Path, labels: dict[str, int], sets: list[str], quick: bool 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from policies.spam_gate import train_gate
-    from tasks.spam_model import EnsembleSelection, default_library, host_groups
+    from raycrawl.policies.spam_gate import train_gate
+    from raycrawl.tasks.spam_model import EnsembleSelection, default_library, host_groups
 
     table, terms = load_features(crawl_dir)
     table = table.filter(pc.is_in(table.column("host"), value_set=pa.array(list(labels))))
@@ -319,8 +319,8 @@ def demo_stage(crawl_dir: Path) -> str:
     queries: frozenset[str] = frozenset()
     labels: dict[str, int] = {}
     if manifest.is_file():
-        from tasks.spam_websim import manifest_labels
-        from websim.manifest import load_manifest
+        from raycrawl.tasks.spam_websim import manifest_labels
+        from raycrawl.websim.manifest import load_manifest
 
         queries = frozenset(load_manifest(manifest).meta.get("popular_terms") or [])
         labels = manifest_labels(manifest)

@@ -26,7 +26,7 @@ def read_status(redis_url: str, prefix: str = "rc:") -> dict:
     """Counters and frontier sizes of the crawl stored under ``prefix`` in ``redis_url``."""
     import redis
 
-    from storage.redis_frontier import RedisFrontier
+    from raycrawl.storage.redis_frontier import RedisFrontier
 
     try:
         client = redis.Redis.from_url(redis_url)
@@ -39,7 +39,7 @@ def read_status(redis_url: str, prefix: str = "rc:") -> dict:
         meta = {k.decode(): v.decode() for k, v in client.hgetall(f.key("meta")).items()}
         from collections import Counter
 
-        from policies.assignment import SHARDS
+        from raycrawl.policies.assignment import SHARDS
 
         return {"frontier": f.counts(), "stats": f.stats(),
                 "sieve_bytes_distributed": sum(f.sieve_offsets(list(range(SHARDS))).values()),
@@ -74,7 +74,7 @@ def handle(args: argparse.Namespace) -> int:
         if live and _answers(live):
             st = read_status(live, args.prefix)
         else:  # the crawl is not running: open its data with a private server
-            from storage.crawl_check import check_aof, refusal
+            from raycrawl.storage.crawl_check import check_aof, refusal
 
             damages = check_aof(args.out / "redis")
             if damages:  # a server started on it would write an empty AOF over the old one

@@ -73,7 +73,7 @@ def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
     parser's charset rules (BOM, Content-Type charset, ``<meta charset>``, UTF-8, windows-1252)."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    from actors.parser import decode_body
+    from raycrawl.actors.parser import decode_body
 
     files = sorted((crawl_dir / "warc").glob("*.warc*"))
     if not files:
@@ -94,7 +94,7 @@ def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
 
 
 def _parse_codes(specs: list[str]) -> dict[str, str]:
-    from storage.summaries import DEFAULT_CODES, parse_code
+    from raycrawl.storage.summaries import DEFAULT_CODES, parse_code
 
     codes = {}
     for spec in specs:
@@ -109,9 +109,9 @@ def _parse_codes(specs: list[str]) -> dict[str, str]:
 def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
           from_spill: bool = False) -> dict:
     """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
-    from actors.graph_compressor import node_map
-    from actors.summary_writer import document_counts
-    from storage import summaries
+    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.actors.summary_writer import document_counts
+    from raycrawl.storage import summaries
 
     crawl_dir = Path(crawl_dir)
     if not crawl_dir.is_dir():
@@ -155,7 +155,7 @@ def _exact_duplicates(crawl_dir: Path, records: list[dict]) -> list[dict]:
     """Summaries for exact duplicates: the WARC reader skips them (marked crawl-time duplicates, or
     revisits with no body), but their visible text is their representative's, so they get its
     summary and stay in the archive."""
-    from storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import iter_link_records
 
     by_url = {r["url"]: r for r in records}
     out = []
@@ -178,8 +178,8 @@ def _build(args) -> int:
 
 
 def _get(args) -> int:
-    from actors.graph_compressor import node_map
-    from storage.summaries import SummaryArchive
+    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.storage.summaries import SummaryArchive
 
     archive = SummaryArchive.open(args.dir)
     url = None
@@ -222,7 +222,7 @@ def format_stats(st: dict) -> str:
 
 
 def _stats(args) -> int:
-    from storage.summaries import SummaryArchive
+    from raycrawl.storage.summaries import SummaryArchive
 
     st = SummaryArchive.open(args.dir).stats()
     print(json.dumps(st, indent=1) if args.json else format_stats(st))
@@ -230,9 +230,9 @@ def _stats(args) -> int:
 
 
 def _sub(args) -> int:
-    from actors.graph_compressor import node_map
+    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.storage.summaries import SubArchive, SummaryArchive
     from raycrawl.urls import host_of
-    from storage.summaries import SubArchive, SummaryArchive
 
     archive = SummaryArchive.open(args.dir)
     nodes: set[int] = set()
@@ -254,7 +254,7 @@ def _sub(args) -> int:
 
 
 def _merge(args) -> int:
-    from storage.summaries import DEFAULT_BASENAME, SummaryArchive, merge_archives
+    from raycrawl.storage.summaries import DEFAULT_BASENAME, SummaryArchive, merge_archives
 
     if args.min_df < 1:
         raise UserError(f"--min-df must be ≥ 1, got {args.min_df}")
@@ -267,7 +267,7 @@ def _merge(args) -> int:
 
 def demo_stage(crawl_dir: Path) -> str:
     """Build the archive of the demo crawl and return its stats plus one sample summary."""
-    from storage.summaries import SummaryArchive
+    from raycrawl.storage.summaries import SummaryArchive
 
     build(Path(crawl_dir), min_df=5)  # a demo crawl is small: the paper's 20 would drop most terms
     archive = SummaryArchive.open(crawl_dir)

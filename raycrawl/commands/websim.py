@@ -50,8 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
 
-    from websim.model import WebModel
-    from websim.server import SLOW_DELAY, serve_forever
+    from raycrawl.websim.model import WebModel
+    from raycrawl.websim.server import SLOW_DELAY, serve_forever
 
     if args.hosts < 1 or args.ips < 1 or args.epoch < 0 or args.pages_per_host_mean < 1:
         raise UserError("--hosts, --ips and --pages-per-host-mean must be >= 1, --epoch >= 0")
@@ -82,9 +82,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from websim.audit import audit
-    from websim.manifest import load_manifest
-    from websim.request_log import read_request_log
+    from raycrawl.websim.audit import audit
+    from raycrawl.websim.manifest import load_manifest
+    from raycrawl.websim.request_log import read_request_log
 
     manifest_path = args.manifest or args.log.parent / "manifest.jsonl.gz"
     if not args.log.is_file():
@@ -109,7 +109,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from websim.manifest import load_manifest, manifest_stats
+    from raycrawl.websim.manifest import load_manifest, manifest_stats
 
     if not args.manifest.exists():
         raise UserError(f"{args.manifest}: no such manifest")
@@ -127,8 +127,8 @@ def demo_stage(crawl_dir: Path, host_delay: float = 0.2, ip_delay: float = 0.05)
     make a short polite scripted visit and audit that. Returns the text to print."""
     import asyncio
 
-    from websim import Websim, audit, load_manifest, read_request_log
-    from websim.visit import scripted_visit
+    from raycrawl.websim import Websim, audit, load_manifest, read_request_log
+    from raycrawl.websim.visit import scripted_visit
 
     crawl_dir = Path(crawl_dir)
     wdir = crawl_dir / "websim"
