@@ -198,10 +198,7 @@ class Agent:
     def _start_actors(self) -> None:
         import ray
 
-        from raycrawl.actors.fetch_loop import fetch_actor_class
-        from raycrawl.actors.parser import ParserActor
-        from raycrawl.actors.sieve_shards import sieve_actor_class
-        from raycrawl.actors.store_writer import store_actor_class
+        from raycrawl.actors import fetch_loop, parser, sieve_shards, store_writer, summary_writer
 
         s = self.s
         done = self.f.stats().get("pages", 0)
@@ -211,25 +208,22 @@ class Agent:
         # An agent's actors run on its node (BUbiNG: an agent is one machine).
         here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)
-        self.sieve = sieve_actor_class().options(
+        self.sieve = sieve_shards.actor_class().options(
             name=sieve_actor_name(s.redis_prefix, self.name), scheduling_strategy=here).remote(
             str(self.out / "sieve"), self.redis_url, s.redis_prefix, self.name, s.sieve_batch, s.url_cache)
-        FetchActor = fetch_actor_class()
+        FetchActor = fetch_loop.actor_class()
         self.fetchers = [FetchActor.options(name=f"raycrawl-fetch-{s.redis_prefix}{self.name}-{i}",
                                             scheduling_strategy=here).remote(
                              s, self.redis_url, per_actor[i], self.name)
                          for i in range(s.fetch_actors)]
-        # Stateless: Ray restarts it and retries the batch it was parsing.
-        self.parser = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(ParserActor).options(
+        self.parser = parser.actor_class().options(
             name=f"raycrawl-parser-{s.redis_prefix}{self.name}", scheduling_strategy=here).remote(s.user_agent)
-        self.store = store_actor_class().options(name=f"raycrawl-store-{s.redis_prefix}{self.name}",
+        self.store = store_writer.actor_class().options(name=f"raycrawl-store-{s.redis_prefix}{self.name}",
                                                  scheduling_strategy=here).remote(
             str(self.out), self.name, s.warc_max_bytes)
         self.summary_writer = None
         if s.summaries_at_crawl:
-            from raycrawl.actors.summary_writer import actor_class as summary_writer_class
-
-            self.summary_writer = summary_writer_class().options(
+            self.summary_writer = summary_writer.actor_class().options(
                 name=f"raycrawl-summary-{s.redis_prefix}{self.name}", scheduling_strategy=here).remote(
                 str(self.out), self.agent_name)
         ray.get([f.start.remote() for f in self.fetchers])
@@ -607,7 +601,7 @@ class Agent:
             self.near.close()
 
 
-def agent_actor_class():
+def actor_class():
     """An agent as a Ray actor, for crawls with several agents: the agent's loop runs in the actor
     (threaded, so ``run`` may block while the driver pauses and resumes it), its
     sieve/fetch/parser/store actors on the same node."""

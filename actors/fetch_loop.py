@@ -48,7 +48,7 @@ class Outcome:
 
 
 class FetchLoop:
-    """Plain asyncio class; :func:`fetch_actor_class` wraps it in a Ray actor."""
+    """Plain asyncio class; :func:`actor_class` wraps it in a Ray actor."""
 
     def __init__(self, settings: Settings, redis_url: str, budget: int | None = None, view: str = "agent0") -> None:
         self.s = settings
@@ -334,7 +334,7 @@ def _end(fr: FetchResult) -> float:
     return fr.ended + (CUT_GRACE if fr.error in CUT_ERRORS else 0.0)
 
 
-def fetch_actor_class():
+def actor_class():
     """The Ray actor shell (async actor: one event loop runs the fetch loop and serves calls)."""
     import ray
 

@@ -342,24 +342,3 @@ def _is_ip_literal(host: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-class FetcherActor:
-    """Ray actor shell: ``ray.remote(FetcherActor).options(max_concurrency=…)`` or via ``make_fetcher_actor``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.fetcher = Fetcher(*args, **kwargs)
-
-    async def fetch_batch(self, batch: list[tuple[str, str]]) -> list[FetchResult]:
-        """Fetch every (url, ip) concurrently; results in the same order."""
-        return list(await asyncio.gather(*(self.fetcher.fetch(url, ip) for url, ip in batch)))
-
-    async def close(self) -> None:
-        await self.fetcher.close()
-
-
-def make_fetcher_actor(*args: Any, num_cpus: float = 0.5, **kwargs: Any):
-    """Start a FetcherActor (an async Ray actor); arguments as for :class:`Fetcher`."""
-    import ray
-
-    return ray.remote(num_cpus=num_cpus)(FetcherActor).remote(*args, **kwargs)

@@ -208,27 +208,3 @@ def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
         raise UserError(f"{Path(crawl_dir) / 'links'}: no readable link record (files missing or damaged)")
     gc.add_records(batch)
     return gc.finish(crawl_dir)
-
-
-class GraphCompressorActor:
-    """Ray actor shell: ``ray.remote(GraphCompressorActor)`` or ``make_graph_compressor_actor``.
-    A restarted actor loses its batches: ``raycrawl graph build DIR`` rebuilds from the records."""
-
-    def __init__(self, crawl_dir: str, **kwargs: Any) -> None:
-        self.crawl_dir = crawl_dir
-        self.gc = GraphCompressor(**kwargs)
-
-    def add_batch(self, records: list[dict[str, Any]]) -> int:
-        return self.gc.add_records(records)
-
-    def num_nodes(self) -> int:
-        return self.gc.num_nodes
-
-    def finish(self) -> dict[str, Any]:
-        return self.gc.finish(self.crawl_dir)
-
-
-def make_graph_compressor_actor(crawl_dir: str | Path, num_cpus: float = 0, **kwargs: Any):
-    import ray
-
-    return ray.remote(num_cpus=num_cpus)(GraphCompressorActor).remote(str(crawl_dir), **kwargs)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raycrawl.actors.agent import AGENT0, Agent, agent_actor_class, sieve_actor_name, split_budget
+from raycrawl.actors.agent import AGENT0, Agent, actor_class, sieve_actor_name, split_budget
 from raycrawl.policies.assignment import apply_shards, assign_shards
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
@@ -57,7 +57,7 @@ class Membership:
         self.s = settings
         self.url = redis_url
         self.f = RedisFrontier(connect(redis_url), settings.redis_prefix)
-        self.cls = agent_actor_class()
+        self.cls = actor_class()
         self.live: dict[str, Member] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.shards: dict[int, str] = {}

@@ -304,17 +304,17 @@ class Parser:
         result.links = links
 
 
-class ParserActor:
-    """Ray actor shell around :class:`Parser` (``ray.remote(ParserActor)`` or ``make_parser_actor``)."""
-
-    def __init__(self, user_agent: str = "") -> None:
-        self.parser = Parser(user_agent)
-
-    def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
-        return [self.parser.parse(fr) for fr in batch]
-
-
-def make_parser_actor(user_agent: str = "", num_cpus: float = 0.5):
+def actor_class():
+    """The Ray actor shell (built lazily so importing this module does not import Ray). Stateless:
+    Ray restarts it and retries the batch it was parsing."""
     import ray
 
-    return ray.remote(num_cpus=num_cpus)(ParserActor).remote(user_agent)
+    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+    class ParserActor:
+        def __init__(self, user_agent: str = "") -> None:
+            self.parser = Parser(user_agent)
+
+        def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
+            return [self.parser.parse(fr) for fr in batch]
+
+    return ParserActor

@@ -16,8 +16,8 @@ strings one by one costs twice as much). Sketches are computed by rensa (Rust) f
 pre-hashed shingles: see benchmarks/dedup.py for the comparison with datasketch and with a
 numpy MinHash of our own.
 
-:class:`NearDupIndex` is the crawl-time index (plain class, state in Redis or in memory);
-:class:`ShinglerActor` is its thin Ray shell, fed batches by the parsers.
+:class:`NearDupIndex` is the crawl-time index (plain class, state in Redis or in memory); the
+agent calls it in its own process, once per batch.
 """
 
 from __future__ import annotations
@@ -283,32 +283,3 @@ class NearDupIndex:
 
     def close(self) -> None:
         self.store.close()
-
-
-def shingler_actor_class():
-    """The Ray actor class (built lazily so importing this module does not import Ray)."""
-    import ray
-
-    @ray.remote(num_cpus=0.25, max_restarts=-1, max_task_retries=2)
-    class ShinglerActor:
-        """Thin Ray shell around :class:`NearDupIndex`; a restart re-opens the Redis state."""
-
-        def __init__(self, **kwargs) -> None:
-            self.index = NearDupIndex(**kwargs)
-
-        def check_and_add(self, docs: list[tuple[str, str]]) -> list[str | None]:
-            return self.index.check_and_add(docs)
-
-        def stats(self) -> dict[str, int]:
-            return self.index.stats()
-
-    return ShinglerActor
-
-
-def __getattr__(name: str):
-    # ``from raycrawl.actors.shingler import ShinglerActor`` works without importing Ray at module import.
-    if name == "ShinglerActor":
-        cls = shingler_actor_class()
-        globals()["ShinglerActor"] = cls
-        return cls
-    raise AttributeError(name)

@@ -120,7 +120,7 @@ class SieveShards:
         self.give(list(self.sieves))
 
 
-def sieve_actor_class():
+def actor_class():
     """The Ray actor shell (built lazily so importing this module does not import Ray). Ray restarts
     it after a crash and retries the call it was serving: it reopens the shards the map in Redis
     gives its agent (pending logs replayed), and every call is idempotent (offsets, dedup)."""

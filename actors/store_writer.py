@@ -46,7 +46,8 @@ class StoreWriter:
         self.links.close()
 
 
-def store_actor_class():
+def actor_class():
+    """The Ray actor shell (built lazily so importing this module does not import Ray)."""
     import ray
 
     # Restarted after a crash, it writes new files (never after a torn tail) and Ray retries the

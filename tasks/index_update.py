@@ -2,7 +2,7 @@
 fragments, the index answers with a bit vector of the ones it lacks, and only those fragments'
 words travel. A replaced version releases its fragments; fragments no version uses are deleted.
 
-:class:`IndexUpdater` is the index side (plain, synchronously testable); :func:`index_update_actor`
+:class:`IndexUpdater` is the index side (plain, synchronously testable); :func:`actor_class`
 wraps it as a Ray actor — the "remote index actor". :class:`UpdateClient` is the crawler side.
 Fragment hashes are shared collection-wide (global sharing); :meth:`IndexUpdater.index` produces
 the searchable :class:`FragmentIndex` under any policy — the periodic merge in which fragIDs are
@@ -117,8 +117,9 @@ def _call(index, remote: bool, method: str, *args):
     return ray.get(getattr(index, method).remote(*args))
 
 
-def index_update_actor(b: int = DEFAULT_B, w: int = DEFAULT_W):
-    """A Ray actor running an :class:`IndexUpdater` (needs ``ray.init`` first)."""
+def actor_class():
+    """The Ray actor shell of :class:`IndexUpdater` (built lazily so importing this module does not
+    import Ray): ``actor_class().remote(b, w)``."""
     import ray
 
-    return ray.remote(num_cpus=0)(IndexUpdater).remote(b, w)
+    return ray.remote(num_cpus=0)(IndexUpdater)

@@ -265,55 +265,6 @@ def test_fetch_result_pickles():
     assert pickle.loads(pickle.dumps(fr)) == fr
 
 
-def test_fetcher_actor_batch(site_sync, ray_local):
-    import ray
-
-    from raycrawl.actors.fetcher import make_fetcher_actor
-
-    actor = make_fetcher_actor("raycrawl-test/1.0", 1.0, 1.0, 100_000, 1_000_000, NetworkPolicy("127.0.0.0/8"))
-    urls = [(f"{site_sync}/echo?i={i}", "127.0.0.1") for i in range(20)] + [(f"{site_sync}/page", "10.1.2.3")]
-    results = ray.get(actor.fetch_batch.remote(urls), timeout=60)
-    assert [r.body.decode().split("|")[1] for r in results[:20]] == [f"/echo?i={i}" for i in range(20)]
-    assert results[20].error == "forbidden-network"
-    ray.get(actor.close.remote())
-    ray.kill(actor)
-
-
-@pytest.fixture
-def site_sync():
-    """The same server, run in a thread, for tests that are not coroutines (the Ray actor test)."""
-    import threading
-
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    box = {}
-
-    async def start():
-        state = Site()
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", state.handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-        await runner.setup()
-        tcp = web.TCPSite(runner, "127.0.0.1", 0)
-        await tcp.start()
-        box["runner"] = runner
-        box["port"] = tcp._server.sockets[0].getsockname()[1]
-
-    def run():
-        loop.run_until_complete(start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    yield f"http://site.test:{box['port']}"
-    asyncio.run_coroutine_threadsafe(box["runner"].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
-
-
 RAW_REPLIES = {
     "garbage": b"SSH-2.0-OpenSSH_9.0\r\n\r\n",
     "empty": b"",

@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from raycrawl.actors.graph_compressor import GraphCompressor, build_crawl_graph, graph_paths, open_crawl_graph
+from raycrawl.actors.graph_compressor import build_crawl_graph, graph_paths, open_crawl_graph
 from raycrawl.cli import main
-from raycrawl.storage.link_records import LinkRecordWriter, iter_link_records
+from raycrawl.storage.link_records import LinkRecordWriter
 from raycrawl.storage.urlmap import UrlMap, url_sort_key
 
 
@@ -141,25 +141,6 @@ def test_bv_import_and_corrupt_graph_dir(tmp_path, capsys):
         assert proc.returncode == 2 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
     assert main(["graph", "build", str(tmp_path / "nowhere")]) == 2
     assert main(["graph", "import", "--bv", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
-
-
-def test_actor_shell_matches_plain_class(tmp_path, ray_local):
-    from raycrawl.actors.graph_compressor import make_graph_compressor_actor
-
-    records = _crawl_records(5)
-    actor = make_graph_compressor_actor(tmp_path / "a")
-    for i in range(0, len(records), 50):
-        ray_local.get(actor.add_batch.remote(records[i : i + 50]))
-    info = ray_local.get(actor.finish.remote())
-    gc = GraphCompressor()
-    gc.add_records(records)
-    plain = gc.finish(tmp_path / "p")
-    assert (info["nodes"], info["arcs"]) == (plain["nodes"], plain["arcs"]) == tuple(map(len, _expected(records)))
-    for name in ("graph", "transpose"):
-        for ext in (".graph", ".offsets"):
-            a = graph_paths(tmp_path / "a")[name].with_suffix(ext).read_bytes()
-            assert a == graph_paths(tmp_path / "p")[name].with_suffix(ext).read_bytes()
-    assert list(iter_link_records(tmp_path)) == []  # nothing was written as records here
 
 
 def test_websim_graph_round_trip(tmp_path, capsys):

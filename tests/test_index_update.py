@@ -6,7 +6,7 @@ import pytest
 from test_index_fragments import _synthetic_pages
 
 from raycrawl.tasks.index_build import build_index
-from raycrawl.tasks.index_update import IndexUpdater, UpdateClient, index_update_actor
+from raycrawl.tasks.index_update import IndexUpdater, UpdateClient, actor_class
 from raycrawl.winnowing import fragment_hash, fragments
 
 
@@ -45,7 +45,7 @@ def test_replace_and_remove_delete_unused_fragments():
 @pytest.mark.slow
 def test_remote_index_actor(ray_local):
     pages = _synthetic_pages(5)
-    actor = index_update_actor(w=30)
+    actor = actor_class().remote(w=30)
     client = UpdateClient(w=30)
     for epoch in range(2):
         for url in sorted(pages)[:10]:

@@ -224,9 +224,9 @@ def test_only_2xx_html_or_text_is_parsed():
 def test_parser_actor(ray_local):
     import ray
 
-    from raycrawl.actors.parser import make_parser_actor
+    from raycrawl.actors.parser import actor_class
 
-    actor = make_parser_actor()
+    actor = actor_class().remote()
     pages = [page(f'<a href="/p{i}">x</a>') for i in range(5)]
     out = ray.get(actor.parse_batch.remote(pages), timeout=60)
     assert [r.links for r in out] == [Parser().parse(p).links for p in pages]
