@@ -84,7 +84,7 @@ class Distributor:
                 return StepResult(refilled=res.refilled)
 
     def _from_sieve(self, pipe, read_sieve, resolve, res: StepResult) -> StepResult:
-        keys = [self.f.soff_key(s) for s in self.shards]
+        keys = [self.f.k.sieve_offset(s) for s in self.shards]
         if keys:
             pipe.watch(*keys)
         offsets = self.f.sieve_offsets(self.shards, client=pipe)
@@ -123,7 +123,7 @@ class Distributor:
                 continue
             ips[host] = ip
             paths = [split_host(u)[1] for u in host_urls]
-            pipe.hincrby(self.f.key("hcount"), host, len(paths))
+            pipe.hincrby(self.f.k.hcount, host, len(paths))
             if known[host] is None:
                 paths.insert(0, ROBOTS)
                 res.new_hosts += 1
@@ -136,6 +136,6 @@ class Distributor:
             res.queued += len(keep)
         # Even a batch that queued nothing moves the offsets: those URLs were dealt with.
         self.f.add(groups, pipe=pipe)
-        pipe.mset({self.f.soff_key(s): off for s, off in new_offsets.items()})
+        pipe.mset({self.f.k.sieve_offset(s): off for s, off in new_offsets.items()})
         pipe.execute()
         return res

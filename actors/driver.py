@@ -70,11 +70,10 @@ def verify_resume(out: Path, f: RedisFrontier) -> None:
     """--resume continues only this directory's crawl, held whole by this Redis: its crawl id
     (an emptied Redis — a lost AOF — or another crawl's would silently start over or mix two
     crawls) and the consistency check (storage/crawl_check.py). Run before Ray starts."""
-    if not (out / "sieve").exists() and not f.r.exists(f.key("meta")):
+    if not (out / "sieve").exists() and not f.has_crawl():
         raise UserError(f"--resume: no crawl to resume in {out} (and its Redis)")
     ours = read_crawl_id(out)
-    held = f.r.hget(f.key("meta"), "crawl_id")
-    held = held.decode() if held else None
+    held = f.meta().get("crawl_id")
     if ours is not None and held != ours:
         where = "holds no crawl" if held is None else f"holds another crawl ({held})"
         raise UserError(f"--resume: the Redis of {out} {where}, not crawl {ours}: its data "
@@ -83,8 +82,7 @@ def verify_resume(out: Path, f: RedisFrontier) -> None:
     damages, unconfirmed = check_against_redis(out, f)
     if damages:
         raise UserError(refusal(damages, out))
-    f.r.hset(f.key("meta"), "unconfirmed", unconfirmed)
-    f.r.delete(f.key("failing"))  # counted in ``unconfirmed`` now
+    f.confirm_resume(unconfirmed)
 
 
 @contextlib.contextmanager

@@ -190,7 +190,7 @@ class FetchLoop:
 
     def _shared_rules(self, host: str) -> RobotsRules | None:
         """Rules another fetch actor (or the crawl before a resume) stored in Redis."""
-        raw = self.client.hget(self.wb.frontier.key("robots"), host)
+        raw = self.wb.frontier.robots_rules(host)
         if raw is None:
             return None
         rules = self.robots[host] = RobotsRules.from_dict(json.loads(raw))
@@ -305,7 +305,7 @@ class FetchLoop:
             rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(),
                                               self.s.robots_ttl)
             self.robots[host] = rules
-            self.client.hset(self.wb.frontier.key("robots"), host, json.dumps(rules.to_dict()))
+            self.wb.frontier.store_robots(host, json.dumps(rules.to_dict()))
             not_before = self.politeness.host_next(last, rules.crawl_delay) if host_end is None and last else None
             releases.append(Release(host, ip, end=host_end, crawl_delay=rules.crawl_delay, not_before=not_before))
         for rel in releases:

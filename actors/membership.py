@@ -29,12 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raycrawl.actors.agent import AGENT0, Agent, actor_class, sieve_actor_name, split_budget
+from raycrawl.actors.agent import AGENT0, Agent, actor_class
+from raycrawl.actors.crew import split_budget
+from raycrawl.actors.link_router import sieve_actor_name
 from raycrawl.policies.assignment import apply_shards, assign_shards
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
+from raycrawl.storage.crawl_dir import begin
 from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -186,7 +189,7 @@ class Membership:
         self.shards = assign_shards(names, previous=old)
         # From here an agent that dies is left to the next rebalance (its run() fails in watch()).
         self._each(survivors, "give", lambda n: ([s for s, a in old.items() if a == n and self.shards[s] != n],))
-        self.f.r.delete(self.f.key("idle"))  # termination marks of the old membership
+        self.f.clear_idle()  # termination marks of the old membership
         moved = apply_shards(self.f, self.shards)
         self._each(names, "take", lambda n: ([s for s, a in self.shards.items() if a == n and old.get(s) != n],))
         budgets = self._budgets(names)
@@ -251,7 +254,7 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
     sets the crawl up, watches and rebalances: the agents share nothing but Redis and each
     other's sieves."""
     lead = Agent(settings, redis_url, name=AGENT0)
-    lead._prepare_state()  # clear or recover the Redis state once, for every agent
+    begin(lead.out, lead.f, lead.s)  # clear or recover the Redis state once, for every agent
     if lead.near is not None:
         lead.near.close()
     m = Membership(settings, redis_url)

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
+from raycrawl.settings import Settings
+from raycrawl.storage.redis_frontier import Keys
 from raycrawl.storage.sketch_store import MemorySketchStore, RedisSketchStore
 from raycrawl.text import tokens
 
@@ -283,3 +285,10 @@ class NearDupIndex:
 
     def close(self) -> None:
         self.store.close()
+
+
+def near_dup_index(settings: Settings, redis_url: str) -> NearDupIndex | None:
+    """The crawl's near-duplicate index (``near_dup`` setting), its state in the crawl's Redis."""
+    if not settings.near_dup:
+        return None
+    return NearDupIndex(redis_url=redis_url, key_prefix=Keys(settings.redis_prefix).near_dup)

@@ -42,33 +42,33 @@ class Virtualizer:
         """URLs on disk for each host."""
         if not hosts:
             return []
-        return [int(v or 0) for v in self.f.r.hmget(self.f.vkey("virt"), hosts)]
+        return [int(v or 0) for v in self.f.r.hmget(self.f.k.virt, hosts)]
 
     def ends(self, hosts: list[str]) -> list[int]:
         """Committed end of each host's virtual queue (bytes)."""
         if not hosts:
             return []
-        return [int(v or 0) for v in self.f.r.hmget(self.f.key("vend"), hosts)]
+        return [int(v or 0) for v in self.f.r.hmget(self.f.k.vend, hosts)]
 
     def spill(self, host: str, paths: list[str], pipe: redis.client.Pipeline, end: int | None = None) -> None:
         """Append ``paths`` to the host's virtual queue; the Redis side happens when ``pipe`` (a
         transaction) executes. ``end``: the committed end if the caller already read it."""
         if end is None:
-            end = int(self.f.r.hget(self.f.key("vend"), host) or 0)
+            end = int(self.f.r.hget(self.f.k.vend, host) or 0)
         with open(self.path(host), "ab") as fh:
             fh.truncate(end)  # drop what an uncommitted spill left behind
             fh.seek(end)
             fh.write(("\n".join(paths) + "\n").encode())
             new_end = fh.tell()
-        pipe.hset(self.f.key("vend"), host, new_end)
-        pipe.hincrby(self.f.vkey("virt"), host, len(paths))
+        pipe.hset(self.f.k.vend, host, new_end)
+        pipe.hincrby(self.f.k.virt, host, len(paths))
         self.spilled += len(paths)
 
     def refill(self, host: str, ip: str, n: int) -> int:
         """Move up to ``n`` of the host's oldest virtualized URLs to the end of its visit state."""
         r = self.f.r
-        off = int(r.hget(self.f.key("voff"), host) or 0)
-        end = int(r.hget(self.f.key("vend"), host) or 0)
+        off = int(r.hget(self.f.k.voff, host) or 0)
+        end = int(r.hget(self.f.k.vend, host) or 0)
         paths: list[str] = []
         with open(self.path(host), "rb") as fh:
             fh.seek(off)
@@ -79,12 +79,12 @@ class Virtualizer:
         with r.pipeline(transaction=True) as pipe:
             self.f.add([(host, ip, paths)], pipe=pipe)
             if off >= end:  # queue drained: forget it
-                pipe.hdel(self.f.key("voff"), host)
-                pipe.hdel(self.f.key("vend"), host)
-                pipe.hdel(self.f.vkey("virt"), host)
+                pipe.hdel(self.f.k.voff, host)
+                pipe.hdel(self.f.k.vend, host)
+                pipe.hdel(self.f.k.virt, host)
             else:
-                pipe.hset(self.f.key("voff"), host, off)
-                pipe.hincrby(self.f.vkey("virt"), host, -len(paths))
+                pipe.hset(self.f.k.voff, host, off)
+                pipe.hincrby(self.f.k.virt, host, -len(paths))
             pipe.execute()
         if off >= end:
             self.path(host).unlink(missing_ok=True)
@@ -94,12 +94,12 @@ class Virtualizer:
     def limbo(self) -> list[tuple[str, int]]:
         """Hosts with URLs on disk and fewer than half a budget in Redis: (host, queue length)."""
         r = self.f.r
-        hosts = [h.decode() for h in r.hkeys(self.f.vkey("virt"))]
+        hosts = [h.decode() for h in r.hkeys(self.f.k.virt)]
         if not hosts:
             return []
         pipe = r.pipeline(transaction=False)
         for h in hosts:
-            pipe.llen(self.f.key("vs:") + h)
+            pipe.llen(self.f.k.visit_state(h))
         return [(h, n) for h, n in zip(hosts, pipe.execute(), strict=True) if n < self.budget // 2]
 
     def refill_limbo(self) -> int:

@@ -121,7 +121,7 @@ class Workbench:
         if not items:
             return []
         if cdelays:  # for recover(): the delay a host busy at a crash must wait
-            self.frontier.r.hset(self.frontier.key("cdelay"), mapping=dict(cdelays))
+            self.frontier.set_crawl_delays(dict(cdelays))
         return list(self.frontier.release(items))
 
     def recover(self, now: float) -> int:
@@ -140,18 +140,18 @@ class Workbench:
     # --- snapshots ---------------------------------------------------------------------------------
     def visit_state(self, host: str) -> VisitState:
         f = self.frontier
-        ip = f.r.hget(f.key("hostip"), host)
+        ip = f.r.hget(f.k.hostip, host)
         return VisitState(
             host=host,
             ip=ip.decode() if ip else None,
-            next_fetch=float(f.r.hget(f.key("hnext"), host) or 0),
-            queued=f.r.llen(f.key("vs:") + host),
-            busy=bool(f.r.hexists(f.key("hbusy"), host)),
-            virtualized=int(f.r.hget(f.vkey("virt"), host) or 0),
+            next_fetch=float(f.r.hget(f.k.hnext, host) or 0),
+            queued=f.r.llen(f.k.visit_state(host)),
+            busy=bool(f.r.hexists(f.k.hbusy, host)),
+            virtualized=int(f.r.hget(f.k.virt, host) or 0),
         )
 
     def entry(self, ip: str) -> WorkbenchEntry:
         f = self.frontier
-        hosts = [(h.decode(), s) for h, s in f.r.zrange(f.vkey("ent:") + ip, 0, -1, withscores=True)]
-        return WorkbenchEntry(ip=ip, next_fetch=float(f.r.hget(f.key("inext"), ip) or 0),
-                              busy=bool(f.r.sismember(f.key("ibusy"), ip)), ready_hosts=hosts)
+        hosts = [(h.decode(), s) for h, s in f.r.zrange(f.k.entry(ip), 0, -1, withscores=True)]
+        return WorkbenchEntry(ip=ip, next_fetch=float(f.r.hget(f.k.inext, ip) or 0),
+                              busy=bool(f.r.sismember(f.k.ibusy, ip)), ready_hosts=hosts)

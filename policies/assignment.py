@@ -96,8 +96,5 @@ def apply_shards(f, shards: dict[int, str]) -> int:
     moved = f.move_hosts([(h, shards[shard_of(h)]) for h, a in f.owned_hosts() if shards[shard_of(h)] != a])
     for agent in {f.view_agent(v) for v in f.views()} - agents:
         f.drop_view(agent)
-    with f.r.pipeline(transaction=True) as pipe:
-        pipe.delete(f.key("shards"))
-        pipe.hset(f.key("shards"), mapping={str(s): a for s, a in shards.items()})
-        pipe.execute()
+    f.set_shard_owners(shards)
     return moved

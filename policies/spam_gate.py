@@ -236,3 +236,18 @@ def train_gate(page_rows: list[dict], labels: dict[str, int], sample_pages: int 
                       min(threshold, 0.999), sample_pages, sorted(query_terms), auc)
     log.info("spam gate: %d hosts (%d spam), CV AUC %.3f, threshold %.3f", len(y), y.sum(), auc, model.threshold)
     return model
+
+
+def gate_for(settings) -> SpamGate | None:
+    """The crawl's gate: the ``spam_gate`` setting, else $RAYCRAWL_SPAM_GATE, else none."""
+    import os
+
+    from raycrawl.errors import UserError
+
+    path = settings.spam_gate or os.environ.get("RAYCRAWL_SPAM_GATE", "")
+    if not path:
+        return None
+    try:
+        return SpamGate(GateModel.load(path))
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc

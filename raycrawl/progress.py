@@ -36,6 +36,13 @@ class Progress:
             self.stream.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} progress: {line}\n")
             self.stream.flush()
 
+    def show_crawl(self, counts: dict, stats: dict, statuses: list[dict], pages_per_s: float) -> None:
+        """The crawl's line, from the frontier's counts and stats and the fetch actors' statuses."""
+        self.show({"pages": stats.get("pages", 0), "pages/s": f"{pages_per_s:.1f}",
+                   "front": counts["front"], "queued": counts["queued"], "virtual": counts["virtualized"],
+                   "in-flight": sum(x["in_flight"] for x in statuses),
+                   "errors": sum(v for k, v in stats.items() if k.startswith("error:"))})
+
     def close(self) -> None:
         if self.tty and self.width:
             self.stream.write("\n")

@@ -83,6 +83,9 @@ class Settings:
     """Media types that are parsed (postfetch filter); others are stored but not parsed."""
     exclude_extensions: list[str] = field(default_factory=list)
     """URL path extensions never fetched (prefetch filter), e.g. ["jpg", "zip"]."""
+    spam_gate: str | None = None
+    """A spam gate model (``gate.json``, docs/spam.md) that blocks hosts at crawl time; None = off
+    (or $RAYCRAWL_SPAM_GATE)."""
     near_dup: bool = True
     """Check parsed pages against the near-duplicate index (actors/shingler.py) when present."""
     summaries_at_crawl: bool = True

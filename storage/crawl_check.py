@@ -212,12 +212,12 @@ def counts_damage(out: Path, scan: ArchiveScan, committed: int, in_flight: int, 
 def virtualizer_damage(out: Path, frontier) -> list[Damage]:
     """Each host's virtual queue on disk reaches the end Redis committed for it (``P vend``)."""
     damages = []
-    for host, end in frontier.r.hscan_iter(frontier.key("vend")):
-        path = virtual_queue(out / "virtualizer", host.decode())
+    for host, end in frontier.virtual_queue_ends():
+        path = virtual_queue(out / "virtualizer", host)
         size = path.stat().st_size if path.exists() else -1
-        if size < int(end):
-            what = "is missing" if size < 0 else f"is cut: {size} bytes, {int(end)} committed"
-            damages.append(Damage(path, f"{what} (URLs of {host.decode()} waiting on disk would be lost)"))
+        if size < end:
+            what = "is missing" if size < 0 else f"is cut: {size} bytes, {end} committed"
+            damages.append(Damage(path, f"{what} (URLs of {host} waiting on disk would be lost)"))
     return damages
 
 
@@ -231,14 +231,10 @@ def check_against_redis(out: Path, frontier) -> tuple[list[Damage], int]:
     """The archive and the sieve against the crawl's Redis (a :class:`storage.redis_frontier.RedisFrontier`),
     before its in-flight URLs are put back. Returns the damages and the URLs fetched but not
     committed (to be stored as ``unconfirmed`` once the resume goes ahead)."""
-    client = frontier.r
-    prefix = frontier.key("soff:")
-    offsets = {int(k.decode()[len(prefix):]): int(client.get(k) or 0)
-               for k in client.scan_iter(match=prefix + "*", count=1000)}
+    offsets = frontier.all_sieve_offsets()
     scan = scan_archive(out)
     committed = int(frontier.stats().get("pages", 0))
-    in_flight = int(client.hlen(frontier.key("inflight"))) + int(client.hlen(frontier.key("failing")))
-    unconfirmed = int(client.hget(frontier.key("meta"), "unconfirmed") or 0)
+    in_flight, unconfirmed = frontier.uncommitted()
     # The commits first: a Redis that lost writes makes the rest look damaged too.
     damages = [*counts_damage(out, scan, committed, in_flight, unconfirmed), *sieve_offsets_damage(out / "sieve", offsets),
                *virtualizer_damage(out, frontier), *scan.damages]

@@ -13,12 +13,18 @@
 from __future__ import annotations
 
 import fcntl
+import json
+import logging
 import os
 import time
 import uuid
 from pathlib import Path
 
 from raycrawl.errors import UserError
+from raycrawl.settings import Settings
+from raycrawl.storage.redis_frontier import RedisFrontier
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
 ID_NAME = "crawl-id"
@@ -84,3 +90,18 @@ def new_crawl_id(out: str | Path) -> str:
     tmp.write_text(crawl_id + "\n")
     tmp.replace(Path(out) / ID_NAME)
     return crawl_id
+
+
+def begin(out: Path, frontier: RedisFrontier, settings: Settings) -> None:
+    """Start the crawl in ``out`` and its Redis: a new one (refused where a crawl is held: --resume
+    or another --out), or a resumed one (the driver verified it first): its in-flight URLs go back
+    to their visit states, every host and IP waiting a full delay."""
+    if settings.resume:
+        frontier.clear_idle()
+        requeued = frontier.recover(time.time(), settings.host_delay, settings.ip_delay)
+        log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
+        return
+    if (out / "sieve").exists() or frontier.has_crawl():
+        raise UserError(f"{out} already holds a crawl: pass --resume to continue it, or choose another --out")
+    frontier.clear()
+    frontier.start_crawl(new_crawl_id(out), json.dumps(settings.to_dict()), time.time())

@@ -38,6 +38,7 @@ key                  type    content
                              but never committed, as of the last resume (storage/crawl_check.py)
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
+``P dedup:…``        …       the near-duplicate index's sketches (storage/sketch_store.py's keys)
 ==================== ======= =====================================================================
 
 Invariants the scripts keep: a host is in at most one of {``hbusy``, its owner's ``ent:<ip>``}; a
@@ -72,6 +73,33 @@ class RedisNotDurable(UserError):
     """Redis cannot make its AOF durable (the crawl must stop: commits would not survive a crash)."""
 
 
+class Keys:
+    """The key names of the table above for prefix ``P`` and view ``V``: the one place in Python
+    that spells them (the Lua scripts build the same names from the prefixes they are given)."""
+
+    def __init__(self, p: str, v: str = "") -> None:
+        self.hostip, self.hnext, self.cdelay, self.inext = p + "hostip", p + "hnext", p + "cdelay", p + "inext"
+        self.howner, self.views, self.shards = p + "howner", p + "views", p + "shards"
+        self.hbusy, self.borrowed, self.ibusy = p + "hbusy", p + "borrowed", p + "ibusy"
+        self.inflight, self.failing, self.queued, self.hcount = p + "inflight", p + "failing", p + "queued", p + "hcount"
+        self.voff, self.vend, self.stats, self.robots = p + "voff", p + "vend", p + "stats", p + "robots"
+        self.digest, self.meta, self.activity, self.idle = p + "digest", p + "meta", p + "activity", p + "idle"
+        self.sieve_offset_prefix = p + "soff:"
+        self.near_dup = p + "dedup"  # the prefix of actors/shingler.py's sketch store (storage/sketch_store.py)
+        self.virt, self.active, self.wb = v + "virt", v + "active", v + "wb"  # this view's
+        self._vs, self._ent = p + "vs:", v + "ent:"
+
+    def visit_state(self, host: str) -> str:
+        return self._vs + host
+
+    def entry(self, ip: str) -> str:
+        """This view's workbench entry of ``ip``."""
+        return self._ent + ip
+
+    def sieve_offset(self, shard: int) -> str:
+        return f"{self.sieve_offset_prefix}{shard}"
+
+
 class RedisFrontier:
     """Thin typed wrapper over the Lua scripts; one Redis connection (synchronous)."""
 
@@ -80,6 +108,7 @@ class RedisFrontier:
         self.p = prefix
         self.view = view
         self.v = self.view_prefix(view)
+        self.k = Keys(prefix, self.v)
         self._scripts = {
             name: client.register_script("".join((LUA_DIR / f"{part}.lua").read_text()
                                                  for part in (*FRAGMENTS.get(name, ()), name)))
@@ -193,16 +222,102 @@ class RedisFrontier:
                                       "(disk full or failing?); stopped: free space, then --resume")
             log.warning("Redis AOF not on disk yet (WAITAOF 0): waiting")
 
-    # --- reads for status, the distributor and tests ---------------------------------------------
-    def soff_key(self, shard: int) -> str:
-        return f"{self.p}soff:{shard}"
+    # --- the crawl's identity, failures, duplicates and termination marks --------------------------
+    def has_crawl(self) -> bool:
+        return bool(self.r.exists(self.k.meta))
 
+    def meta(self) -> dict[str, str]:
+        """started, settings, crawl_id (and unconfirmed after a resume) of the crawl; {} if none."""
+        return {k.decode(): v.decode() for k, v in self.r.hgetall(self.k.meta).items()}
+
+    def start_crawl(self, crawl_id: str, settings_json: str, now: float) -> None:
+        self.r.hset(self.k.meta, mapping={"started": now, "crawl_id": crawl_id, "settings": settings_json})
+
+    def confirm_resume(self, unconfirmed: int) -> None:
+        """The resume goes ahead: ``unconfirmed`` URLs fetched but never committed are allowed to be
+        fetched again; failures being recorded at the stop are among them."""
+        self.r.hset(self.k.meta, "unconfirmed", unconfirmed)
+        self.r.delete(self.k.failing)
+
+    def consent_refetch(self, unconfirmed: int) -> None:
+        """The user accepts fetching ``unconfirmed`` archived URLs again (raycrawl check --repair)."""
+        self.r.hset(self.k.meta, "unconfirmed", unconfirmed)
+
+    def uncommitted(self) -> tuple[int, int]:
+        """(URLs in flight or failing, URLs accepted as fetched-not-committed at the last resume)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hlen(self.k.inflight)
+        pipe.hlen(self.k.failing)
+        pipe.hget(self.k.meta, "unconfirmed")
+        inflight, failing, unconfirmed = pipe.execute()
+        return int(inflight) + int(failing), int(unconfirmed or 0)
+
+    def note_failing(self, failed: dict[str, str]) -> None:
+        """URL → error kind: failures about to be recorded (counted as in flight until committed)."""
+        self.r.hset(self.k.failing, mapping=failed)
+
+    def forget_failing(self, urls: list[str]) -> None:
+        self.r.hdel(self.k.failing, *urls)
+
+    def claim_digests(self, claims: list[tuple[str, str]]) -> list[bytes]:
+        """(digest hex, owner description): the first claim of a digest owns it, shared by every
+        agent (HSETNX); returns each digest's owner description, the caller's or an earlier one."""
+        pipe = self.r.pipeline(transaction=False)
+        for digest, owner in claims:
+            pipe.hsetnx(self.k.digest, digest, owner)
+        for digest, _ in claims:
+            pipe.hget(self.k.digest, digest)
+        return pipe.execute()[len(claims):]
+
+    def activity(self) -> bytes:
+        """The commit counter (distributed termination: see actors/agent.py ``_all_idle``)."""
+        return self.r.get(self.k.activity) or b"0"
+
+    def mark_idle(self, agent: str, mark: bytes | str) -> None:
+        """``agent`` saw itself idle at activity ``mark``, or is ``done`` (its budget spent)."""
+        self.r.hset(self.k.idle, agent, mark)
+
+    def idle_marks(self, agents: list[str]) -> list[bytes | None]:
+        return self.r.hmget(self.k.idle, agents)
+
+    def clear_idle(self) -> None:
+        """Forget the termination marks (a resume or a membership change starts them over)."""
+        self.r.delete(self.k.idle)
+
+    def robots_rules(self, host: str) -> bytes | None:
+        """A host's robots.txt rules as stored by :meth:`store_robots` (JSON), if any."""
+        return self.r.hget(self.k.robots, host)
+
+    def store_robots(self, host: str, rules_json: str) -> None:
+        self.r.hset(self.k.robots, host, rules_json)
+
+    def set_crawl_delays(self, delays: dict[str, float]) -> None:
+        """Host → robots.txt Crawl-delay, for the waits recover() sets after a crash."""
+        self.r.hset(self.k.cdelay, mapping=delays)
+
+    def set_shard_owners(self, shards: dict[int, str]) -> None:
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.delete(self.k.shards)
+            pipe.hset(self.k.shards, mapping={str(s): a for s, a in shards.items()})
+            pipe.execute()
+
+    # --- reads for status, the distributor and tests ---------------------------------------------
     def sieve_offsets(self, shards: list[int], client: redis.Redis | None = None) -> dict[int, int]:
         """Shard → byte offset of its sieve output queue already distributed."""
         if not shards:
             return {}
-        vals = (client or self.r).mget([self.soff_key(s) for s in shards])
+        vals = (client or self.r).mget([self.k.sieve_offset(s) for s in shards])
         return {s: int(v or 0) for s, v in zip(shards, vals, strict=True)}
+
+    def all_sieve_offsets(self) -> dict[int, int]:
+        """Every shard's offset that was ever set (a scan: for the consistency check)."""
+        prefix = self.k.sieve_offset_prefix
+        return {int(k.decode()[len(prefix):]): int(self.r.get(k) or 0)
+                for k in self.r.scan_iter(match=prefix + "*", count=1000)}
+
+    def virtual_queue_ends(self) -> list[tuple[str, int]]:
+        """(host, committed end of its virtual queue) for every host with one (a scan)."""
+        return [(h.decode(), int(e)) for h, e in self.r.hscan_iter(self.k.vend)]
 
     def shard_owners(self) -> dict[int, str]:
         """The current shard → agent map (empty before the first assignment: agent0 owns all)."""

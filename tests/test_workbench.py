@@ -276,3 +276,28 @@ def test_retried_release_and_commit_apply_once(client) -> None:
     assert wb.frontier.queue_lengths(["http://x.test"]) == [2]
     assert wb.frontier.commit([], {"pages": 3}, token="t1") and not wb.frontier.commit([], {"pages": 3}, token="t1")
     assert wb.frontier.stats()["pages"] == 3
+
+
+@pytest.mark.parametrize("pol", [Politeness(host_delay=2.0, ip_delay=0.5, max_crawl_delay=30.0),
+                                 Politeness(host_delay=0.1, ip_delay=0.0, max_crawl_delay=3.0),
+                                 Politeness(host_delay=0.0, ip_delay=1.5, max_crawl_delay=0.0)])
+@pytest.mark.parametrize("view_only", [False, True])
+def test_the_lua_wait_after_a_crash_is_the_python_rule(client, pol: Politeness, view_only: bool) -> None:
+    """storage/lua/_delay.lua mirrors policies/politeness.py for the wait after a crash: every host
+    waits effective_host_delay(its Crawl-delay) from the restart and its IP waits ip_delay, for
+    Crawl-delays below, between and above the host delay and the cap (recover and recover_view)."""
+    wb = Workbench(client, "t:", pol, view="a0")
+    delays = [None, 0.0, 0.05, 1.0, 2.5, 10.0, 1000.0]
+    ip_of = {f"http://h{i}.test": f"127.0.{i}.1" for i in range(len(delays))}
+    wb.add_urls([f"{h}/p{j}" for h in ip_of for j in range(2)], ip_of)
+    got, _ = wb.acquire(100.0, 100)
+    assert len(got) == len(delays)
+    wb.release([Release(h, ip, end=100.0, crawl_delay=delays[i]) for i, (h, ip, _) in enumerate(sorted(got))])
+    got, _ = wb.acquire(1e6, 100)  # every host in flight again at the crash
+    assert len(got) == len(delays)
+    restart = 2e6
+    (wb.recover_view if view_only else wb.recover)(restart)
+    for i, host in enumerate(sorted(ip_of)):
+        state = wb.visit_state(host)
+        assert state.next_fetch == pytest.approx(restart + pol.effective_host_delay(delays[i])), (host, delays[i])
+        assert wb.entry(ip_of[host]).next_fetch == pytest.approx(restart + pol.ip_delay)

@@ -42,14 +42,14 @@ def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False)
         client = redis.Redis.from_url(url)
         try:
             f = RedisFrontier(client, prefix, register=False)
-            if not client.exists(f.key("meta")):
+            if not f.has_crawl():
                 raise UserError(f"{url} holds no crawl under prefix {prefix!r}")
             found, unconfirmed = check_against_redis(out, f)
             if consent and any(d.kind == "behind" for d in found):
                 # The consent makes every fetched-but-uncommitted URL allowed: only that damage goes.
-                client.hset(f.key("meta"), "unconfirmed", unconfirmed)
+                f.consent_refetch(unconfirmed)
                 found = [d for d in found if d.kind != "behind"]
-            facts = {"pages": f.stats().get("pages", 0), "in_flight": int(client.hlen(f.key("inflight"))),
+            facts = {"pages": f.stats().get("pages", 0), "in_flight": f.counts()["inflight"],
                      "fetched_not_committed": unconfirmed}
         finally:
             client.close()

@@ -72,7 +72,7 @@ def settings_from_args(args: argparse.Namespace):
         raise UserError("--seeds FILE is required (unless --resume)")
     # Fail fast, before anything starts or is written: the seeds, the hosts file, the cluster.
     if s.seeds:
-        from raycrawl.actors.agent import read_seeds
+        from raycrawl.seeds import read_seeds
 
         read_seeds(s.seeds)
     if s.resolve:

@@ -34,9 +34,9 @@ def read_status(redis_url: str, prefix: str = "rc:") -> dict:
         raise UserError(f"--redis-url {redis_url!r}: {exc}") from None
     try:
         f = RedisFrontier(client, prefix, register=False)
-        if not client.exists(f.key("meta")):
+        if not f.has_crawl():
             raise UserError(f"no crawl under prefix {prefix!r} in {redis_url}")
-        meta = {k.decode(): v.decode() for k, v in client.hgetall(f.key("meta")).items()}
+        meta = f.meta()
         from collections import Counter
 
         from raycrawl.policies.assignment import SHARDS

@@ -1,0 +1,122 @@
+"""An agent's crew: the Ray actors one agent runs on its own node (BUbiNG: an agent is one machine).
+
+Its sieve shards, fetch actors, parser, store writer and (with ``summaries_at_crawl``) summary
+writer, each built from its module's ``actor_class()`` and named after the agent, so that other
+agents find its sieve and the dashboard shows who is who. Every one restarts after a crash; the
+agent recovers what a dead fetch actor held (``Agent._recover_fetchers``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from raycrawl.actors.fetch_loop import Outcome
+from raycrawl.actors.link_router import sieve_actor_name
+from raycrawl.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def split_budget(n: int | None, k: int) -> list[int | None]:
+    """``n`` pages over ``k`` shares, as evenly as possible (None: no budget)."""
+    return [None if n is None else n // k + (i < n % k) for i in range(k)]
+
+
+class Crew:
+    def __init__(self, settings: Settings, redis_url: str, name: str, budget: int | None) -> None:
+        import ray
+
+        from raycrawl.actors import fetch_loop, parser, sieve_shards, store_writer, summary_writer
+
+        s, tag = settings, f"{settings.redis_prefix}{name}"
+        out = Path(s.out)
+        here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)
+        self.name = name
+        self.sieve = sieve_shards.actor_class().options(
+            name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(
+            str(out / "sieve"), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache)
+        fetch_actor = fetch_loop.actor_class()
+        self.fetchers = [fetch_actor.options(name=f"raycrawl-fetch-{tag}-{i}", scheduling_strategy=here).remote(
+                             s, redis_url, b, name)
+                         for i, b in enumerate(split_budget(budget, s.fetch_actors))]
+        self.parser = parser.actor_class().options(name=f"raycrawl-parser-{tag}",
+                                                   scheduling_strategy=here).remote(s.user_agent)
+        self.store = store_writer.actor_class().options(name=f"raycrawl-store-{tag}", scheduling_strategy=here).remote(
+            str(out), name, s.warc_max_bytes)
+        self.summary_writer = None
+        if s.summaries_at_crawl:
+            self.summary_writer = summary_writer.actor_class().options(
+                name=f"raycrawl-summary-{tag}", scheduling_strategy=here).remote(str(out), name)
+        ray.get([f.start.remote() for f in self.fetchers])
+
+    def drain(self, max_items: int, wait: float) -> tuple[list[Outcome], list[dict]]:
+        """Finished visits from every fetch actor, and their statuses (raises RayActorError when
+        one died)."""
+        import ray
+
+        outcomes: list[Outcome] = []
+        for batch in ray.get([f.drain.remote(max_items, wait) for f in self.fetchers]):
+            outcomes += batch
+        return outcomes, ray.get([f.status.remote() for f in self.fetchers])
+
+    def stop_fetching(self) -> list[Outcome]:
+        """Stop every fetch actor (each finishes its fetches and releases their hosts); the visits
+        they hand over. One that does not answer is skipped: its URLs stay in the in-flight set,
+        which recover_view or --resume put back."""
+        import ray
+
+        rest: list[Outcome] = []
+        stops = [f.stop.remote() for f in self.fetchers]
+        for f, stop in zip(self.fetchers, stops, strict=True):
+            try:
+                ray.get(stop, timeout=60)
+                rest += ray.get(f.drain.remote(10**9, 0), timeout=60)
+            except ray.exceptions.RayError:
+                log.warning("agent %s: a fetch actor did not answer while stopping", self.name)
+        return rest
+
+    def start_fetchers(self, budget: int | None) -> None:
+        """(Re)start every fetch actor with an even split of ``budget``, waiting for Ray to have
+        restarted the dead ones."""
+        import ray
+
+        deadline = time.time() + 120
+        for f, b in zip(self.fetchers, split_budget(budget, len(self.fetchers)), strict=True):
+            while True:
+                try:
+                    ray.get([f.set_budget.remote(b), f.start.remote()], timeout=60)
+                    break
+                except ray.exceptions.RayError:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.5)
+
+    def set_budget(self, budget: int | None) -> None:
+        import ray
+
+        ray.get([f.set_budget.remote(b) for f, b in zip(self.fetchers, split_budget(budget, len(self.fetchers)),
+                                                         strict=True)])
+
+    def close(self) -> None:
+        """Close the stores and the sieve, then end every actor of the crew."""
+        import ray
+
+        closing = [self.store.close.remote(), self.sieve.close.remote()]
+        if self.summary_writer is not None:
+            closing.append(self.summary_writer.close.remote())
+        for ref in closing:  # each one's outcome read, so Ray reports no error as unhandled
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(getattr(exc, "cause", None), OSError):
+                    log.warning("agent %s: closing a store failed: %s", self.name, exc.cause)
+                else:
+                    log.exception("agent shutdown incomplete")
+            except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+                log.exception("agent shutdown incomplete")
+        for actor in [*self.fetchers, self.parser, self.store, self.sieve, self.summary_writer]:
+            if actor is not None:
+                ray.kill(actor)

@@ -1,0 +1,79 @@
+"""The link router: which agent owns a URL, and delivering links to the owners' sieves.
+
+Hosts fall in shards and each shard belongs to one agent (:mod:`policies.assignment`). Links to
+hosts this agent owns go to its own sieve; links owned elsewhere are batched to the owner's sieve
+actor (named ``raycrawl-sieve-<prefix><agent>``) behind a cache of recently sent URLs, so the
+navigation links every page repeats cross the network once (UbiCrawler's and BUbiNG's habit).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from raycrawl.actors.sieve import RecentSet, fingerprint
+from raycrawl.policies.assignment import shard_of
+from raycrawl.urls import split_host
+
+log = logging.getLogger(__name__)
+
+# Recently sent URLs an agent does not send again to another agent's sieve (navigation links).
+SENT_CACHE = 100_000
+
+
+def sieve_actor_name(prefix: str, agent: str) -> str:
+    return f"raycrawl-sieve-{prefix}{agent}"
+
+
+class LinkRouter:
+    """Routes one agent's links. ``shards``: shard → agent for every agent of the crawl."""
+
+    def __init__(self, name: str, prefix: str, shards: dict[int, str]) -> None:
+        self.name = name
+        self.prefix = prefix
+        self.sent = RecentSet(SENT_CACHE)
+        self.peers: dict[str, Any] = {}  # other agents' sieve actors
+        self.set_shards(shards)
+
+    def set_shards(self, shards: dict[int, str]) -> None:
+        self.shards = dict(shards)
+        self.agents = sorted(set(self.shards.values()) | {self.name})
+        self.my_shards = sorted(s for s, a in self.shards.items() if a == self.name)
+        self.peers = {}
+
+    def owner(self, url: str) -> str:
+        return self.shards[shard_of(split_host(url)[0])] if len(self.agents) > 1 else self.name
+
+    def deliver(self, sieve, urls: list[str], cache: bool = True) -> bool:
+        """Offer links to their owners' sieves (``sieve``: ours, directly; others' in one batch each,
+        minus the URLs sent recently) and wait until they are durable there. False if another
+        agent's sieve is gone (that agent died): the caller keeps the batch uncommitted until the
+        membership change gives its shards to a live agent."""
+        import ray
+
+        if len(self.agents) == 1:
+            ray.get(sieve.enqueue.remote(urls))
+            return True
+        by_owner: dict[str, list[str]] = {}
+        for url in urls:
+            owner = self.owner(url)
+            if owner != self.name and cache and self.sent.repeat(fingerprint(url)):
+                continue
+            by_owner.setdefault(owner, []).append(url)
+        mine = sieve.enqueue.remote(by_owner.pop(self.name, []))
+        try:
+            refs = []
+            for owner, batch in by_owner.items():
+                if owner not in self.peers:
+                    self.peers[owner] = ray.get_actor(sieve_actor_name(self.prefix, owner))
+                refs.append(self.peers[owner].enqueue.remote(batch))
+            ray.get(refs)
+            delivered = True
+        except (ray.exceptions.RayActorError, ValueError) as exc:
+            log.warning("agent %s: another agent's sieve is gone (%s); holding the batch", self.name,
+                        str(exc).splitlines()[0])
+            for url in urls:  # not known to be sent: send again, to the new owners
+                self.sent.forget(fingerprint(url))
+            delivered = False
+        ray.get(mine)
+        return delivered
