@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export RAY_AUTH_MODE ?= disabled
 
-.PHONY: setup chromium demo test test-fast lint bench clean
+.PHONY: setup chromium demo test test-fast lint docs bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -39,6 +39,10 @@ test: setup lint
 # The edit loop: everything but the tests marked slow (whole crawls, clusters, faults).
 test-fast: setup
 	$(PYTEST) -m "not slow"
+
+# docs/settings.md is generated from raycrawl/settings.py (tests/test_settings.py checks it is current).
+docs: setup
+	$(PY) -c "from raycrawl.settings import markdown; print(markdown(), end='')" > docs/settings.md
 
 bench: setup
 	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done

@@ -64,7 +64,7 @@ class Agent:
         self.share, self.share_base = budget, 0  # the budget share, and pages done when it was set
         self.client = connect(redis_url)
         self.wb = Workbench(self.client, s.redis_prefix,
-                            Politeness(s.host_delay, s.ip_delay, s.max_crawl_delay, s.retry_backoff), view=name)
+                            Politeness.of(s), view=name)
         self.f = self.wb.frontier
         self.virt = Virtualizer(self.out / "virtualizer", self.f, s.workbench_urls_per_host)
         self.distributor = Distributor(self.wb, self.virt, front_size=s.front_size, max_front_size=s.max_front_size,

@@ -27,6 +27,7 @@ import redis
 from raycrawl.actors.virtualizer import Virtualizer
 from raycrawl.actors.workbench import ROBOTS, Workbench
 from raycrawl.policies.assignment import SHARDS
+from raycrawl.settings import Settings
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,9 @@ class StepResult:
 
 
 class Distributor:
-    def __init__(self, workbench: Workbench, virtualizer: Virtualizer, *, front_size: int = 64,
-                 max_front_size: int = 100_000, max_urls_per_host: int = 10_000, batch: int = 1000,
+    def __init__(self, workbench: Workbench, virtualizer: Virtualizer, *, front_size: int = Settings.front_size,
+                 max_front_size: int = Settings.max_front_size,
+                 max_urls_per_host: int = Settings.max_urls_per_host, batch: int = 1000,
                  allows: Callable[[str], bool] = lambda ip: True) -> None:
         self.wb = workbench
         self.f = workbench.frontier

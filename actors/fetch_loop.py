@@ -53,8 +53,7 @@ class FetchLoop:
     def __init__(self, settings: Settings, redis_url: str, budget: int | None = None, view: str = "agent0") -> None:
         self.s = settings
         self.client = connect(redis_url)
-        self.politeness = Politeness(settings.host_delay, settings.ip_delay, settings.max_crawl_delay,
-                                     settings.retry_backoff)
+        self.politeness = Politeness.of(settings)
         self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
         self.budget = budget  # page fetches this loop may still start (None = unlimited)
         self.robots: dict[str, RobotsRules] = {}

@@ -4,27 +4,10 @@
 A :class:`Filter` is a named predicate; ``a & b``, ``a | b`` and ``~a`` build new ones, and
 ``explain(x)`` names the leaf filter that rejected ``x`` (for the report's "filtered" counts).
 
-Settings read by the factories (any object with attributes, or a mapping; a missing one takes
-the default; documented in docs/fetching.md):
-
-======================== ================================== ==========================================
-setting                  default                            prefetch / postfetch
-======================== ================================== ==========================================
-allowed_schemes          ("http", "https")                  prefetch: scheme in the list
-host_suffixes            () — any host                      prefetch: host equals or ends with ``.suffix``
-max_url_length           2048                               prefetch: len(url) ≤ this
-max_duplicate_segments   3                                  prefetch: no run of path segments repeated
-                                                            this many times in a row (traps like
-                                                            ``/a/b/a/b/a/b/``); 0 disables
-max_depth                16                                 prefetch: number of path segments ≤ this
-exclude_extensions       ()                                 prefetch: path does not end with one
-                                                            (e.g. ``("jpg", "zip")``)
-allowed_content_types    ("text/html",                      postfetch: media type in the list
-                          "application/xhtml+xml",          (``text/*`` wildcards allowed)
-                          "text/plain")
-accept_missing_content_type False                           postfetch: accept a response without
-                                                            Content-Type
-======================== ================================== ==========================================
+The factories read the filter settings of :class:`raycrawl.settings.Settings` (its "filters"
+group, docs/settings.md: schemes, host suffixes, URL length, repeated segments, depth, excluded
+extensions, content types) from a Settings, any object with those attributes, or a mapping; a
+missing one takes the setting's default.
 
 (The maximum number of URLs per host is counted by the frontier, not here.)
 """
@@ -36,34 +19,24 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
+from raycrawl.settings import Settings
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULTS: dict[str, Any] = {
-    "allowed_schemes": ("http", "https"),
-    "host_suffixes": (),
-    "max_url_length": 2048,
-    "max_duplicate_segments": 3,
-    "max_depth": 16,
-    "exclude_extensions": (),
-    "allowed_content_types": ("text/html", "application/xhtml+xml", "text/plain"),
-    "accept_missing_content_type": False,
-}
+DEFAULTS = Settings()
 
 
 def setting(settings: Any, name: str) -> Any:
-    """``settings.name`` (or ``settings[name]`` for a mapping), else the documented default."""
-    if settings is None:
-        return DEFAULTS[name]
-    if isinstance(settings, Mapping):
-        value = settings.get(name)
-    else:
-        value = getattr(settings, name, None)
-    return DEFAULTS[name] if value is None else value
+    """``settings.name`` (or ``settings[name]`` for a mapping), else the setting's default."""
+    value = settings.get(name) if isinstance(settings, Mapping) else getattr(settings, name, None)
+    return getattr(DEFAULTS, name) if value is None else value
 
 
-def _as_tuple(value: str | Sequence[str]) -> tuple[str, ...]:
+def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
     if isinstance(value, str):
         value = value.split(",")
     return tuple(v.strip() for v in value if v and v.strip())

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raycrawl.settings import Settings
+
 
 @dataclass(frozen=True)
 class Politeness:
-    host_delay: float = 2.0
-    ip_delay: float = 0.5
-    max_crawl_delay: float = 30.0
-    retry_backoff: float = 5.0
+    host_delay: float = Settings.host_delay
+    ip_delay: float = Settings.ip_delay
+    max_crawl_delay: float = Settings.max_crawl_delay
+    retry_backoff: float = Settings.retry_backoff
+
+    @classmethod
+    def of(cls, s: Settings) -> Politeness:
+        return cls(s.host_delay, s.ip_delay, s.max_crawl_delay, s.retry_backoff)
 
     def __post_init__(self) -> None:
         assert min(self.host_delay, self.ip_delay, self.max_crawl_delay, self.retry_backoff) >= 0

@@ -47,3 +47,8 @@ def port(s: str) -> int:
     if v > 65535:
         raise argparse.ArgumentTypeError(f"not a TCP port (0-65535): {s!r}")
     return v
+
+
+def comma_list(s: str) -> list[str]:
+    """``a,b,c`` → ["a", "b", "c"] (blanks dropped)."""
+    return [v.strip() for v in s.split(",") if v.strip()]

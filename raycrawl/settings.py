@@ -1,8 +1,12 @@
-"""Crawl settings: every knob with its documented default, in one place.
+"""Crawl settings: every knob with its default, group and help text, in one place.
 
 A :class:`Settings` is built from defaults, then a config file (TOML ``*.toml`` or YAML
 ``*.yaml``/``*.yml``; keys are the field names below, ``-`` or ``_`` alike), then command-line
 options — later sources win. Unknown keys and bad values are :class:`UserError`.
+
+Each field is made by :func:`knob`: the crawl command's flags and their help
+(``raycrawl/commands/crawl.py``), the config file keys and the docs table (``docs/settings.md``,
+:func:`markdown`) all follow from it, so a new setting is one field here.
 """
 
 from __future__ import annotations
@@ -10,117 +14,139 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from raycrawl.errors import UserError
 
+IO, BUDGET, POLITENESS, NETWORK, FILTERS, SIZING = (
+    "input / output", "budget", "politeness", "network", "filters", "agent sizing")
+
+
+def knob(default: Any, group: str, help: str, *, factory: Callable[[], Any] | None = None) -> Any:
+    """A setting's field: its default (or ``factory`` for a list), the group it is listed in, and
+    its help text."""
+    meta = {"group": group, "help": help}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
 
 @dataclass
 class Settings:
     # --- input / output ---------------------------------------------------------------------------
-    seeds: str | None = None
-    """File of seed URLs, one per line (``#`` comments and blank lines ignored)."""
-    out: str = "crawl-out"
-    """Crawl directory: warc/, links/, report.json, redis/ (embedded Redis), sieve/, virtualizer/."""
-    resume: bool = False
-    """Continue the crawl stored in ``out`` (and its Redis) instead of starting afresh."""
-    redis_url: str | None = None
-    """Redis holding the workbench; None = an embedded server with data under ``out/redis``."""
-    redis_prefix: str = "rc:"
-    """Key prefix of every frontier key, so several crawls can share one Redis."""
-    address: str | None = None
-    """Ray cluster address; None = a local Ray instance."""
+    seeds: str | None = knob(None, IO,
+        "File of seed URLs, one per line (``#`` comments and blank lines ignored).")
+    out: str = knob("crawl-out", IO,
+        "Crawl directory: warc/, links/, report.json, redis/ (embedded Redis), sieve/, virtualizer/.")
+    resume: bool = knob(False, IO,
+        "Continue the crawl stored in ``out`` (and its Redis) instead of starting afresh.")
+    redis_url: str | None = knob(None, IO,
+        "Redis holding the workbench; None = an embedded server with data under ``out/redis``.")
+    redis_prefix: str = knob("rc:", IO,
+        "Key prefix of every frontier key, so several crawls can share one Redis.")
+    address: str | None = knob(None, IO,
+        "Ray cluster address; None = a local Ray instance.")
 
-    # --- budget ---------------------------------------------------------------------------------------
-    max_pages: int = 0
-    """Stop after this many fetched-URL records (0 = until the frontier is empty)."""
-    max_urls_per_host: int = 10_000
-    """URLs ever scheduled per host; later ones are dropped (counted as filtered)."""
+    # --- budget -----------------------------------------------------------------------------------
+    max_pages: int = knob(0, BUDGET,
+        "Stop after this many fetched-URL records (0 = until the frontier is empty).")
+    max_urls_per_host: int = knob(10_000, BUDGET,
+        "URLs ever scheduled per host; later ones are dropped (counted as filtered).")
 
-    # --- politeness -----------------------------------------------------------------------------------
-    host_delay: float = 2.0
-    """Seconds from the end of a response from a host to the next request to that host."""
-    ip_delay: float = 0.5
-    """Seconds from the end of a response from an IP to the next request to that IP."""
-    max_crawl_delay: float = 30.0
-    """Cap on a robots.txt ``Crawl-delay`` (seconds); the host delay is max(host_delay, capped)."""
-    robots_ttl: float = 24 * 3600.0
-    """Seconds a host's robots.txt rules are kept before it is fetched again (RFC 9309 §2.4: SHOULD
-    NOT be used beyond 24 hours)."""
-    user_agent: str = "raycrawl/0.1 (+http://raycrawl.test/bot)"
-    """User-Agent header and the robots.txt agent token."""
+    # --- politeness -------------------------------------------------------------------------------
+    host_delay: float = knob(2.0, POLITENESS,
+        "Seconds from the end of a response from a host to the next request to that host.")
+    ip_delay: float = knob(0.5, POLITENESS,
+        "Seconds from the end of a response from an IP to the next request to that IP.")
+    max_crawl_delay: float = knob(30.0, POLITENESS,
+        "Cap on a robots.txt ``Crawl-delay`` (seconds); the host delay is max(host_delay, capped).")
+    robots_ttl: float = knob(24 * 3600.0, POLITENESS,
+        "Seconds a host's robots.txt rules are kept before it is fetched again (RFC 9309 §2.4: SHOULD NOT "
+        "be used beyond 24 hours).")
+    user_agent: str = knob("raycrawl/0.1 (+http://raycrawl.test/bot)", POLITENESS,
+        "User-Agent header and the robots.txt agent token.")
 
-    # --- network ----------------------------------------------------------------------------------------
-    resolve: str | None = None
-    """Hosts file (``IP name…`` lines): answer DNS from this file only."""
-    dns_server: str | None = None
-    """``IP:PORT`` of the DNS server every lookup goes to (default: the system's)."""
-    allow_networks: str | None = None
-    """Comma-separated CIDRs we may connect to; None = public unicast only."""
-    connect_timeout: float = 5.0
-    read_timeout: float = 15.0
-    max_body: int = 4 * 1024 * 1024
-    """Bytes of body received before the fetch is cut (error ``too-large``)."""
-    max_decompressed: int = 16 * 1024 * 1024
-    """Bytes after decompression before the fetch is cut (error ``bomb``)."""
-    max_retries: int = 2
-    """Retries of a transient failure (timeout, connect, reset, 5xx); others are never retried."""
-    retry_backoff: float = 5.0
-    """First retry waits this long after the failure; each further retry doubles it."""
+    # --- network ----------------------------------------------------------------------------------
+    resolve: str | None = knob(None, NETWORK,
+        "Hosts file (``IP name…`` lines): answer DNS from this file only.")
+    dns_server: str | None = knob(None, NETWORK,
+        "``IP:PORT`` of the DNS server every lookup goes to (default: the system's).")
+    allow_networks: str | None = knob(None, NETWORK,
+        "Comma-separated CIDRs we may connect to; None = public unicast only.")
+    connect_timeout: float = knob(5.0, NETWORK,
+        "Seconds to open a connection to a server.")
+    read_timeout: float = knob(15.0, NETWORK,
+        "Seconds without a byte from the server before the fetch fails (``timeout``); a whole fetch gets "
+        "connect_timeout + 3 × read_timeout.")
+    max_body: int = knob(4 * 1024 * 1024, NETWORK,
+        "Bytes of body received before the fetch is cut (error ``too-large``).")
+    max_decompressed: int = knob(16 * 1024 * 1024, NETWORK,
+        "Bytes after decompression before the fetch is cut (error ``bomb``).")
+    max_retries: int = knob(2, NETWORK,
+        "Retries of a transient failure (timeout, connect, reset, 5xx); others are never retried.")
+    retry_backoff: float = knob(5.0, NETWORK,
+        "First retry waits this long after the failure; each further retry doubles it.")
 
-    # --- filters ----------------------------------------------------------------------------------------
-    max_url_length: int = 2048
-    max_duplicate_segments: int = 3
-    """A run of path segments repeated this many times in a row is a trap (filtered; 0 = off)."""
-    max_depth: int = 16
-    """Maximum number of path segments."""
-    host_suffixes: list[str] | None = None
-    """Only hosts ending with one of these suffixes are crawled (None = any)."""
-    allowed_content_types: list[str] = field(
-        default_factory=lambda: ["text/html", "application/xhtml+xml", "text/plain"])
-    """Media types that are parsed (postfetch filter); others are stored but not parsed."""
-    exclude_extensions: list[str] = field(default_factory=list)
-    """URL path extensions never fetched (prefetch filter), e.g. ["jpg", "zip"]."""
-    spam_gate: str | None = None
-    """A spam gate model (``gate.json``, docs/spam.md) that blocks hosts at crawl time; None = off
-    (or $RAYCRAWL_SPAM_GATE)."""
-    near_dup: bool = True
-    """Check parsed pages against the near-duplicate index (actors/shingler.py) when present."""
-    summaries_at_crawl: bool = True
-    """Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so
-    ``raycrawl summaries build DIR --from-spill`` needs no second pass over the WARC files."""
+    # --- filters ----------------------------------------------------------------------------------
+    allowed_schemes: list[str] = knob(None, FILTERS,
+        "URL schemes followed (prefetch filter).", factory=lambda: ["http", "https"])
+    max_url_length: int = knob(2048, FILTERS,
+        "Longest URL (characters) followed; longer links are filtered.")
+    max_duplicate_segments: int = knob(3, FILTERS,
+        "A run of path segments repeated this many times in a row is a trap (filtered; 0 = off).")
+    max_depth: int = knob(16, FILTERS,
+        "Maximum number of path segments.")
+    host_suffixes: list[str] | None = knob(None, FILTERS,
+        "Only hosts ending with one of these suffixes are crawled (None = any).")
+    allowed_content_types: list[str] = knob(None, FILTERS,
+        "Media types that are parsed (postfetch filter); others are stored but not parsed.", factory=lambda: ["text/html", "application/xhtml+xml", "text/plain"])
+    accept_missing_content_type: bool = knob(False, FILTERS,
+        "Parse a response that has no Content-Type header (postfetch filter).")
+    exclude_extensions: list[str] = knob(None, FILTERS,
+        "URL path extensions never fetched (prefetch filter), e.g. [\"jpg\", \"zip\"].", factory=list)
+    spam_gate: str | None = knob(None, FILTERS,
+        "A spam gate model (``gate.json``, docs/spam.md) that blocks hosts at crawl time; None = off (or "
+        "$RAYCRAWL_SPAM_GATE).")
+    near_dup: bool = knob(True, FILTERS,
+        "Check parsed pages against the near-duplicate index (actors/shingler.py) when present.")
+    summaries_at_crawl: bool = knob(True, FILTERS,
+        "Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so "
+        "``raycrawl summaries build DIR --from-spill`` needs no second pass over the WARC files.")
 
-    # --- agent sizing -------------------------------------------------------------------------------
-    agents: int = 1
-    """Agents of the crawl (each with its sieve, fetchers, parser, store and workbench view), spread
-    over the Ray cluster's nodes; hosts are split among them by consistent hashing."""
-    elastic: bool = False
-    """One agent per Ray node that can hold one (the nodes with the ``agent`` resource, or all),
-    added when a node joins; a node that leaves has its hosts taken over (actors/membership.py)."""
-    fetch_actors: int = 1
-    fetch_concurrency: int = 256
-    """Maximum requests in flight per fetch actor (one per host and per IP at a time anyway)."""
-    max_uncommitted: int = 512
-    """Visits a fetch actor may hold acquired but not yet handed to the agent (in flight or
-    finished and buffered): it acquires no more until the agent drains it. A crash re-fetches
-    at most these (per fetch actor), plus the batch the agent was committing."""
-    front_size: int = 64
-    """Initial required front size (hosts being visited); grows while fetchers wait."""
-    max_front_size: int = 100_000
-    workbench_urls_per_host: int = 1000
-    """URLs of one host kept in Redis; the rest go to the virtualizer on disk."""
-    sieve_batch: int = 100_000
-    """URLs buffered by the sieve before a sorted merge with its on-disk store."""
-    url_cache: int = 200_000
-    """Fingerprints in the sieve's LRU cache of recently seen URLs."""
-    batch: int = 256
-    """URLs per call between actors."""
-    warc_max_bytes: int = 1 << 30
-    """WARC file rotation size."""
-    progress_interval: float = 1.0
-    """Seconds between progress lines."""
+    # --- agent sizing -----------------------------------------------------------------------------
+    agents: int = knob(1, SIZING,
+        "Agents of the crawl (each with its sieve, fetchers, parser, store and workbench view), spread "
+        "over the Ray cluster's nodes; hosts are split among them by consistent hashing.")
+    elastic: bool = knob(False, SIZING,
+        "One agent per Ray node that can hold one (the nodes with the ``agent`` resource, or all), added "
+        "when a node joins; a node that leaves has its hosts taken over (actors/membership.py).")
+    fetch_actors: int = knob(1, SIZING,
+        "Fetch actors per agent (each its own process with one event loop).")
+    fetch_concurrency: int = knob(256, SIZING,
+        "Maximum requests in flight per fetch actor (one per host and per IP at a time anyway).")
+    max_uncommitted: int = knob(512, SIZING,
+        "Visits a fetch actor may hold acquired but not yet handed to the agent (in flight or finished "
+        "and buffered): it acquires no more until the agent drains it. A crash re-fetches at most these "
+        "(per fetch actor), plus the batch the agent was committing.")
+    front_size: int = knob(64, SIZING,
+        "Initial required front size (hosts being visited); grows while fetchers wait.")
+    max_front_size: int = knob(100_000, SIZING,
+        "Upper bound of the required front size.")
+    workbench_urls_per_host: int = knob(1000, SIZING,
+        "URLs of one host kept in Redis; the rest go to the virtualizer on disk.")
+    sieve_batch: int = knob(100_000, SIZING,
+        "URLs buffered by the sieve before a sorted merge with its on-disk store.")
+    url_cache: int = knob(200_000, SIZING,
+        "Fingerprints in the sieve's LRU cache of recently seen URLs.")
+    batch: int = knob(256, SIZING,
+        "URLs per call between actors.")
+    warc_max_bytes: int = knob(1 << 30, SIZING,
+        "WARC file rotation size.")
+    progress_interval: float = knob(1.0, SIZING,
+        "Seconds between progress lines.")
 
     def validate(self) -> Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
@@ -170,6 +196,41 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def setting_fields() -> list[dataclasses.Field]:
+    return list(dataclasses.fields(Settings))
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def show_default(f: dataclasses.Field) -> str:
+    value = default_of(f)
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return ",".join(value) if value else "none"
+    return str(value)
+
+
+def markdown() -> str:
+    """The settings table of docs/settings.md (tests/test_settings.py keeps that file equal to it)."""
+    lines = ["# Crawl settings", "",
+             "Generated from `raycrawl/settings.py` (`make docs`); every setting is a `raycrawl crawl` flag "
+             "(`--host-delay 1.5`; `--no-near-dup` for an on/off one) and a config file key (`host_delay = 1.5`, "
+             "in a `[crawl]` table or at the top level).", ""]
+    group = None
+    for f in setting_fields():
+        if f.metadata["group"] != group:
+            group = f.metadata["group"]
+            lines += ["", f"## {group[0].upper()}{group[1:]}", "", "| setting | default | meaning |", "|---|---|---|"]
+        help_text = f.metadata["help"].replace("|", "\\|")
+        lines.append(f"| `{f.name}` | `{show_default(f)}` | {help_text} |")
+    return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
 
 
 def parse_hostport(s: str) -> tuple[str, int]:

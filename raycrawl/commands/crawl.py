@@ -6,8 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from raycrawl.argtypes import non_negative_int, seconds
+from raycrawl.argtypes import comma_list, non_negative_float, non_negative_int
 from raycrawl.errors import UserError
+
+# Settings the command line must give (the others default as in docs/settings.md).
+REQUIRED = ("out",)
 
 
 def register(subparsers) -> None:
@@ -15,30 +18,35 @@ def register(subparsers) -> None:
         "crawl",
         help="crawl from seed URLs (BUbiNG-style agent on Ray, frontier in Redis)",
         description="Crawl from the seeds into OUT: OUT/warc/*.warc.gz, OUT/links/*.rec.gz, OUT/report.json. "
-        "Exits 0 when the frontier is empty or the page budget is spent. See docs/crawling.md.",
+        "Exits 0 when the frontier is empty or the page budget is spent. Every setting of "
+        "docs/settings.md is a flag; see docs/crawling.md.",
     )
-    p.add_argument("--seeds", type=Path, help="file of seed URLs, one per line (required unless --resume)")
-    p.add_argument("--out", type=Path, required=True, help="crawl directory")
-    p.add_argument("--max-pages", type=non_negative_int, help="stop after this many pages (default: no limit)")
-    p.add_argument("--host-delay", type=seconds, help="seconds between requests to one host (default 2)")
-    p.add_argument("--ip-delay", type=seconds, help="seconds between requests to one IP (default 0.5)")
-    p.add_argument("--max-urls-per-host", type=non_negative_int, help="URLs scheduled per host (default 10000)")
-    p.add_argument("--user-agent", help="User-Agent header and robots.txt token")
-    dns = p.add_mutually_exclusive_group()
-    dns.add_argument("--resolve", help="hosts file: resolve names from this file only")
-    dns.add_argument("--dns-server", help="IP:PORT of the DNS server to query")
-    p.add_argument("--allow-networks", help="comma-separated CIDRs that may be connected to "
-                   "(default: public unicast only)")
-    p.add_argument("--redis-url", help="Redis for the frontier (default: embedded, data in OUT/redis)")
-    p.add_argument("--config", type=Path, help="settings file (.toml/.yaml); options override it")
-    p.add_argument("--resume", action="store_true", help="continue the crawl in OUT (after a stop or a crash)")
-    p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
-    p.add_argument("--agents", type=non_negative_int, help="agents, spread over the cluster's nodes (default 1)")
-    p.add_argument("--elastic", action="store_true",
-                   help="one agent per Ray node (per node with the 'agent' resource, if any), following "
-                        "nodes as they join and leave")
+    p.add_argument("--config", type=Path, help="settings file (.toml/.yaml); flags override it")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
+    add_setting_flags(p)
     p.set_defaults(func=handle)
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per field of :class:`raycrawl.settings.Settings`, grouped as the docs table is, with
+    the field's help and default (a flag not given leaves the config file's or default value)."""
+    from raycrawl.settings import setting_fields, show_default
+
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in setting_fields():
+        group = f.metadata["group"]
+        if group not in groups:
+            groups[group] = parser.add_argument_group(f"{group} settings")
+        kind = str(f.type).replace(" | None", "")
+        text = f.metadata["help"].replace("``", "").replace("%", "%%")
+        kwargs: dict = {"dest": f.name, "default": None, "required": f.name in REQUIRED,
+                        "help": text if f.name in REQUIRED else f"{text} (default: {show_default(f)})"}
+        if kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"], kwargs["metavar"] = {"int": (non_negative_int, "N"), "float": (non_negative_float, "X"),
+                                                 "list[str]": (comma_list, "A,B")}.get(kind, (str, f.name.upper()))
+        groups[group].add_argument("--" + f.name.replace("_", "-"), **kwargs)
 
 
 def _check_ray_address(address: str) -> None:
@@ -57,17 +65,9 @@ def _check_ray_address(address: str) -> None:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from raycrawl.settings import build_settings
+    from raycrawl.settings import build_settings, setting_fields
 
-    s = build_settings(
-        args.config,
-        seeds=str(args.seeds) if args.seeds else None, out=str(args.out), max_pages=args.max_pages,
-        host_delay=args.host_delay, ip_delay=args.ip_delay, max_urls_per_host=args.max_urls_per_host,
-        user_agent=args.user_agent, resolve=args.resolve, dns_server=args.dns_server,
-        allow_networks=args.allow_networks, redis_url=args.redis_url, address=args.address, agents=args.agents,
-        elastic=True if args.elastic else None,
-        resume=True if args.resume else None,
-    )
+    s = build_settings(args.config, **{f.name: getattr(args, f.name) for f in setting_fields()})
     if not s.resume and not s.seeds:
         raise UserError("--seeds FILE is required (unless --resume)")
     # Fail fast, before anything starts or is written: the seeds, the hosts file, the cluster.
