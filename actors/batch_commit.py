@@ -18,9 +18,10 @@ from raycrawl import metrics
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import LinkRouter
-from raycrawl.actors.parser import HTML_TYPES, decode_body
+from raycrawl.actors.parser import decode_body
 from raycrawl.actors.visit_batch import decide, exact_duplicates, link_record
 from raycrawl.exchange import FetchResult
+from raycrawl.storage.crawl_pages import is_page
 from raycrawl.storage.redis_frontier import RedisFrontier
 from raycrawl.storage.warc import sha1_b32, warc_date
 
@@ -63,10 +64,10 @@ class BatchCommitter:
         decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, self.spam_gate)
         refs = [crew.store.write_batch.remote(decision.items)]
         if crew.summary_writer is not None:
-            # The pages a post-crawl build reads from the WARC (full 200 HTML responses, same
-            # decoding, responses cut at the size caps included), spilled before the commit.
+            # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py; same
+            # decoding), spilled before the commit.
             html = [(o.fr.url, decode_body(o.fr.body, o.fr.charset)[0]) for o in pages
-                    if o.fr.url not in dup_of and o.fr.status == 200 and o.fr.ctype in HTML_TYPES]
+                    if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated, o.fr.url in dup_of)]
             if html:
                 refs.append(crew.summary_writer.spill.remote(html))
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]

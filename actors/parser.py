@@ -36,12 +36,12 @@ from typing import Any
 
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
+from raycrawl.storage.crawl_pages import HTML_TYPES
 from raycrawl.text import content_digest, parse_html, visible_text
 from raycrawl.urls import C0_SPACE, canonicalize
 
 log = logging.getLogger(__name__)
 
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/plain"})
 MAX_TITLE = 1000
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.IGNORECASE)

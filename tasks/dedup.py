@@ -121,24 +121,17 @@ def gzip_damage(path: str | Path, chunk: int = 1 << 20) -> str | None:
     return "truncated gzip member" if fed else None
 
 
-def _is_html(ctype: str | None) -> bool:
-    return (ctype or "").split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml", "")
-
-
 def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> Iterator[tuple[str, str]]:
-    """(target URL, visible text) of every HTML response record, files in name order.
+    """(URL, visible text) of every page of the crawl (storage/crawl_pages.py), in crawl order.
 
-    Records come from ``storage.warc.iter_responses`` (the crawler's WARC reader: it resumes after
-    a damaged record and skips torn bodies). Every damaged file is also logged here and named in
-    ``damaged``, so the report can say what is missing.
+    The WARC reader resumes after a damaged record and skips torn bodies; every damaged file is
+    also logged here and named in ``damaged``, so the report can say what is missing.
     """
-    from raycrawl.storage.warc import iter_responses
+    from raycrawl.storage.crawl_pages import iter_pages
 
     warc_dir = Path(warc_dir)
-    for url, headers, body in iter_responses(warc_dir):
-        # robots.txt exchanges are archived too, but they are not pages.
-        if url and not url.endswith("/robots.txt") and _is_html(headers.get("content-type")):
-            yield url, visible_text(body)
+    for page in iter_pages(warc_dir.parent):
+        yield page.url, visible_text(page.body)
     for path in sorted(warc_dir.glob("*.warc.gz")):
         problem = gzip_damage(path)
         if problem:

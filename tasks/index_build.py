@@ -41,19 +41,11 @@ def _snippet(body: bytes | str) -> str:
 def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | None = None) -> Versions:
     """Versions of every 200 HTML page of each crawl; crawl i (in the order given) is epoch i.
     ``snippets`` (if given) receives the start of each URL's latest visible text."""
-    from raycrawl.storage.link_records import iter_link_records
-    from raycrawl.storage.warc import iter_responses
+    from raycrawl.storage.crawl_pages import iter_pages
 
     out: Versions = {}
     for epoch, crawl in enumerate(crawl_dirs):
-        crawl = Path(crawl)
-        # A body cut by the crawler (too large, bomb, ...) carries an error: not a page version.
-        html_ok = {r["url"] for r in iter_link_records(crawl)
-                   if r.get("status") == 200 and r.get("ctype") == "text/html" and not r.get("error")}
-        bodies: dict[str, bytes] = {}
-        for url, _headers, body in iter_responses(crawl / "warc"):
-            if url in html_ok:
-                bodies[url] = body
+        bodies = {page.url: page.body for page in iter_pages(crawl)}
         for url, body in bodies.items():
             out.setdefault(url, {})[epoch] = terms(body)
             if snippets is not None:

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.policies.spam_page import LOCAL_FEATURES, ParsedPage, host_name, page_local_features, parse_page
+from raycrawl.storage.crawl_pages import is_page_record
 from raycrawl.storage.link_records import iter_link_records
 from raycrawl.storage.warc import read_record_at
 from raycrawl.text import stems
@@ -141,7 +142,7 @@ def scan_crawl(crawl_dir: str | Path, max_pages: int = 400) -> tuple[dict[str, H
             continue  # a URL fetched again after a crash counts once (its first fetch)
         seen.add(url)
         graph.append((url, rec.get("links") or []))
-        if rec.get("status") != 200 or rec.get("ctype") != "text/html" or not rec.get("warc") or rec.get("error"):
+        if not is_page_record(rec):
             continue
         h = host_name(url)
         hp = hosts.get(h)

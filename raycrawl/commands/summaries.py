@@ -18,7 +18,6 @@ from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
 
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
 def register(subparsers) -> None:
@@ -69,28 +68,15 @@ def register(subparsers) -> None:
 
 
 def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
-    """(URL, decoded HTML) of every HTML 200 response in ``DIR/warc/*.warc*``, decoded with the
+    """(URL, decoded HTML) of every page of the crawl (storage/crawl_pages.py), decoded with the
     parser's charset rules (BOM, Content-Type charset, ``<meta charset>``, UTF-8, windows-1252)."""
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
     from raycrawl.actors.parser import decode_body
+    from raycrawl.storage.crawl_pages import iter_pages
 
-    files = sorted((crawl_dir / "warc").glob("*.warc*"))
-    if not files:
+    if not any((crawl_dir / "warc").glob("*.warc*")):
         raise UserError(f"{crawl_dir}/warc: no WARC files (is {crawl_dir} a crawl directory?)")
-    for path in files:
-        try:
-            with open(path, "rb") as f:
-                for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
-                    url = rec.headers.get("WARC-Target-URI")
-                    http = rec.http_headers
-                    ctype = (rec.http_content_type or "").split(";")[0].strip().lower()
-                    if not url or http is None or http.status_code != 200 or ctype not in HTML_TYPES:
-                        continue
-                    yield url, decode_body(rec.reader.read(), rec.http_charset)[0]
-        except OSError as exc:
-            # A torn tail (crawl killed mid-write) loses at most the record being written.
-            log.warning("%s: stopped reading at a damaged record (%s)", path, exc)
+    for page in iter_pages(crawl_dir):
+        yield page.url, decode_body(page.body, page.charset)[0]
 
 
 def _parse_codes(specs: list[str]) -> dict[str, str]:

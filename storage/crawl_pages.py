@@ -1,0 +1,72 @@
+"""The pages of a crawl: the one definition every analysis reads (dedup, summaries, spam features,
+the index) and the crawl-time summary spill follows.
+
+A *page* is a stored response to a URL of the crawl (not robots.txt) with HTTP status 200, an
+HTML media type (``text/html`` or ``application/xhtml+xml``), its whole body (not cut at a size
+cap: ``WARC-Truncated``; not torn by a kill), and not marked as a crawl-time duplicate of another
+page (the link records say which page each duplicate repeats). A URL fetched again after a
+crash is one page: its first record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastwarc.warc import WarcRecordType
+
+from raycrawl.storage.warc import DUPLICATE_OF, iter_records
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def is_page(url: str, status: int, ctype: str | None, truncated: bool = False, duplicate: bool = False) -> bool:
+    """The rule, for one exchange (``ctype``: its Content-Type or media type)."""
+    return (status == 200 and media_type(ctype) in HTML_TYPES and not truncated and not duplicate
+            and not url.endswith("/robots.txt"))
+
+
+def is_page_record(rec: dict[str, Any]) -> bool:
+    """The rule for a link record (storage/link_records.py): a cut body has its ``error``."""
+    return bool(rec.get("warc")) and is_page(rec.get("url") or "", rec.get("status") or 0, rec.get("ctype"),
+                                             truncated=bool(rec.get("error")), duplicate=bool(rec.get("dup_of")))
+
+
+@dataclass
+class Page:
+    url: str
+    body: bytes
+    charset: str | None
+    """The Content-Type header's charset, if any (decode with actors.parser.decode_body)."""
+    warc: tuple[str, int]
+    """(file name, offset) of its response record."""
+
+
+def iter_pages(crawl_dir: str | Path) -> Iterator[Page]:
+    """Every page of the crawl in ``crawl_dir``, in crawl order (damaged WARC records are skipped
+    with a warning by storage.warc.iter_records)."""
+    seen: set[str] = set()
+    for name, offset, rec in iter_records(Path(crawl_dir) / "warc", WarcRecordType.response):
+        url = rec.headers.get("WARC-Target-URI", "")
+        http = rec.http_headers
+        if not url or url in seen or http is None or not is_page(
+                url, http.status_code, rec.http_content_type, truncated=bool(rec.headers.get("WARC-Truncated")),
+                duplicate=bool(rec.headers.get(DUPLICATE_OF))):
+            continue
+        body = rec.reader.read()
+        declared = next((v for k, v in http.astuples() if k.lower() == "content-length"), "")
+        if declared.isdigit() and int(declared) != len(body):
+            log.warning("%s@%d: torn response for %s (%d of %s body bytes) skipped", name, offset, url,
+                        len(body), declared)
+            continue
+        seen.add(url)
+        yield Page(url, body, rec.http_charset, (name, offset))
