@@ -26,23 +26,6 @@ from raycrawl.storage.redis_frontier import RedisFrontier
 log = logging.getLogger(__name__)
 
 
-def _init_ray(address: str | None, attempts: int = 3) -> None:
-    """ray.init, retried: on a loaded machine a local node can miss Ray's fixed 30 s startup wait."""
-    import ray
-
-    for attempt in range(1, attempts + 1):
-        try:
-            # "local": a new local cluster even when one already runs on the machine (never join it by chance)
-            ray.init(address=address or "local", include_dashboard=False, log_to_driver=True,
-                     configure_logging=False, **({} if address else {"num_cpus": 2}))
-            return
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on startup timeouts
-            ray.shutdown()
-            if address or attempt == attempts:
-                raise UserError(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
-            log.warning("Ray did not start (%s); retrying", exc)
-
-
 @contextlib.contextmanager
 def _interrupt_stops(agent: Agent):
     """Ctrl-C (SIGINT) asks the agent to stop between batches — fetchers stopped, everything
@@ -99,14 +82,12 @@ def _checked(settings: Settings):
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
-    import os
-
     import ray
 
+    from raycrawl.ray_start import start_ray
     from raycrawl.redis_server import redis_url_for
 
     out = Path(settings.out)
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
     with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, out / "redis", supervise=True) as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
@@ -114,10 +95,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
-        started_ray = False
-        if not ray.is_initialized():
-            _init_ray(settings.address)
-            started_ray = True
+        started_ray = start_ray(settings.address, log_to_driver=True)
         try:
             if settings.agents > 1 or settings.elastic:
                 from raycrawl.actors.membership import run_agents

@@ -197,7 +197,10 @@ class WarcStore:
 
 
 def warc_files(warc_dir: str | Path) -> list[Path]:
-    return sorted(Path(warc_dir).glob(f"*{SUFFIX}"))
+    """The WARC files of a directory: the crawler's (``.warc.gz``) and uncompressed ones (``.warc``,
+    as other tools write them), in name order."""
+    d = Path(warc_dir)
+    return sorted([*d.glob(f"*{SUFFIX}"), *d.glob("*.warc")])
 
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"

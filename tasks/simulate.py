@@ -135,16 +135,16 @@ def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: 
 
 def load_collection(crawl_dir: Path) -> Collection:
     """The crawl's graph (``DIR/graph/`` BV graph if present, else the link records) and hosts."""
-    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.actors.graph_compressor import graph_paths, node_map
     from raycrawl.urls import host_of
 
     id_of, url_of, n, source = node_map(crawl_dir)
     indptr = indices = None
-    graph = crawl_dir / "graph"
-    if (graph / "bv.properties").exists():
+    bv = graph_paths(crawl_dir)["graph"]
+    if Path(f"{bv}.properties").exists():
         from raycrawl.storage.bvgraph import BVGraph
 
-        g = BVGraph.load(graph / "bv")
+        g = BVGraph.load(bv)
         if g.num_nodes == n:
             indptr, indices = g.to_csr()
         else:

@@ -38,13 +38,9 @@ ALPHA = 0.85
 
 def ensure_ray() -> None:
     """Start a small local Ray if the caller has not (2 CPUs, no dashboard)."""
-    import os
+    from raycrawl.ray_start import start_ray
 
-    import ray
-
-    if not ray.is_initialized():
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    start_ray()
 
 
 def host_graph(crawl_dir: str | Path) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:

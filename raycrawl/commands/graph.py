@@ -76,13 +76,11 @@ def handle_build(args: argparse.Namespace) -> int:
 
 
 def _load(crawl_dir: Path):
-    from raycrawl.actors.graph_compressor import graph_paths
-    from raycrawl.storage.bvgraph import BVGraph
+    """(paths, graph, transpose, URL map or None) of a crawl's graph (actors/graph_compressor.py
+    opens and checks it)."""
+    from raycrawl.actors.graph_compressor import graph_paths, open_crawl_graph
 
-    paths = graph_paths(crawl_dir)
-    if not Path(str(paths["graph"]) + ".properties").exists():
-        raise UserError(f"{crawl_dir} has no graph: run 'raycrawl graph build {crawl_dir}' first")
-    return paths, BVGraph.load(paths["graph"])
+    return graph_paths(crawl_dir), *open_crawl_graph(crawl_dir)
 
 
 def degree_summary(deg) -> dict:
@@ -106,21 +104,12 @@ def degree_summary(deg) -> dict:
 
 def graph_stats(crawl_dir: Path) -> dict:
     """The statistics ``graph stats`` prints."""
-    from raycrawl.storage.bvgraph import BVGraph
-    from raycrawl.storage.urlmap import UrlMap
-
-    paths, g = _load(crawl_dir)
+    paths, g, t, m = _load(crawl_dir)
     out = g.outdegrees()
     stats = {"nodes": g.num_nodes, "arcs": g.num_arcs, "bits_per_link": round(g.bits_per_link, 3),
-             "outdegree": degree_summary(out)}
-    if Path(str(paths["transpose"]) + ".properties").exists():
-        t = BVGraph.load(paths["transpose"])
-        if (t.num_nodes, t.num_arcs) != (g.num_nodes, g.num_arcs):
-            raise UserError(f"{paths['transpose']} does not match {paths['graph']}: rebuild the graph")
-        stats["transpose_bits_per_link"] = round(t.bits_per_link, 3)
-        stats["indegree"] = degree_summary(t.outdegrees())
-    if paths["urlmap"].exists():
-        m = UrlMap.open(paths["urlmap"])
+             "outdegree": degree_summary(out), "transpose_bits_per_link": round(t.bits_per_link, 3),
+             "indegree": degree_summary(t.outdegrees())}
+    if m is not None:
         stats["urlmap_bytes_per_url"] = round(m.size_bytes / len(m), 3) if len(m) else 0.0
         stats["urlmap_block_size"] = m.block_size
     return stats
@@ -150,14 +139,9 @@ def format_stats(s: dict) -> str:
 
 
 def handle_export(args: argparse.Namespace) -> int:
-    from raycrawl.storage.urlmap import UrlMap
-
-    paths, g = _load(args.dir)
+    paths, g, _, m = _load(args.dir)
     names = None
-    if paths["urlmap"].exists() and not args.ids:
-        m = UrlMap.open(paths["urlmap"])
-        if len(m) != g.num_nodes:
-            raise UserError(f"{paths['urlmap']} has {len(m)} URLs but the graph {g.num_nodes} nodes: rebuild")
+    if m is not None and not args.ids:
         names = list(m)
     indptr, indices = g.to_csr()
     write = sys.stdout.write
@@ -254,16 +238,12 @@ def demo_stage(crawl_dir: Path) -> str:
     URL map round trip on the first node."""
     import numpy as np
 
-    from raycrawl.actors.graph_compressor import build_crawl_graph, graph_paths
-    from raycrawl.storage.bvgraph import BVGraph
-    from raycrawl.storage.urlmap import UrlMap
+    from raycrawl.actors.graph_compressor import build_crawl_graph
 
     info = build_crawl_graph(crawl_dir)
-    paths = graph_paths(crawl_dir)
     text = format_stats(graph_stats(Path(crawl_dir)))
-    if info["nodes"]:
-        m = UrlMap.open(paths["urlmap"])
-        g = BVGraph.load(paths["graph"])
+    paths, g, _, m = _load(Path(crawl_dir))
+    if info["nodes"] and m is not None:
         v = int(np.argmax(g.outdegrees()))
         succ = g.successors(v)
         text += (f"\nnode {v} = {m.url_of(v)} (id_of gives {m.id_of(m.url_of(v))}) links to {len(succ)} pages, "

@@ -196,12 +196,9 @@ def run_rank(
 
     started_ray = False
     if distributed:
-        import ray
+        from raycrawl.ray_start import start_ray
 
-        if not ray.is_initialized():
-            ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
-                     **({} if address else {"num_cpus": max(1, min(blocks, 2))}))
-            started_ray = True
+        started_ray = start_ray(address, num_cpus=max(1, min(blocks, 2)))
     try:
         rs = compute_ranks(matrix, alpha=alpha, tol=tol, max_iter=max_iter, personalization=pers,
                            distributed=distributed, num_blocks=blocks, threads=threads)

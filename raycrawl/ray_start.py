@@ -1,0 +1,37 @@
+"""Starting Ray, the one way every part does it.
+
+``address=None`` starts a new local Ray (``address="local"``: never joining by chance a cluster
+that already runs on the machine); an address joins that cluster. Start-up is retried, since on
+a loaded machine a local node can miss Ray's fixed 30 s startup wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from raycrawl.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool = False,
+              attempts: int = 3) -> bool:
+    """Start (or join) Ray unless this process already did; True if this call started it (the
+    caller then shuts it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # Ray 2.60 local clusters default to token auth
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(address=address or "local", include_dashboard=False, log_to_driver=log_to_driver,
+                     configure_logging=False, **({} if address else {"num_cpus": num_cpus}))
+            return True
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on startup timeouts
+            ray.shutdown()
+            if address or attempt == attempts:
+                raise UserError(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
+            log.warning("Ray did not start (%s); retrying", exc)
+    return False
