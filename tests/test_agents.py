@@ -89,7 +89,18 @@ def change_later(out, what, after):
     client = crawl_redis(out)
     wait_pages(client, after)
     if what == "join":
+        # Writes held until the watcher has seen the node and named its agent: starting a node
+        # takes seconds on a loaded machine, and the crawl must not end before it is noticed.
+        client.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
         cluster.add_node(num_cpus=1, resources={"agent": 1})
+        deadline = time.time() + 25
+        while time.time() < deadline:
+            try:
+                ray.get_actor("raycrawl-rc:agent1")
+                break
+            except ValueError:
+                time.sleep(0.1)
+        thaw(client)
     elif what == "leave":
         node_id = ray.get(ray.get_actor("raycrawl-rc:agent1").__ray_call__.remote(
             lambda self: __import__("ray").get_runtime_context().get_node_id()))
@@ -296,7 +307,7 @@ def test_node_joins_mid_crawl(web_and_baseline) -> None:
     web, one, config, tmp = web_and_baseline
     out = tmp / "join"
     proc, requests, manifest = crawl_slice(web, [*crawl_args(web, out, config), "--elastic"], 1, tmp,
-                                           change="join", agent_nodes=True, after=60)
+                                           change="join", agent_nodes=True, after=30)
     assert "CHANGED join" in proc.stdout, proc.stderr[-3000:]
     rep = check_against_baseline(one, out, requests, manifest, may_refetch=set())
     (event,) = rep["membership"]
