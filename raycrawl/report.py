@@ -23,9 +23,10 @@ Fields:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from raycrawl.atomic import replacing
 
 
 def _group(stats: dict[str, int], prefix: str) -> dict[str, int]:
@@ -63,13 +64,8 @@ def build_report(stats: dict[str, int], *, elapsed: float, run_pages: int, stopp
 def write_report(path: str | Path, report: dict[str, Any]) -> None:
     """Atomically replace ``path`` with the report (JSON)."""
     path = Path(path)
-    tmp = path.with_suffix(".json.tmp")
-    try:
+    with replacing(path) as tmp:
         tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
-    except OSError:
-        tmp.unlink(missing_ok=True)  # no empty report.json.tmp left behind
-        raise
-    os.replace(tmp, path)
 
 
 def format_report(report: dict[str, Any]) -> str:

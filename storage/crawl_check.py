@@ -31,16 +31,15 @@ Redis behind the archive the "repair" is the user's explicit consent to the refe
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from raycrawl.atomic import replace_bytes
 from raycrawl.storage.crawl_dir import virtual_queue
 from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
-from raycrawl.storage.sieve_store import SieveStore, fingerprint
+from raycrawl.storage.sieve_store import ShardFiles, SieveStore, fingerprint
 
 START_OVER = "or start over in a new --out (the archive already in OUT stays readable)"
 
@@ -92,27 +91,23 @@ def check_sieve(sieve_root: Path) -> list[Damage]:
 
 
 def _check_shard(shard: Path) -> list[Damage]:
-    meta_path = shard / "meta.json"
-    queue = shard / "queue"
-    queue_size = queue.stat().st_size if queue.exists() else 0
-    if not meta_path.exists():
-        if queue_size or any(shard.glob("fps.*")):  # a shard that ever committed has a meta.json
-            return [Damage(meta_path, "is missing (the shard's commit point)", "rebuilds it from the shard's queue")]
-        meta = {"gen": 0, "fps": 0, "queue_bytes": 0}
-    else:
-        try:
-            meta = json.loads(meta_path.read_text())
-            gen, fps, queue_bytes = int(meta["gen"]), int(meta["fps"]), int(meta["queue_bytes"])
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            return [Damage(meta_path, "is not a sieve commit point", "rebuilds it from the shard's queue")]
-        if queue_size < queue_bytes:
-            return [Damage(queue, f"is cut: {queue_size} bytes, {queue_bytes} committed (URLs never crawled would be lost)")]
-        fps_path = shard / f"fps.{gen}"
-        size = fps_path.stat().st_size if fps_path.exists() else 0
-        if size != 8 * fps:
-            return [Damage(fps_path, f"holds {size // 8} fingerprints, {fps} committed",
-                           "rebuilds it from the shard's queue")]
-    pending = shard / f"pending.{meta['gen']}"
+    files = ShardFiles(shard)
+    queue_size = files.queue.stat().st_size if files.queue.exists() else 0
+    if not files.meta.exists() and (queue_size or files.all_fps()):  # a shard that ever committed has one
+        return [Damage(files.meta, "is missing (the shard's commit point)", "rebuilds it from the shard's queue")]
+    try:
+        meta = files.read_meta()
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return [Damage(files.meta, "is not a sieve commit point", "rebuilds it from the shard's queue")]
+    if queue_size < meta["queue_bytes"]:
+        return [Damage(files.queue, f"is cut: {queue_size} bytes, {meta['queue_bytes']} committed "
+                                    "(URLs never crawled would be lost)")]
+    fps_path = files.fps(meta["gen"])
+    size = fps_path.stat().st_size if fps_path.exists() else 0
+    if size != 8 * meta["fps"]:
+        return [Damage(fps_path, f"holds {size // 8} fingerprints, {meta['fps']} committed",
+                       "rebuilds it from the shard's queue")]
+    pending = files.pending(meta["gen"])
     if pending.exists():
         data = pending.read_bytes()
         bad = _undecodable_lines(data[: data.rfind(b"\n") + 1])
@@ -142,10 +137,10 @@ def sieve_offsets_damage(sieve_root: Path, offsets: dict[int, int]) -> list[Dama
     """Redis's consumed offsets (``P soff:NN``) must lie within each shard's committed queue."""
     damages = []
     for shard, offset in sorted(offsets.items()):
-        meta_path = sieve_root / f"{shard:02d}" / "meta.json"
-        committed = json.loads(meta_path.read_text())["queue_bytes"] if meta_path.exists() else 0
+        files = ShardFiles(sieve_root / f"{shard:02d}")
+        committed = files.read_meta()["queue_bytes"]
         if offset > committed:
-            damages.append(Damage(sieve_root / f"{shard:02d}" / "queue",
+            damages.append(Damage(files.queue,
                                   f"ends at byte {committed}, but Redis has distributed it up to byte {offset}"))
     return damages
 
@@ -258,7 +253,7 @@ def repair(damages: list[Damage]) -> list[str]:
             data = d.path.read_bytes()
             end = data.rfind(b"\n") + 1
             lines = [line for line in data[:end].split(b"\n")[:-1] if _decodes(line)]
-            _replace(d.path, b"".join(line + b"\n" for line in lines))
+            replace_bytes(d.path, b"".join(line + b"\n" for line in lines))
             done.append(f"{d.path}: dropped the lines that were not UTF-8")
         else:
             n = rebuild_shard(shard)
@@ -269,24 +264,18 @@ def repair(damages: list[Damage]) -> list[str]:
 def rebuild_shard(shard: Path) -> int:
     """Rebuild a sieve shard's commit point from its queue: the fingerprint store is exactly the
     fingerprints of the URLs in the queue; the newest pending log is kept (the sieve replays it)."""
-    queue = shard / "queue"
-    data = queue.read_bytes() if queue.exists() else b""
+    files = ShardFiles(shard)
+    data = files.queue.read_bytes() if files.queue.exists() else b""
     end = data.rfind(b"\n") + 1
     urls = data[:end].decode(errors="replace").splitlines()
     fps = np.unique(np.fromiter((fingerprint(u) for u in urls), dtype=np.uint64, count=len(urls)))
-    gens = [int(p.suffix[1:]) for p in shard.glob("pending.*") if p.suffix[1:].isdigit()]
-    gen = max(gens, default=0)
-    _replace(shard / f"fps.{gen}", fps.astype("<u8").tobytes())
-    for stale in shard.glob("fps.*"):
-        if stale.name != f"fps.{gen}":
+    gen = max(files.pending_gens(), default=0)
+    replace_bytes(files.fps(gen), fps.astype("<u8").tobytes())
+    for stale in files.all_fps():
+        if stale != files.fps(gen):
             stale.unlink()
-    (shard / f"pending.{gen}").touch()
-    _replace(shard / "meta.json", json.dumps({"gen": gen, "fps": len(fps), "queue_bytes": end}).encode())
+    files.pending(gen).touch()
+    files.write_meta(gen, len(fps), end)
     SieveStore(shard).close()  # truncates the queue to the commit point, as a reopen would
     return len(urls)
 
-
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

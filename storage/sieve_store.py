@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import xxhash
+
+from raycrawl.atomic import replace_bytes
 
 log = logging.getLogger(__name__)
 
@@ -39,22 +40,52 @@ def fingerprint(url: str) -> int:
 CHUNK = 1 << 20  # fingerprints per merge step: 8 MB of RAM whatever the store size
 
 
+class ShardFiles:
+    """The file names of one sieve directory (the table above): the one place that spells them,
+    for the store and for the consistency check (storage/crawl_check.py)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.meta = self.dir / "meta.json"
+        self.queue = self.dir / "queue"
+
+    def fps(self, gen: int) -> Path:
+        return self.dir / f"fps.{gen}"
+
+    def pending(self, gen: int) -> Path:
+        return self.dir / f"pending.{gen}"
+
+    def all_fps(self) -> list[Path]:
+        return sorted(self.dir.glob("fps.*"))
+
+    def pending_gens(self) -> list[int]:
+        return sorted(int(p.suffix[1:]) for p in self.dir.glob("pending.*") if p.suffix[1:].isdigit())
+
+    def read_meta(self) -> dict[str, int]:
+        """The commit point (``gen``, ``fps``, ``queue_bytes``); zeros before the first commit.
+        A damaged one raises ValueError/KeyError/TypeError/UnicodeDecodeError."""
+        if not self.meta.exists():
+            return {"gen": 0, "fps": 0, "queue_bytes": 0}
+        meta = json.loads(self.meta.read_text())
+        return {k: int(meta[k]) for k in ("gen", "fps", "queue_bytes")}
+
+    def write_meta(self, gen: int, fps: int, queue_bytes: int) -> None:
+        """Replace the commit point atomically."""
+        replace_bytes(self.meta, json.dumps({"gen": gen, "fps": fps, "queue_bytes": queue_bytes}).encode())
+
+
 class SieveStore:
     """Files of one sieve. Not safe for concurrent writers (one sieve owns its directory)."""
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        meta_path = self.dir / "meta.json"
-        if meta_path.exists():
-            meta = json.loads(meta_path.read_text())
-        else:
-            meta = {"gen": 0, "fps": 0, "queue_bytes": 0}
+        self.files = ShardFiles(self.dir)
+        meta = self.files.read_meta()
         self.gen: int = meta["gen"]
         self.fps: int = meta["fps"]
         self.queue_bytes: int = meta["queue_bytes"]
-        queue = self.dir / "queue"
-        with open(queue, "ab") as f:
+        with open(self.files.queue, "ab") as f:
             # URLs appended by a flush that never committed: drop them, the pending log has them.
             if f.tell() > self.queue_bytes:
                 log.info("sieve: dropping %d uncommitted queue bytes", f.tell() - self.queue_bytes)
@@ -62,10 +93,10 @@ class SieveStore:
         self._pending = open(self.pending_path(self.gen), "ab")  # noqa: SIM115 - lives as long as the store
 
     def pending_path(self, gen: int) -> Path:
-        return self.dir / f"pending.{gen}"
+        return self.files.pending(gen)
 
     def fps_path(self, gen: int) -> Path:
-        return self.dir / f"fps.{gen}"
+        return self.files.fps(gen)
 
     # --- pending log ---------------------------------------------------------------------------------
     def log_pending(self, urls: list[str]) -> None:
@@ -120,15 +151,13 @@ class SieveStore:
     def commit(self, new_urls: list[str]) -> None:
         """Append ``new_urls`` to the queue and make generation gen+1 (written by :meth:`merge`)
         current, atomically with respect to a crash."""
-        with open(self.dir / "queue", "ab") as f:
+        with open(self.files.queue, "ab") as f:
             if new_urls:
                 f.write(("\n".join(new_urls) + "\n").encode())
             queue_bytes = f.tell()
         gen = self.gen + 1
         self.pending_path(gen).touch()
-        tmp = self.dir / "meta.json.tmp"
-        tmp.write_text(json.dumps({"gen": gen, "fps": self._next_fps, "queue_bytes": queue_bytes}))
-        os.replace(tmp, self.dir / "meta.json")  # the commit point
+        self.files.write_meta(gen, self._next_fps, queue_bytes)  # the commit point
         self._pending.close()
         for stale in (self.fps_path(self.gen), self.pending_path(self.gen)):
             stale.unlink(missing_ok=True)
@@ -141,7 +170,7 @@ class SieveStore:
         just after them."""
         assert 0 <= offset <= self.queue_bytes, (offset, self.queue_bytes)
         urls: list[str] = []
-        with open(self.dir / "queue", "rb") as f:
+        with open(self.files.queue, "rb") as f:
             f.seek(offset)
             while len(urls) < n and offset < self.queue_bytes:
                 line = f.readline()

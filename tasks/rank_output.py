@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from raycrawl.atomic import replacing
 from raycrawl.tasks.ranks2d import RankSet
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ("node", "url", "pagerank", "cheirank", "K", "Kstar", "K2")
 UrlOf = Callable[[int], str | None]
-
-
-def _atomic_path(path: Path) -> Path:
-    return path.with_name(path.name + ".tmp")
 
 
 def _urls(rs: RankSet, url_of: UrlOf | None, nodes: np.ndarray | None = None) -> list[str]:
@@ -66,21 +62,19 @@ def write_parquet(rs: RankSet, out_dir: Path, url_of: UrlOf | None = None) -> Pa
     import pyarrow.parquet as pq
 
     path = Path(out_dir) / "ranks.parquet"
-    tmp = _atomic_path(path)
-    pq.write_table(ranks_table(rs, url_of), tmp)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        pq.write_table(ranks_table(rs, url_of), tmp)
     return path
 
 
 def write_tsv(rs: RankSet, out_dir: Path, url_of: UrlOf | None = None) -> Path:
     """Write ``ranks.tsv``: header line, then one tab-separated row per node in node order."""
     path = Path(out_dir) / "ranks.tsv"
-    tmp = _atomic_path(path)
     urls = _urls(rs, url_of)
     # Python floats: repr gives the shortest string that round-trips (numpy scalars would print as np.float64(...)).
     p, ps = rs.pagerank.vector.tolist(), rs.cheirank.vector.tolist()
     k, ks, k2 = rs.K.tolist(), rs.Kstar.tolist(), rs.K2.tolist()
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         f.write("\t".join(COLUMNS) + "\n")
         chunk = 65536
         for lo in range(0, rs.num_nodes, chunk):
@@ -89,7 +83,6 @@ def write_tsv(rs: RankSet, out_dir: Path, url_of: UrlOf | None = None) -> Path:
                 f"{i}\t{_tsv_safe(urls[i])}\t{p[i]!r}\t{ps[i]!r}\t{k[i]}\t{ks[i]}\t{k2[i]}\n"
                 for i in range(lo, hi)
             )
-    os.replace(tmp, path)
     return path
 
 
@@ -151,9 +144,8 @@ def rank_summary(rs: RankSet, url_of: UrlOf | None = None, top: int = 20, extra:
 
 def write_json(summary: dict, out_dir: Path) -> Path:
     path = Path(out_dir) / "rank.json"
-    tmp = _atomic_path(path)
-    tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return path
 
 
@@ -188,10 +180,9 @@ def write_density_png(rs: RankSet, out_dir: Path, title: str = "", cells: int = 
     ax.set_ylabel("ln K* (CheiRank index)")
     ax.set_title(title or f"N = {rs.num_nodes:,}, κ = {rs.kappa:.3f}", fontsize=10)
     path = Path(out_dir) / "rank-density.png"
-    tmp = _atomic_path(path)
-    fig.savefig(tmp, format="png", bbox_inches="tight")
+    with replacing(path) as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 

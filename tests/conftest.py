@@ -50,3 +50,14 @@ def websim(tmp_path_factory):
 
     with Websim(hosts=60, ips=4, seed=1, out_dir=tmp_path_factory.mktemp("websim")) as web:
         yield web
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Files with the most slow tests first (stable otherwise): ``make test`` hands whole files to
+    two workers (``--dist loadfile``) in this order, and the long files started last would leave
+    one worker idle while the other finishes them."""
+    slow: dict[str, int] = {}
+    for item in items:
+        slow[item.fspath.strpath] = slow.get(item.fspath.strpath, 0) + (item.get_closest_marker("slow") is not None)
+    order = {path: i for i, path in enumerate(dict.fromkeys(item.fspath.strpath for item in items))}
+    items.sort(key=lambda item: (-slow[item.fspath.strpath], order[item.fspath.strpath]))

@@ -241,19 +241,19 @@ def run_rank(
 
 
 def _write_parquet_with(rs, out_dir: Path, url_of, columns: dict) -> None:
-    import os
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from raycrawl.atomic import replacing
     from raycrawl.tasks.rank_output import ranks_table
 
     table = ranks_table(rs, url_of)
     for name, values in columns.items():
         table = table.append_column(name, pa.array(values))
     path = out_dir / "ranks.parquet"
-    pq.write_table(table, path.with_name("ranks.parquet.tmp"))
-    os.replace(path.with_name("ranks.parquet.tmp"), path)
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp)
 
 
 def report_text(rs, summary: dict, url_of, top: int = 10) -> str:
