@@ -41,7 +41,7 @@ def main() -> None:
 
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, Websim(hosts=args.hosts, ips=args.ips, seed=3,
+    with tempfile.TemporaryDirectory() as tmp, Websim(hosts=args.hosts, ips=args.ips, seed=3, clean=True,
                                                       out_dir=Path(tmp) / "web") as web:
         for k in [int(x) for x in args.agents.split(",")]:
             cmd = [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out",
@@ -49,23 +49,19 @@ def main() -> None:
                    "127.0.0.0/8", "--host-delay", str(args.host_delay), "--ip-delay", str(args.ip_delay),
                    "--max-pages", str(args.pages), "--max-urls-per-host", "1000", "--agents", str(k)]
             t0 = time.time()
-            wall, cpu, rc = run_session(cmd, env)
+            wall, series, rc = run_session(cmd, env)
             web.flush_log()
-            st = window_stats(web, t0, time.time(), args.host_delay, args.ip_delay)
-            st.update(agents=k, wall_s=round(wall, 1), cpu_s=round(cpu, 1), exit=rc)
+            st = window_stats(web, t0, time.time(), series, args.host_delay, args.ip_delay)
+            st.update(agents=k, wall_s=round(wall, 1), cpu_s=round(series[-1][1], 1), exit=rc)
             rows.append(st)
             print(st, file=sys.stderr)
     print(f"websim {args.hosts} hosts / {args.ips} IPs, budget {args.pages} pages per run, host delay "
           f"{args.host_delay} s, IP delay {args.ip_delay} s, {os.cpu_count()} cores")
-    print(f"{'agents':>6} {'pages':>6} {'span s':>7} {'pages/s':>8} {'wall s':>7} {'CPU s':>7} {'CPU s/page':>11} "
-          f"{'CPU use':>8} {'efficiency':>11}  violations")
-    base = None
+    print(f"{'agents':>6} {'pages':>6} {'steady pages/s':>15} {'CPU ms/page':>12} {'to 1st req s':>13} "
+          f"{'wall s':>7} {'CPU s':>7}  violations")
     for r in rows:
-        per_cpu = r["pages"] / r["cpu_s"] if r["cpu_s"] else 0.0
-        base = base or per_cpu
-        use = r["cpu_s"] / (r["wall_s"] * (os.cpu_count() or 1))
-        print(f"{r['agents']:>6} {r['pages']:>6} {r.get('span_s', 0):>7} {r['pages_per_s']:>8} {r['wall_s']:>7} "
-              f"{r['cpu_s']:>7} {r['cpu_s'] / max(1, r['pages']):>11.4f} {use:>8.0%} {per_cpu / base:>11.2f}  "
+        print(f"{r['agents']:>6} {r['pages']:>6} {r['steady_pages_per_s']:>15} {r.get('cpu_ms_per_page', 0):>12} "
+              f"{r.get('to_first_request_s', 0):>13} {r['wall_s']:>7} {r['cpu_s']:>7}  "
               f"{r['violations']}{'' if r['exit'] == 0 else '  EXIT ' + str(r['exit'])}")
 
 

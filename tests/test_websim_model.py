@@ -285,3 +285,21 @@ def test_cross_host_links_are_topically_local():
                 same += topic_of[dst] == topic_of[src]
     chance = sum(c * c for c in Counter(topic_of.values()).values()) / len(topic_of) ** 2
     assert same / total > chance + 0.3
+
+
+def test_clean_profile_has_nothing_but_politeness_to_wait_for():
+    """The throughput benchmarks' web: plain hosts, robots.txt allowing everything with no
+    Crawl-delay, only HTML pages, all reachable."""
+    clean = WebModel.generate(hosts=120, ips=12, seed=4, clean=True)
+    assert {h.role for h in clean.hosts} == {"plain"} and {h.robots for h in clean.hosts} == {"allow_all"}
+    assert not any(h.crawl_delay for h in clean.hosts) and clean.nxdomain_hosts == []
+    assert {p.kind for h in clean.hosts for p in h.pages.values()} == {"html"}
+    seen, todo = set(), [(h, p) for h, p in clean.seeds()]
+    while todo:
+        host, path = todo.pop()
+        if (host, path) in seen:
+            continue
+        seen.add((host, path))
+        todo += clean.page(host, path).links
+    assert seen == {(h.name, p) for h in clean.hosts for p in h.pages}
+    assert len({h.role for h in WebModel.generate(hosts=120, ips=12, seed=4).hosts}) > 5

@@ -59,7 +59,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
     url = renderer.url
     records: list[dict] = [{
         "type": "meta", "hosts": model.n_hosts, "ips": model.n_ips, "seed": model.seed, "epoch": model.epoch,
-        "port": renderer.port, "pages_per_host_mean": model.pages_per_host_mean,
+        "port": renderer.port, "pages_per_host_mean": model.pages_per_host_mean, "clean": model.clean,
         "seeds": [url(h, p) for h, p in model.seeds()], "user_agent": USER_AGENT,
         "topics": [model.vocab.topic_name(t) for t in range(model.vocab.topics)],
         "popular_terms": list(model.vocab.popular_terms), "nxdomain_hosts": model.nxdomain_hosts,

@@ -138,17 +138,21 @@ class WebModel:
         self.by_name: dict[str, Host] = {}
         self.nxdomain_hosts: list[str] = []
         self.n_seeds = 0
+        self.clean = False
 
     # ------------------------------------------------------------------ public
     @classmethod
     def generate(cls, hosts: int = 1000, ips: int = 100, seed: int = 7, epoch: int = 0,
-                 pages_per_host_mean: float = 25.0) -> WebModel:
-        """The web for these parameters (same arguments, same web)."""
+                 pages_per_host_mean: float = 25.0, clean: bool = False) -> WebModel:
+        """The web for these parameters (same arguments, same web). ``clean``: a web for measuring
+        throughput — plain hosts only (no traps, faults, spam or mirrors), robots.txt allowing
+        everything with no Crawl-delay, no special resources and no browser cases."""
         if hosts < 1 or ips < 1 or epoch < 0 or pages_per_host_mean < 1:
             raise ValueError("hosts, ips and pages_per_host_mean must be >= 1 and epoch >= 0")
         if ips > 254 * 254:
             raise ValueError("at most 64516 loopback addresses")
         model = cls(hosts, ips, seed, epoch, pages_per_host_mean, build_vocabulary(seed))
+        model.clean = clean
         model._build()
         for k in range(1, epoch + 1):
             model._evolve(k)
@@ -172,7 +176,7 @@ class WebModel:
         H = self.n_hosts
         self.n_seeds = max(1, min(10, H // 20))
         roles = ["plain"] * H
-        if H >= 30:
+        if H >= 30 and not self.clean:
             pool = list(range(self.n_seeds, H))
             rng.shuffle(pool)
             for role, share in _ROLE_SHARE.items():
@@ -194,20 +198,22 @@ class WebModel:
             word = vocab.topic_words[topic][rng.randrange(40)]
             name = f"{'www.' if rng.random() < 0.2 else ''}{word}{i}.test"
             role = roles[i]
-            if i < self.n_seeds:
+            if self.clean:
+                robots = "allow_all"
+            elif i < self.n_seeds:
                 robots = "basic" if i % 2 else "missing"
             elif forced_kinds and role == "plain":
                 robots = forced_kinds.pop()
             else:
                 robots = robots_kinds[bisect_right(robots_cum, rng.random() * robots_cum[-1])]
             delay = None
-            if robots not in ("missing", "error_5xx", "garbage") and rng.random() < 0.12:
+            if robots not in ("missing", "error_5xx", "garbage") and rng.random() < 0.12 and not self.clean:
                 delay = rng.choice((0.25, 0.5, 1.0))
             ip = DEAD_IP if role == "dead" else ip_address(ip_of[i] % self.n_ips)
             host = Host(i, name, ip, topic, role, robots, delay)
             self.hosts.append(host)
             self.by_name[name] = host
-        self.nxdomain_hosts = [f"gone{k}.test" for k in range(max(1, H // 200))]
+        self.nxdomain_hosts = [] if self.clean else [f"gone{k}.test" for k in range(max(1, H // 200))]
 
         sizes = self._host_sizes(rng)
         host_cum = list(accumulate(1.0 / (i + 1) ** 0.9 for i in range(H)))
@@ -225,9 +231,11 @@ class WebModel:
         self._make_links(rng, host_cum)
         self._make_mirrors(rng)
         self._make_copied(rng, host_cum)
-        self._make_resources(rng)
+        if not self.clean:
+            self._make_resources(rng)
         self._connect_hosts(rng, host_cum)
-        self._make_browser_cases()
+        if not self.clean:
+            self._make_browser_cases()
 
     def _host_sizes(self, rng: random.Random) -> list[int]:
         alpha = 1.3

@@ -23,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--port", type=int, default=0, help="TCP port on every IP (default: a free one)")
     s.add_argument("--dns-port", type=int, default=0, help="UDP port of the DNS server (default: a free one)")
     s.add_argument("--slow-delay", type=seconds, default=None, help="seconds slow hosts wait before answering (1.5)")
+    s.add_argument("--clean", action="store_true",
+                   help="a web for throughput: plain hosts, robots.txt allowing all, no traps, faults, "
+                        "spam, crawl-delays or special resources")
     s.add_argument("--prerender", action="store_true",
                    help="render every page before serving (slower start, no rendering during a crawl)")
     s.add_argument("--out", type=Path, required=True, help="directory for manifest, request log, hosts and seeds files")
@@ -59,7 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--ips: at most 64516 loopback addresses")
     if not 0 <= args.port < 65536 or not 0 <= args.dns_port < 65536:
         raise UserError("--port/--dns-port must be in 0..65535")
-    model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean)
+    model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean)
 
     def announce(info: dict) -> None:
         if args.quiet:
