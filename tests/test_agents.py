@@ -267,8 +267,9 @@ def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline) 
     from raycrawl.actors.parser import HTML_TYPES
     from raycrawl.storage.summaries import iter_spill, spill_paths
 
+    # the pages of a crawl (docs: storage/crawl_pages.py): whole 200 HTML responses, not duplicates
     kept = {r["url"] for r in iter_link_records(tmp / "faults")
-            if r["status"] == 200 and r["ctype"] in HTML_TYPES and not r["dup_of"]}
+            if r["status"] == 200 and r["ctype"] in HTML_TYPES and not r["dup_of"] and not r["error"]}
     assert kept and kept <= {r["url"] for r in iter_spill(spill_paths(tmp / "faults"))}
 
 
