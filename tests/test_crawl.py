@@ -374,7 +374,8 @@ def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
         with Websim(hosts=40, ips=6, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=8) as web:
             cmd = [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
                    "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
-                   "--host-delay", "0.05", "--ip-delay", "0.01", "--max-urls-per-host", "60"]
+                   "--host-delay", "0.05", "--ip-delay", "0.01", "--max-urls-per-host", "60",
+                   "--read-timeout", "3", "--max-retries", "1", "--retry-backoff", "0.5"]  # (hang hosts: a short timeout)
             proc = run(cmd, timeout=400)
             lines = proc.stderr.strip().splitlines()
             assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]

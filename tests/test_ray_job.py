@@ -45,7 +45,8 @@ def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
             submit = ["ray", "job", "submit", "--address", f"http://127.0.0.1:{dash}", "--working-dir", ".", "--",
                       "raycrawl", "crawl", "--address", "auto", "--elastic", "--seeds", str(web.seeds_file),
                       "--out", str(out), "--dns-server", "{}:{}".format(*web.dns_address),
-                      "--allow-networks", "127.0.0.0/8", "--host-delay", "0.1", "--ip-delay", "0.02"]
+                      "--allow-networks", "127.0.0.0/8", "--host-delay", "0.1", "--ip-delay", "0.02",
+                      "--read-timeout", "3", "--max-retries", "1", "--retry-backoff", "0.5"]
             deadline = time.time() + 120
             while True:  # a fresh head's job agent may not be up yet: Ray says "try again later"
                 job = subprocess.run(submit, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
