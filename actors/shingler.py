@@ -181,7 +181,7 @@ class NearDupIndex:
     def __init__(
         self,
         redis_url: str | None = None,
-        key_prefix: str = "rc:dedup",
+        key_prefix: str = Keys(Settings.redis_prefix).near_dup,
         num_perm: int = CRAWL_NUM_PERM,
         bands: int = DEFAULT_BANDS,
         threshold: float = DEFAULT_THRESHOLD,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import redis
 
 from raycrawl.policies.politeness import Politeness
+from raycrawl.settings import Settings
 from raycrawl.storage.redis_frontier import RedisFrontier
 from raycrawl.urls import split_host
 
@@ -73,7 +74,7 @@ class Release:
 class Workbench:
     """Visit states and workbench entries in Redis, with politeness applied on release."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "rc:", politeness: Politeness | None = None,
+    def __init__(self, client: redis.Redis, prefix: str = Settings.redis_prefix, politeness: Politeness | None = None,
                  view: str = "agent0") -> None:
         self.frontier = RedisFrontier(client, prefix, view)
         self.politeness = politeness or Politeness()

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from raycrawl.errors import UserError
+from raycrawl.settings import Settings
 
 
 def register(subparsers) -> None:
@@ -20,7 +21,8 @@ def register(subparsers) -> None:
         "again), then checks again.")
     p.add_argument("out", type=Path, help="crawl directory")
     p.add_argument("--redis-url", help="the crawl's Redis, when it did not use the embedded one")
-    p.add_argument("--prefix", default="rc:", help="key prefix of the crawl (default rc:)")
+    p.add_argument("--prefix", default=Settings.redis_prefix,
+                   help=f"key prefix of the crawl (default {Settings.redis_prefix})")
     p.add_argument("--repair", action="store_true", help="carry out the repairs offered, then check again")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handle)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from raycrawl.errors import UserError
+from raycrawl.settings import Settings
 
 
 def register(subparsers) -> None:
@@ -17,12 +18,13 @@ def register(subparsers) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--out", type=Path, help="crawl directory (uses its redis-url file or embedded data)")
     src.add_argument("--redis-url", help="Redis of the crawl")
-    p.add_argument("--prefix", default="rc:", help="key prefix of the crawl (default rc:)")
+    p.add_argument("--prefix", default=Settings.redis_prefix,
+                   help=f"key prefix of the crawl (default {Settings.redis_prefix})")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handle)
 
 
-def read_status(redis_url: str, prefix: str = "rc:") -> dict:
+def read_status(redis_url: str, prefix: str = Settings.redis_prefix) -> dict:
     """Counters and frontier sizes of the crawl stored under ``prefix`` in ``redis_url``."""
     import redis
 
