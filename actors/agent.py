@@ -43,7 +43,7 @@ from raycrawl.report import build_report, write_report
 from raycrawl.seeds import read_seeds
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from raycrawl.storage.crawl_dir import begin
+from raycrawl.storage.crawl_dir import begin, layout
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Agent:
         self.wb = Workbench(self.client, s.redis_prefix,
                             Politeness.of(s), view=name)
         self.f = self.wb.frontier
-        self.virt = Virtualizer(self.out / "virtualizer", self.f, s.workbench_urls_per_host)
+        self.virt = Virtualizer(layout(self.out).virtualizer, self.f, s.workbench_urls_per_host)
         self.distributor = Distributor(self.wb, self.virt, front_size=s.front_size, max_front_size=s.max_front_size,
                                        max_urls_per_host=s.max_urls_per_host, batch=s.batch * 4,
                                        allows=NetworkPolicy(s.allow_networks).allows)
@@ -125,7 +125,7 @@ class Agent:
             report = build_report(self.f.stats(), elapsed=elapsed, run_pages=self.run_pages, stopped=stopped,
                                   frontier=self.f.counts(), extra={"required_front": self.distributor.required_front})
             try:
-                write_report(self.out / "report.json", report)
+                write_report(layout(self.out).report, report)
             except OSError as exc:  # a full disk: the report is in Redis's counters too
                 log.warning("report.json not written: %s", exc.strerror or exc)
         return report

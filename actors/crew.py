@@ -15,6 +15,7 @@ from pathlib import Path
 from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import sieve_actor_name
 from raycrawl.settings import Settings
+from raycrawl.storage.crawl_dir import layout
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class Crew:
         self.name = name
         self.sieve = sieve_shards.actor_class().options(
             name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(
-            str(out / "sieve"), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache)
+            str(layout(out).sieve), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache)
         fetch_actor = fetch_loop.actor_class()
         self.fetchers = [fetch_actor.options(name=f"raycrawl-fetch-{tag}-{i}", scheduling_strategy=here).remote(
                              s, redis_url, b, name)

@@ -20,7 +20,7 @@ from raycrawl.redis_server import connect
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
 from raycrawl.storage.crawl_check import check_against_redis, check_files, refusal
-from raycrawl.storage.crawl_dir import CrawlDirLock, read_crawl_id
+from raycrawl.storage.crawl_dir import CrawlDirLock, layout, read_crawl_id
 from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def verify_resume(out: Path, f: RedisFrontier) -> None:
     """--resume continues only this directory's crawl, held whole by this Redis: its crawl id
     (an emptied Redis — a lost AOF — or another crawl's would silently start over or mix two
     crawls) and the consistency check (storage/crawl_check.py). Run before Ray starts."""
-    if not (out / "sieve").exists() and not f.has_crawl():
+    if not (layout(out).sieve).exists() and not f.has_crawl():
         raise UserError(f"--resume: no crawl to resume in {out} (and its Redis)")
     ours = read_crawl_id(out)
     held = f.meta().get("crawl_id")
@@ -89,9 +89,9 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
 
     out = Path(settings.out)
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
-    with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, out / "redis", supervise=True) as url:
+    with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, layout(out).redis, supervise=True) as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
-        (out / "redis-url").write_text(url + "\n")
+        (layout(out).redis_url).write_text(url + "\n")
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
@@ -112,4 +112,4 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         finally:
             if started_ray:
                 ray.shutdown()
-            (out / "redis-url").unlink(missing_ok=True)
+            (layout(out).redis_url).unlink(missing_ok=True)

@@ -30,9 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from raycrawl.storage.crawl_dir import PARTS
+
 log = logging.getLogger(__name__)
 
-GRAPH_SUBDIR = "graph"
+GRAPH_SUBDIR = PARTS["graph"]
 BASENAME = "bv"
 TRANSPOSE = "bv-t"
 URLMAP = "urls.map"

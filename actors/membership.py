@@ -37,7 +37,7 @@ from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from raycrawl.storage.crawl_dir import begin
+from raycrawl.storage.crawl_dir import begin, layout
 from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -271,5 +271,5 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
     report = build_report(m.f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),
                           stopped=stopped, frontier=m.f.counts(),
                           extra={"agents": per_agent, "membership": m.events})
-    write_report(Path(settings.out) / "report.json", report)
+    write_report(layout(Path(settings.out)).report, report)
     return report

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from raycrawl.exchange import FetchResult
+from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LinkRecordWriter
 from raycrawl.storage.warc import WarcStore
 
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 
 class StoreWriter:
     def __init__(self, crawl_dir: str | Path, writer: str = "agent0", max_file_bytes: int = 1 << 30) -> None:
-        self.warc = WarcStore(Path(crawl_dir) / "warc", writer, max_file_bytes)
+        self.warc = WarcStore(layout(Path(crawl_dir)).warc, writer, max_file_bytes)
         self.links = LinkRecordWriter(crawl_dir, writer)
 
     def write_batch(self, items: list[tuple[FetchResult, tuple[str, str, str] | None, dict[str, Any] | None]]) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from raycrawl import text
 from raycrawl.storage import summaries
+from raycrawl.storage.crawl_dir import layout
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class SummaryWriter:
 
     def __init__(self, crawl_dir: str | Path, writer: str = "agent0", batch: int = 256) -> None:
         self.crawl_dir = Path(crawl_dir)
-        self.spill = summaries.SpillWriter(self.crawl_dir / "summaries" / summaries.SPILL_SUBDIR, writer, batch)
+        self.spill = summaries.SpillWriter(layout(self.crawl_dir).summaries / summaries.SPILL_SUBDIR, writer, batch)
         self.pages = 0
 
     def add_page(self, url: str, html: str | bytes) -> int:
@@ -73,7 +74,7 @@ class SummaryWriter:
         self.flush()
         paths = summaries.spill_paths(self.crawl_dir)
         return summaries.build_archive(
-            summaries.iter_spill(paths), self.crawl_dir / "summaries" / summaries.DEFAULT_BASENAME,
+            summaries.iter_spill(paths), layout(self.crawl_dir).summaries / summaries.DEFAULT_BASENAME,
             id_of, num_nodes, min_df, codes, records_again=lambda: summaries.iter_spill(paths))
 
 

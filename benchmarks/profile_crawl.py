@@ -26,6 +26,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from crawl_vs_scrapy import TICK  # noqa: E402
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
+# py-spy names a frame "function (file:line)", the file relative to its package root: ours are these.
+OURS = ("actors/", "storage/", "policies/", "tasks/", "raycrawl/", "websim/")
 
 
 def session_procs(sid: int) -> dict[int, tuple[str, float]]:
@@ -119,8 +121,8 @@ def main() -> None:
                     continue
                 frames = stack.split(";")
                 leaves[frames[-1]] += int(count)
-                for frame in {f for f in frames if str(ROOT) in f and "/benchmarks/" not in f}:
-                    ours[frame.replace(str(ROOT) + "/", "")] += int(count)
+                for frame in {f for f in frames if f.rpartition("(")[2].startswith(OURS)}:
+                    ours[frame] += int(count)
                 n += int(count)
             print("    self time:")
             for frame, c in leaves.most_common(args.top):

@@ -79,8 +79,8 @@ def main() -> int:
     ap.add_argument("--no-ray", action="store_true", help="skip the distributed contestant")
     args = ap.parse_args()
 
-    from raycrawl.commands.rank import load_graph
     from raycrawl.tasks.pagerank import distributed_pagerank, pagerank
+    from raycrawl.tasks.rank_run import load_graph
 
     if not Path(args.graph + ".graph").exists():
         print(f"graph {args.graph} not found", file=sys.stderr)

@@ -46,10 +46,10 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-    from raycrawl.commands.spam import feature_data, load_features, write_features
     from raycrawl.policies.spam_gate import SHINGLE_FEATURES, GateModel, SpamGate, train_gate
     from raycrawl.tasks.spam_features import LOCAL_FEATURES
     from raycrawl.tasks.spam_model import evaluate, host_groups
+    from raycrawl.tasks.spam_pipeline import feature_data, load_features, write_features
     from raycrawl.tasks.spam_websim import (
         gate_training_rows,
         model_labels,

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.atomic import replace_bytes
-from raycrawl.storage.crawl_dir import virtual_queue
+from raycrawl.storage.crawl_dir import layout, virtual_queue
 from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 from raycrawl.storage.sieve_store import ShardFiles, SieveStore, fingerprint
 
@@ -151,7 +151,7 @@ def scan_archive(out: Path) -> ArchiveScan:
     fps: list[int] = []
     furthest: dict[str, int] = {}  # WARC file → last offset a record points at
     past_end: dict[str, int] = {}
-    warc_dir = out / "warc"
+    warc_dir = layout(out).warc
     sizes: dict[str, int] = {}
     for path in sorted((out / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
         for rec in read_link_file(path):
@@ -196,7 +196,7 @@ def counts_damage(out: Path, scan: ArchiveScan, committed: int, in_flight: int, 
     allowed = in_flight + unconfirmed
     if scan.urls - committed > allowed:
         lost = scan.urls - committed - allowed
-        return [Damage(out / "redis", f"Redis is behind the archive: {scan.urls - committed} fetched URLs have no "
+        return [Damage(layout(out).redis, f"Redis is behind the archive: {scan.urls - committed} fetched URLs have no "
                                       f"commit, at most {allowed} can be in flight (its AOF lost writes: cut, "
                                       "an old copy, or a disk that filled under it); resuming would fetch them again",
                        f"accepts fetching again up to {lost} archived URLs (their first copies stay in the archive)",
@@ -208,7 +208,7 @@ def virtualizer_damage(out: Path, frontier) -> list[Damage]:
     """Each host's virtual queue on disk reaches the end Redis committed for it (``P vend``)."""
     damages = []
     for host, end in frontier.virtual_queue_ends():
-        path = virtual_queue(out / "virtualizer", host)
+        path = virtual_queue(layout(out).virtualizer, host)
         size = path.stat().st_size if path.exists() else -1
         if size < end:
             what = "is missing" if size < 0 else f"is cut: {size} bytes, {end} committed"
@@ -218,8 +218,8 @@ def virtualizer_damage(out: Path, frontier) -> list[Damage]:
 
 def check_files(out: Path, embedded_redis: bool) -> list[Damage]:
     """The checks that need no Redis: run before a resumed crawl starts anything."""
-    aof = check_aof(out / "redis") if embedded_redis and (out / "crawl-id").exists() else []
-    return aof + check_sieve(out / "sieve")
+    aof = check_aof(layout(out).redis) if embedded_redis and (layout(out).crawl_id).exists() else []
+    return aof + check_sieve(layout(out).sieve)
 
 
 def check_against_redis(out: Path, frontier) -> tuple[list[Damage], int]:
@@ -231,7 +231,7 @@ def check_against_redis(out: Path, frontier) -> tuple[list[Damage], int]:
     committed = int(frontier.stats().get("pages", 0))
     in_flight, unconfirmed = frontier.uncommitted()
     # The commits first: a Redis that lost writes makes the rest look damaged too.
-    damages = [*counts_damage(out, scan, committed, in_flight, unconfirmed), *sieve_offsets_damage(out / "sieve", offsets),
+    damages = [*counts_damage(out, scan, committed, in_flight, unconfirmed), *sieve_offsets_damage(layout(out).sieve, offsets),
                *virtualizer_damage(out, frontier), *scan.damages]
     return damages, max(0, scan.urls - committed)
 

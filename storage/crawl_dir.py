@@ -1,4 +1,8 @@
-"""The crawl directory's owner and identity: one crawl per ``OUT``, and a Redis that is that crawl's.
+"""The crawl directory: its layout, its owner and identity (one crawl per ``OUT``, and a Redis that
+is that crawl's).
+
+* **Layout**: :func:`layout` names every part of ``OUT`` (docs/crawling.md, "Output directory");
+  no other module spells those names.
 
 * **Lock**: ``OUT/.lock`` is held with an exclusive ``flock`` for the whole run by the process
   that drives the crawl, taken before Redis or Ray start. The kernel releases it when that process
@@ -28,6 +32,38 @@ log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
 ID_NAME = "crawl-id"
+# The parts of a crawl directory: attribute of Layout -> name under OUT.
+PARTS = {"warc": "warc", "links": "links", "sieve": "sieve", "virtualizer": "virtualizer", "redis": "redis",
+         "redis_url": "redis-url", "report": "report.json", "crawl_id": ID_NAME, "lock": LOCK_NAME,
+         "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index"}
+
+
+class Layout:
+    """The paths of one crawl directory's parts (``layout(out).warc`` is ``out/warc``)."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+        for attr, name in PARTS.items():
+            setattr(self, attr, self.out / name)
+
+    warc: Path
+    links: Path
+    sieve: Path
+    virtualizer: Path
+    redis: Path
+    redis_url: Path
+    report: Path
+    crawl_id: Path
+    lock: Path
+    graph: Path
+    summaries: Path
+    spam: Path
+    dedup: Path
+    index: Path
+
+
+def layout(out: str | Path) -> Layout:
+    return Layout(out)
 
 
 def virtual_queue(directory: str | Path, host: str) -> Path:
@@ -101,7 +137,7 @@ def begin(out: Path, frontier: RedisFrontier, settings: Settings) -> None:
         requeued = frontier.recover(time.time(), settings.host_delay, settings.ip_delay)
         log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
         return
-    if (out / "sieve").exists() or frontier.has_crawl():
+    if (layout(out).sieve).exists() or frontier.has_crawl():
         raise UserError(f"{out} already holds a crawl: pass --resume to continue it, or choose another --out")
     frontier.clear()
     frontier.start_crawl(new_crawl_id(out), json.dumps(settings.to_dict()), time.time())

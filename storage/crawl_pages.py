@@ -18,6 +18,7 @@ from typing import Any
 
 from fastwarc.warc import WarcRecordType
 
+from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.warc import DUPLICATE_OF, iter_records
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def iter_pages(crawl_dir: str | Path) -> Iterator[Page]:
     """Every page of the crawl in ``crawl_dir``, in crawl order (damaged WARC records are skipped
     with a warning by storage.warc.iter_records)."""
     seen: set[str] = set()
-    for name, offset, rec in iter_records(Path(crawl_dir) / "warc", WarcRecordType.response):
+    for name, offset, rec in iter_records(layout(Path(crawl_dir)).warc, WarcRecordType.response):
         url = rec.headers.get("WARC-Target-URI", "")
         http = rec.http_headers
         if not url or url in seen or http is None or not is_page(

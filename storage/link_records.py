@@ -41,9 +41,11 @@ from typing import Any
 
 import msgpack
 
+from raycrawl.storage.crawl_dir import PARTS
+
 log = logging.getLogger(__name__)
 
-LINKS_SUBDIR = "links"
+LINKS_SUBDIR = PARTS["links"]
 SUFFIX = ".rec.gz"
 
 

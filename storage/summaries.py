@@ -48,6 +48,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
 from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.elias_fano import EliasFano, EliasFanoError
 
 log = logging.getLogger(__name__)
@@ -375,8 +376,8 @@ class DecodedSummaries:
 def archive_base(path: str | Path) -> Path:
     """The archive basename for a crawl dir, a ``summaries/`` dir, or a basename itself."""
     p = Path(path)
-    if (p / "summaries" / f"{DEFAULT_BASENAME}.properties").exists():
-        return p / "summaries" / DEFAULT_BASENAME
+    if (layout(p).summaries / f"{DEFAULT_BASENAME}.properties").exists():
+        return layout(p).summaries / DEFAULT_BASENAME
     if (p / f"{DEFAULT_BASENAME}.properties").exists():
         return p / DEFAULT_BASENAME
     if Path(str(p) + ".properties").exists():
@@ -658,7 +659,7 @@ class SpillWriter:
 
 def spill_paths(crawl_or_spill_dir: str | Path) -> list[Path]:
     p = Path(crawl_or_spill_dir)
-    for d in (p / "summaries" / SPILL_SUBDIR, p / SPILL_SUBDIR, p):
+    for d in (layout(p).summaries / SPILL_SUBDIR, p / SPILL_SUBDIR, p):
         found = sorted(d.glob(f"*{SPILL_SUFFIX}"))
         if found:
             return found

@@ -40,6 +40,7 @@ from fastwarc.stream_io import GzipWriter
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
 from raycrawl.exchange import FetchResult
+from raycrawl.storage.crawl_dir import layout
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +280,7 @@ def demo_stage(crawl_dir: str | Path) -> str:
     re-verified with fastwarc (what ``raycrawl demo`` prints for the store)."""
     from collections import Counter
 
-    warc_dir = Path(crawl_dir) / "warc"
+    warc_dir = layout(Path(crawl_dir)).warc
     files = warc_files(warc_dir)
     if not files:
         return f"no WARC files in {warc_dir}"

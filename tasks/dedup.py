@@ -49,11 +49,12 @@ from raycrawl.actors.shingler import (
     sketch_matrix,
 )
 from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import PARTS, layout
 from raycrawl.text import visible_text
 
 log = logging.getLogger(__name__)
 
-DEDUP_SUBDIR = "dedup"
+DEDUP_SUBDIR = PARTS["dedup"]
 MAX_BUCKET_MEMBERS = 32  # all pairs below this size (≤ 496 pairs); star + chain above
 SKETCH_CHUNK = 2000
 
@@ -142,7 +143,7 @@ def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> I
 
 def _crawl_time_dups(crawl_dir: Path) -> list[tuple[str, str, str]]:
     """(url, dup_of, dup_kind) from the link records, if there are any."""
-    if not (crawl_dir / "links").is_dir():
+    if not (layout(crawl_dir).links).is_dir():
         return []
     from raycrawl.storage.link_records import iter_link_records
 
@@ -328,8 +329,8 @@ def cluster_crawl(
     crawl_dir = Path(crawl_dir)
     if not crawl_dir.is_dir():
         raise UserError(f"{crawl_dir}: no such directory")
-    warc_dir = crawl_dir / "warc"
-    if not warc_dir.is_dir() and not (crawl_dir / "links").is_dir():
+    warc_dir = layout(crawl_dir).warc
+    if not warc_dir.is_dir() and not (layout(crawl_dir).links).is_dir():
         raise UserError(f"{crawl_dir}: not a crawl directory (no warc/ nor links/ inside)")
     if min(num_perm, bands, rows, k) < 1 or bands * rows > num_perm:
         raise UserError(

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.fragment_index import FragmentIndex, FragmentIndexBuilder
 from raycrawl.text import terms
 from raycrawl.winnowing import DEFAULT_B, DEFAULT_W
@@ -86,8 +87,8 @@ def page_scores(crawl_dir: str | Path | None) -> tuple[dict[str, float], dict[st
     if (d / "ranks.parquet").exists():
         t = pq.read_table(d / "ranks.parquet", columns=["url", "pagerank"]).to_pydict()
         pr = {u: p for u, p in zip(t["url"], t["pagerank"], strict=True) if u}
-    if (d / "spam" / "scores.parquet").exists():
-        t = pq.read_table(d / "spam" / "scores.parquet").to_pydict()
+    if (layout(d).spam / "scores.parquet").exists():
+        t = pq.read_table(layout(d).spam / "scores.parquet").to_pydict()
         if "host" in t and "score" in t:
             spam = dict(zip(t["host"], t["score"], strict=True))
     return pr, spam

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.policies.spam_page import LOCAL_FEATURES, ParsedPage, host_name, page_local_features, parse_page
+from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.crawl_pages import is_page_record
 from raycrawl.storage.link_records import iter_link_records
 from raycrawl.storage.warc import read_record_at
@@ -131,7 +132,7 @@ def scan_crawl(crawl_dir: str | Path, max_pages: int = 400) -> tuple[dict[str, H
     Raises FileNotFoundError when ``crawl_dir/links`` is missing.
     """
     crawl_dir = Path(crawl_dir)
-    if not (crawl_dir / "links").is_dir():
+    if not (layout(crawl_dir).links).is_dir():
         raise FileNotFoundError(f"{crawl_dir}/links: no link records (is this a crawl directory?)")
     hosts: dict[str, HostPages] = {}
     graph: list[tuple[str, list[str]]] = []
@@ -156,7 +157,7 @@ def scan_crawl(crawl_dir: str | Path, max_pages: int = 400) -> tuple[dict[str, H
 
 def _read_html(crawl_dir: Path, name: str, offset: int) -> bytes | None:
     try:
-        return read_record_at(crawl_dir / "warc", name, offset)[2]
+        return read_record_at(layout(crawl_dir).warc, name, offset)[2]
     except (OSError, ValueError, StopIteration) as exc:
         log.warning("unreadable WARC record %s@%d: %s", name, offset, exc)
         return None

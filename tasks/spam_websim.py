@@ -16,6 +16,7 @@ from collections import deque
 from pathlib import Path
 
 from raycrawl.exchange import FetchResult
+from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LinkRecordWriter
 from raycrawl.storage.warc import WarcStore
 from raycrawl.websim.model import SPAM_ROLES, WebModel
@@ -64,7 +65,7 @@ def write_model_crawl(model: WebModel, crawl_dir: str | Path, port: int = 8080) 
     ``port`` would; returns the number of pages written."""
     crawl_dir = Path(crawl_dir)
     renderer = Renderer(model, port)
-    warc = WarcStore(crawl_dir / "warc", "websim")
+    warc = WarcStore(layout(crawl_dir).warc, "websim")
     links = LinkRecordWriter(crawl_dir, "websim")
     t = time.time()
     batch: list[dict] = []

@@ -31,7 +31,7 @@ def web():
 @pytest.fixture(scope="module")
 def crawl(web, tmp_path_factory, ray_local):
     """A complete crawl of ``web`` written as crawl artifacts, with features computed by Ray tasks."""
-    from raycrawl.commands.spam import write_features
+    from raycrawl.tasks.spam_pipeline import write_features
 
     d = tmp_path_factory.mktemp("spamcrawl")
     write_model_crawl(web, d, PORT)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
+from raycrawl.storage.crawl_dir import layout
 
 
 def register(subparsers) -> None:
@@ -36,11 +37,11 @@ def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False)
     from raycrawl.storage.redis_frontier import RedisFrontier
 
     damages = check_files(out, embedded_redis=redis_url is None)
-    if any(d.path.is_relative_to(out / "redis") for d in damages):
+    if any(d.path.is_relative_to(layout(out).redis) for d in damages):
         return damages, {}  # the AOF cannot be opened safely
     import redis
 
-    with redis_url_for(redis_url, out / "redis") as url:
+    with redis_url_for(redis_url, layout(out).redis) as url:
         client = redis.Redis.from_url(url)
         try:
             f = RedisFrontier(client, prefix, register=False)
@@ -60,10 +61,10 @@ def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False)
 
 def handle(args: argparse.Namespace) -> int:
     from raycrawl.storage.crawl_check import repair
-    from raycrawl.storage.crawl_dir import CrawlDirLock, read_crawl_id
+    from raycrawl.storage.crawl_dir import CrawlDirLock, layout, read_crawl_id
 
     out: Path = args.out
-    if read_crawl_id(out) is None and not (out / "redis").is_dir():
+    if read_crawl_id(out) is None and not (layout(out).redis).is_dir():
         raise UserError(f"{out} holds no crawl")
     with CrawlDirLock(out):  # never check (or repair) under a running crawl
         damages, facts = _check(out, args.redis_url, args.prefix)

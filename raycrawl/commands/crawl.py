@@ -8,6 +8,7 @@ from pathlib import Path
 
 from raycrawl.argtypes import comma_list, non_negative_float, non_negative_int
 from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import layout
 
 # Settings the command line must give (the others default as in docs/settings.md).
 REQUIRED = ("out",)
@@ -81,7 +82,7 @@ def settings_from_args(args: argparse.Namespace):
         parse_hosts_file(s.resolve)
     if s.address and s.address != "auto":
         _check_ray_address(s.address)
-    if s.resume and not (Path(s.out) / "sieve").is_dir():
+    if s.resume and not (layout(Path(s.out)).sieve).is_dir():
         raise UserError(f"--resume: no crawl to resume in {s.out}")
     if Path(s.out).exists() and not Path(s.out).is_dir():
         raise UserError(f"--out {s.out} is not a directory")
@@ -116,7 +117,7 @@ def demo_stage(crawl_dir: Path) -> str:
 
     from raycrawl.report import format_report
 
-    path = Path(crawl_dir) / "report.json"
+    path = layout(Path(crawl_dir)).report
     if not path.is_file():
         raise UserError(f"no crawl report in {crawl_dir}")
     return format_report(json.loads(path.read_text()))

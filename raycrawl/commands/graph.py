@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import layout
 
 
 def _bv_options(p: argparse.ArgumentParser) -> None:
@@ -67,7 +68,7 @@ def _print_info(info: dict) -> None:
 def handle_build(args: argparse.Namespace) -> int:
     from raycrawl.actors.graph_compressor import build_crawl_graph, graph_paths
 
-    if not (args.dir / "links").is_dir():
+    if not (layout(args.dir).links).is_dir():
         raise UserError(f"{args.dir} has no links/ directory: not a crawl output directory")
     info = build_crawl_graph(args.dir, url_block_size=args.url_block, **_params(args))
     _print_info(info)

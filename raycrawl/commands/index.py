@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import layout
 
 
 def register(subparsers) -> None:
@@ -43,7 +44,7 @@ def register(subparsers) -> None:
 def _check_crawl(d: Path) -> None:
     if not d.is_dir():
         raise UserError(f"{d}: no such crawl directory")
-    if not (d / "warc").is_dir() or not (d / "links").is_dir():
+    if not (layout(d).warc).is_dir() or not (layout(d).links).is_dir():
         raise UserError(f"{d}: not a crawl output directory (needs warc/ and links/)")
 
 
@@ -64,7 +65,7 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
         raise UserError(f"{crawl_dir}: no HTML pages with status 200 to index")
     pr, spam = page_scores(crawl_dir)
     index = build_index(versions, policy, b, w, pr, spam, snippets)
-    out = out or crawl_dir / "index"
+    out = out or layout(crawl_dir).index
     index.save(out)
     stats = dict(index.stats, seconds=round(time.perf_counter() - t0, 2), index_dir=str(out),
                  crawls=[str(c.resolve()) for c in crawls])
@@ -91,7 +92,7 @@ def handle_build(args: argparse.Namespace) -> int:
 
 
 def handle_stats(args: argparse.Namespace) -> int:
-    d = args.dir / "index" if (args.dir / "index").is_dir() else args.dir
+    d = layout(args.dir).index if (layout(args.dir).index).is_dir() else args.dir
     if not (d / "stats.json").exists():
         raise UserError(f"{args.dir}: no index (run 'raycrawl index build {args.dir}' first)")
     print((d / "stats.json").read_text(), end="")

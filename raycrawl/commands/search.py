@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import layout
 
 
 def register(subparsers) -> None:
@@ -39,7 +40,7 @@ def open_index(d: Path):
     """The FragmentIndex of crawl dir ``d`` (or index dir ``d``); UserError when there is none."""
     from raycrawl.storage.fragment_index import FragmentIndex
 
-    index_dir = d / "index" if (d / "index").is_dir() else d
+    index_dir = layout(d).index if (layout(d).index).is_dir() else d
     if not (index_dir / "tables.msgpack").exists():
         raise UserError(f"{d}: no index (run 'raycrawl index build {d}' first)")
     try:
@@ -101,7 +102,7 @@ def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, m
 def handle(args: argparse.Namespace) -> int:
     index = open_index(args.dir)
     if args.temporal:
-        index_dir = args.dir / "index" if (args.dir / "index").is_dir() else args.dir
+        index_dir = layout(args.dir).index if (layout(args.dir).index).is_dir() else args.dir
         (top, edges), qterms = run_temporal(index, index_dir, args.query, *args.temporal, args.k, args.method,
                                             args.alpha)
         if args.json:

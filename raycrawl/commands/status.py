@@ -8,6 +8,7 @@ from pathlib import Path
 
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
+from raycrawl.storage.crawl_dir import layout
 
 
 def register(subparsers) -> None:
@@ -69,8 +70,8 @@ def handle(args: argparse.Namespace) -> int:
     from raycrawl.redis_server import redis_url_for
 
     if args.out is not None:
-        url_file = args.out / "redis-url"
-        if not (args.out / "redis").is_dir() and not url_file.exists():
+        url_file = layout(args.out).redis_url
+        if not (layout(args.out).redis).is_dir() and not url_file.exists():
             raise UserError(f"{args.out} holds no crawl (no redis/ directory)")
         live = url_file.read_text().strip() if url_file.exists() else None
         if live and _answers(live):
@@ -78,10 +79,10 @@ def handle(args: argparse.Namespace) -> int:
         else:  # the crawl is not running: open its data with a private server
             from raycrawl.storage.crawl_check import check_aof, refusal
 
-            damages = check_aof(args.out / "redis")
+            damages = check_aof(layout(args.out).redis)
             if damages:  # a server started on it would write an empty AOF over the old one
                 raise UserError(refusal(damages, args.out, "cannot open the crawl's Redis"))
-            with redis_url_for(None, args.out / "redis") as url:
+            with redis_url_for(None, layout(args.out).redis) as url:
                 st = read_status(url, args.prefix)
     else:
         st = read_status(args.redis_url, args.prefix)

@@ -1,0 +1,92 @@
+"""Building a crawl's archive of summaries (seed 000): pages to term counts, then the archive.
+
+The pages are the crawl's pages (storage/crawl_pages.py), read from the WARC files or from the
+summary writer's spill (``--from-spill``); a page fetched twice counts once; an exact duplicate
+takes its representative's summary. ``raycrawl summaries build`` is the command over it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import layout
+
+log = logging.getLogger(__name__)
+
+
+def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
+    """(URL, decoded HTML) of every page of the crawl (storage/crawl_pages.py), decoded with the
+    parser's charset rules (BOM, Content-Type charset, ``<meta charset>``, UTF-8, windows-1252)."""
+    from raycrawl.actors.parser import decode_body
+    from raycrawl.storage.crawl_pages import iter_pages
+
+    if not any((layout(crawl_dir).warc).glob("*.warc*")):
+        raise UserError(f"{crawl_dir}/warc: no WARC files (is {crawl_dir} a crawl directory?)")
+    for page in iter_pages(crawl_dir):
+        yield page.url, decode_body(page.body, page.charset)[0]
+
+
+def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
+          from_spill: bool = False) -> dict:
+    """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
+    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.actors.summary_writer import document_counts
+    from raycrawl.storage import summaries
+
+    crawl_dir = Path(crawl_dir)
+    if not crawl_dir.is_dir():
+        raise UserError(f"{crawl_dir}: no such crawl directory")
+    if min_df < 1:
+        raise UserError(f"--min-df must be ≥ 1, got {min_df}")
+    id_of, _, num_nodes, source = node_map(crawl_dir)
+    if from_spill:
+        paths = summaries.spill_paths(crawl_dir)
+        if not paths:
+            raise UserError(f"{crawl_dir}: no spill files under summaries/spill/")
+        records = _once_per_url(summaries.iter_spill(paths))
+        records += _exact_duplicates(crawl_dir, records)
+        again = None
+    else:
+        # One pass over the WARCs turns pages into counts; held in memory for the second pass.
+        records = []
+        for url, body in iter_warc_pages(crawl_dir):
+            length, counts = document_counts(body)
+            records.append({"url": url, "length": length, "terms": counts})
+        records = _once_per_url(records)
+        records += _exact_duplicates(crawl_dir, records)
+        again = None
+    if num_nodes == 0:
+        raise UserError(f"{crawl_dir}: no link records, so no node ids (crawl first)")
+    base = layout(crawl_dir).summaries / summaries.DEFAULT_BASENAME
+    return summaries.build_archive(records, base, id_of, num_nodes, min_df, codes,
+                                   records_again=again, extra={"node_ids": source})
+
+
+def _once_per_url(records) -> list[dict]:
+    """One record per URL, the first fetch's: a page fetched again after a crash (it was in flight)
+    is spilled and archived twice, but it is one document of the collection."""
+    first: dict[str, dict] = {}
+    for rec in records:
+        first.setdefault(rec["url"], rec)
+    return list(first.values())
+
+
+def _exact_duplicates(crawl_dir: Path, records: list[dict]) -> list[dict]:
+    """Summaries for exact duplicates: the WARC reader skips them (marked crawl-time duplicates, or
+    revisits with no body), but their visible text is their representative's, so they get its
+    summary and stay in the archive."""
+    from raycrawl.storage.link_records import iter_link_records
+
+    by_url = {r["url"]: r for r in records}
+    out = []
+    for rec in iter_link_records(crawl_dir):
+        url, rep = rec.get("url"), rec.get("dup_of")
+        if rec.get("dup_kind") == "exact" and rep in by_url and url not in by_url:
+            out.append({**by_url[rep], "url": url})
+            by_url[url] = out[-1]
+    if out:
+        log.info("%d exact duplicates (WARC revisits) take their representative's summary", len(out))
+    return out
