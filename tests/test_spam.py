@@ -127,10 +127,12 @@ def test_link_features_vs_networkx(web, crawl):
         rec = sum(1 for v in succ if g.has_edge(v, h)) / len(succ) if succ else 0.0
         assert row["reciprocity"] == pytest.approx(rec)
         assert row["pagerank"] / n == pytest.approx(pr[h], rel=1e-5, abs=1e-9)
-    # Supporters within distance d: HyperLogLog with 64 registers (≈13% standard error).
+    # Supporters within distance d: HyperLogLog with 64 registers (≈13% standard error), over every
+    # host in sorted order (a sample drawn in set order changed with the hash seed; one had a median
+    # of 0.152). Every seed now gives 0.061 (d = 2) and 0.144 (d = 4).
     rev = g.reverse()
     errs = {d: [] for d in (2, 4)}
-    for h in list(g)[::5]:
+    for h in sorted(g):
         dist = nx.single_source_shortest_path_length(rev, h, cutoff=4)
         for d in errs:
             exact = sum(1 for v in dist.values() if v <= d)
