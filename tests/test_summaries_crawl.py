@@ -42,7 +42,8 @@ def test_crawled_websim_round_trip(tmp_path, capsys):
         seeds.write_text("".join(p["url"] + "\n" for p in web.manifest.html_pages()))
         r = run(["crawl", "--seeds", seeds, "--out", crawl, "--dns-server", f"{ip}:{port}",
                  "--allow-networks", "127.0.0.0/8", "--host-delay", "0.02", "--ip-delay", "0.005",
-                 "--max-pages", "300", "--read-timeout", "3", "--max-retries", "1", "--retry-backoff", "0.5"])
+                 "--max-pages", "300", "--read-timeout", "3", "--max-retries", "1", "--retry-backoff", "0.5",
+                     "--max-crawl-delay", "0.05"])  # (robots Crawl-delays of 1 s are not the point here)
         assert r.returncode == 0, r.stderr[-3000:]
         served_port = web.port
     r = run(["summaries", "build", crawl, "--min-df", "1"])
