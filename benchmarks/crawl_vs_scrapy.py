@@ -225,6 +225,8 @@ def main() -> None:
     ap.add_argument("--full-web", action="store_true", help="websim's full web (traps, faults, hang hosts) "
                     "instead of the clean profile")
     ap.add_argument("--only", default="raycrawl,scrapy,bare")
+    ap.add_argument("--raycrawl-args", default="", help="extra settings flags for raycrawl (experiments; "
+                    "the headline uses the defaults)")
     ap.add_argument("--scrapy", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--bare", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -252,7 +254,8 @@ def main() -> None:
                     "raycrawl": [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out",
                                  str(Path(tmp) / f"crawl{r}"), "--resolve", str(web.hosts_file), "--allow-networks",
                                  "127.0.0.0/8", "--host-delay", str(args.host_delay), "--ip-delay",
-                                 str(args.ip_delay), "--max-pages", str(args.pages), "--max-urls-per-host", "1000"],
+                                 str(args.ip_delay), "--max-pages", str(args.pages), "--max-urls-per-host", "1000",
+                                 *args.raycrawl_args.split()],
                     "scrapy": [sys.executable, __file__, "--scrapy", json.dumps(web.seeds()), str(web.hosts_file),
                                str(args.pages), str(args.host_delay), ua],
                     "bare": [sys.executable, __file__, "--bare", str(web.manifest_path), str(web.hosts_file),
