@@ -93,7 +93,11 @@ def check_sieve(sieve_root: Path) -> list[Damage]:
 def _check_shard(shard: Path) -> list[Damage]:
     files = ShardFiles(shard)
     queue_size = files.queue.stat().st_size if files.queue.exists() else 0
-    if not files.meta.exists() and (queue_size or files.all_fps()):  # a shard that ever committed has one
+    # A shard that ever committed has a meta.json, and its first commit removed pending.0. Queue bytes
+    # or fingerprints next to pending.0 and no meta.json are a first flush that never committed (a
+    # crash, a full disk): the store reopens it at generation 0, as the first flush found it.
+    never_committed = files.pending(0).exists()
+    if not files.meta.exists() and (queue_size or files.all_fps()) and not never_committed:
         return [Damage(files.meta, "is missing (the shard's commit point)", "rebuilds it from the shard's queue")]
     try:
         meta = files.read_meta()

@@ -131,3 +131,33 @@ def test_sieve_shards_move_between_agents(tmp_path) -> None:
             out += urls
         assert sieve.exhausted(offsets)
     assert sorted(out) == sorted([*first, f"{hosts[0]}/fresh"])
+
+
+def test_a_first_flush_that_never_committed_is_not_damage(tmp_path: Path, monkeypatch) -> None:
+    """A full disk (or a kill) during a shard's very first flush leaves queue bytes and fingerprints
+    but no meta.json, next to pending.0: the consistency check must not call that a lost commit
+    point (a resume was refused so once), and reopening replays every URL exactly once."""
+    from raycrawl.storage.crawl_check import check_sieve
+
+    shard = tmp_path / "sieve" / "07"
+    sieve = Sieve(shard, batch_size=10_000)
+    urls = [f"http://a.test/{i}" for i in range(40)]
+    sieve.enqueue(urls)
+
+    def disk_full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sieve.store.files, "write_meta", disk_full)
+    with pytest.raises(OSError):
+        sieve.flush()
+    monkeypatch.undo()
+    assert (shard / "queue").stat().st_size > 0 and not (shard / "meta.json").exists()
+    assert check_sieve(tmp_path / "sieve") == []
+    sieve.store.close()
+    again = Sieve(shard, batch_size=10_000)
+    got, _ = drain(again)
+    assert got == urls
+    # a shard that did commit and then lost its meta.json is still damage
+    again.store.close()
+    (shard / "meta.json").unlink()
+    assert [d.path.name for d in check_sieve(tmp_path / "sieve")] == ["meta.json"]
