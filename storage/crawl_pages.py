@@ -19,7 +19,7 @@ from typing import Any
 from fastwarc.warc import WarcRecordType
 
 from raycrawl.storage.crawl_dir import layout
-from raycrawl.storage.warc import DUPLICATE_OF, iter_records
+from raycrawl.storage.warc import DUPLICATE_OF, iter_records, torn
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,7 @@ def iter_pages(crawl_dir: str | Path) -> Iterator[Page]:
                 duplicate=bool(rec.headers.get(DUPLICATE_OF))):
             continue
         body = rec.reader.read()
-        declared = next((v for k, v in http.astuples() if k.lower() == "content-length"), "")
-        if declared.isdigit() and int(declared) != len(body):
-            log.warning("%s@%d: torn response for %s (%d of %s body bytes) skipped", name, offset, url,
-                        len(body), declared)
+        if torn(name, offset, rec, next((v for k, v in http.astuples() if k.lower() == "content-length"), ""), body):
             continue
         seen.add(url)
         yield Page(url, body, rec.http_charset, (name, offset))

@@ -256,12 +256,19 @@ def iter_responses(warc_dir: str | Path, duplicates: bool = False) -> Iterator[t
             key = key.lower()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
         body = rec.reader.read()
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) != len(body):
-            log.warning("%s@%d: torn response for %s (%d of %s body bytes) skipped", name, offset,
-                        rec.headers.get("WARC-Target-URI", ""), len(body), declared)
+        if torn(name, offset, rec, headers.get("content-length", ""), body):
             continue
         yield rec.headers.get("WARC-Target-URI", ""), headers, body
+
+
+def torn(name: str, offset: int, rec: WarcRecord, declared: str, body: bytes) -> bool:
+    """A response body shorter (or longer) than its Content-Length ``declared``: torn by a kill;
+    warned about, for the reader to skip."""
+    if declared.isdigit() and int(declared) != len(body):
+        log.warning("%s@%d: torn response for %s (%d of %s body bytes) skipped", name, offset,
+                    rec.headers.get("WARC-Target-URI", ""), len(body), declared)
+        return True
+    return False
 
 
 def read_record_at(warc_dir: str | Path, name: str, offset: int) -> tuple[str, dict[str, str], bytes]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from raycrawl.errors import UserError
 from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.warc import warc_files
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
     from raycrawl.actors.parser import decode_body
     from raycrawl.storage.crawl_pages import iter_pages
 
-    if not any((layout(crawl_dir).warc).glob("*.warc*")):
+    if not warc_files(layout(crawl_dir).warc):
         raise UserError(f"{crawl_dir}/warc: no WARC files (is {crawl_dir} a crawl directory?)")
     for page in iter_pages(crawl_dir):
         yield page.url, decode_body(page.body, page.charset)[0]
