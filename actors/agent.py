@@ -43,7 +43,7 @@ from raycrawl.report import build_report, write_report
 from raycrawl.seeds import read_seeds
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from raycrawl.storage.crawl_dir import begin, layout
+from raycrawl.storage.crawl_dir import begin, join_run, layout
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,7 @@ def actor_class():
         def __init__(self, settings: Settings, redis_url: str, name: str, shards: dict[int, str],
                      budget: int | None) -> None:
             logging.basicConfig(level=logging.WARNING)
+            self.run_lock = join_run(settings.out)  # storage/crawl_dir.py, "Workers"
             self.agent = Agent(settings, redis_url, None, name=name, shards=shards, budget=budget)
 
         def start(self) -> None:

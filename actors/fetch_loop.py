@@ -31,6 +31,7 @@ from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.stops import storage_failure
+from raycrawl.storage.crawl_dir import join_run
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
@@ -343,6 +344,8 @@ def actor_class():
     class FetchActor:
         def __init__(self, settings: Settings, redis_url: str, budget: int | None, view: str = "agent0") -> None:
             logging.basicConfig(level=logging.WARNING)
+            # a killed run's fetcher may still be talking to a host: the next run waits for it
+            self.run_lock = join_run(settings.out) if settings.out else None  # storage/crawl_dir.py
             self.loop = FetchLoop(settings, redis_url, budget, view)
 
         async def start(self) -> None:

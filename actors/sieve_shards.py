@@ -20,6 +20,7 @@ from pathlib import Path
 
 from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
+from raycrawl.storage.crawl_dir import join_run
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ def actor_class():
             from raycrawl.redis_server import connect
             from raycrawl.storage.redis_frontier import RedisFrontier
 
+            self.run_lock = join_run(Path(root).parent)  # OUT/sieve; storage/crawl_dir.py, "Workers"
             client = connect(redis_url)
             owners = RedisFrontier(client, prefix, register=False).shard_owners()
             client.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from raycrawl.exchange import FetchResult
-from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.crawl_dir import join_run, layout
 from raycrawl.storage.link_records import LinkRecordWriter
 from raycrawl.storage.warc import WarcStore
 
@@ -56,6 +56,7 @@ def actor_class():
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class StoreActor:
         def __init__(self, crawl_dir: str, writer: str, max_file_bytes: int) -> None:
+            self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.store = StoreWriter(crawl_dir, writer, max_file_bytes)
 
         def write_batch(self, items):

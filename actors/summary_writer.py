@@ -20,7 +20,7 @@ from pathlib import Path
 
 from raycrawl import text
 from raycrawl.storage import summaries
-from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.crawl_dir import join_run, layout
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,7 @@ def actor_class():
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class SummaryWriterActor:
         def __init__(self, crawl_dir: str, writer: str = "agent0", batch: int = 256) -> None:
+            self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.inner = SummaryWriter(crawl_dir, writer, batch)
 
         def add_pages(self, pages: list[tuple[str, str | bytes]]) -> int:

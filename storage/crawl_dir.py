@@ -9,6 +9,13 @@ is that crawl's).
   dies, however it dies, so a stale lock never blocks a ``--resume``; a second crawl on the same
   directory (fresh or ``--resume``) is refused at once, before it starts anything. The file holds
   the owner's pid and start time, for the message.
+* **Workers**: the Ray actors of a run that write under ``OUT`` or send requests hold a *shared*
+  ``flock`` on ``OUT/.workers`` for their life (:func:`join_run`). Killing a crawl's process group
+  does not kill them at once (Ray puts each worker in a process group of its own; they exit a few
+  seconds later, when they notice their raylet is gone), and until then a store actor may still be
+  writing a WARC record and a fetch actor still be talking to a host. So whoever takes the lock then
+  waits for that file's exclusive lock (:func:`wait_for_workers`) before touching anything: a
+  ``--resume`` or ``raycrawl check`` never works beside the previous run's last writes.
 * **Crawl id**: a fresh crawl writes a random id to ``OUT/crawl-id`` and to its Redis (``P meta``
   field ``crawl_id``); ``--resume`` refuses a Redis that does not hold the directory's id (an
   emptied or foreign Redis would silently start the crawl over, or mix two crawls).
@@ -31,10 +38,13 @@ from raycrawl.storage.redis_frontier import RedisFrontier
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
+WORKERS_NAME = ".workers"
+WORKERS_WAIT = 60.0  # seconds; a killed run's Ray workers exit within a few
 ID_NAME = "crawl-id"
 # The parts of a crawl directory: attribute of Layout -> name under OUT.
 PARTS = {"warc": "warc", "links": "links", "sieve": "sieve", "virtualizer": "virtualizer", "redis": "redis",
          "redis_url": "redis-url", "report": "report.json", "crawl_id": ID_NAME, "lock": LOCK_NAME,
+         "workers": WORKERS_NAME,
          "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index"}
 
 
@@ -55,6 +65,7 @@ class Layout:
     report: Path
     crawl_id: Path
     lock: Path
+    workers: Path
     graph: Path
     summaries: Path
     spam: Path
@@ -96,6 +107,11 @@ class CrawlDirLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
         self._fd = fd
+        try:
+            wait_for_workers(self.out)
+        except BaseException:
+            self.release()
+            raise
         return self
 
     def release(self) -> None:
@@ -108,6 +124,38 @@ class CrawlDirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def join_run(out: str | Path) -> int:
+    """Hold a shared lock on ``OUT/.workers`` for the calling process's life (see the module doc);
+    returns the descriptor, which the caller keeps open."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    fd = os.open(Path(out) / WORKERS_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def wait_for_workers(out: str | Path, timeout: float = WORKERS_WAIT) -> None:
+    """Wait until no process of an earlier run holds ``OUT/.workers`` (see the module doc)."""
+    fd = os.open(Path(out) / WORKERS_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline, told = time.monotonic() + timeout, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return  # closing the descriptor below lets this run's workers in
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"processes of an earlier run still work in {out} (the Ray workers of a killed "
+                        f"crawl; `fuser -v {Path(out) / WORKERS_NAME}` lists them): wait for them to exit, "
+                        "or kill them, then try again") from None
+                if not told:
+                    log.warning("waiting for the workers of the previous run in %s to exit", out)
+                    told = True
+                time.sleep(0.1)
+    finally:
+        os.close(fd)
 
 
 def read_crawl_id(out: str | Path) -> str | None:

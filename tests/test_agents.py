@@ -46,11 +46,16 @@ def crawl_redis(out):
         time.sleep(0.1)
     return redis.Redis.from_url(url_file.read_text().strip())
 
-def freeze(client):
+def freeze(client, until=lambda: True):
     # Redis takes no write until thaw(): what it holds in flight now is exactly what a fault just
     # after can leave to be fetched again (the bound the test checks websim's log against).
-    import json
+    # ``until``: a state to catch, checked while frozen so it still holds at the fault.
+    import json, time
     client.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
+    while not until():
+        thaw(client)
+        time.sleep(0.001)
+        client.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
     print("INFLIGHT", json.dumps(sorted(k.decode() for k in client.hkeys("rc:inflight"))), flush=True)
 
 def thaw(client):
@@ -67,12 +72,12 @@ def kill_later(out, names, after):
     for name in names:
         wait_pages(client, after)
         pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: __import__("os").getpid()))
+        busy = lambda: True
         if "-fetch-" in name:
             view = "rc:v:" + name.split(":")[-1].rsplit("-", 1)[0] + ":"
             # a host of that agent busy = a request on the wire (the result is not even buffered yet)
-            while view.encode() not in (client.hmget("rc:howner", client.hkeys("rc:hbusy") or ["-"])):
-                time.sleep(0.001)
-        freeze(client)
+            busy = lambda: view.encode() in client.hmget("rc:howner", client.hkeys("rc:hbusy") or ["-"])
+        freeze(client, busy)
         os.kill(pid, 9)  # the worker process dies as on a crash; Ray restarts the actor
         thaw(client)
         print("KILLED", name, flush=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raycrawl.errors import UserError
-from raycrawl.storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id
+from raycrawl.storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id, wait_for_workers
 
 HOLD = """
 import sys, time
@@ -22,9 +22,17 @@ print("locked", flush=True)
 time.sleep(600)
 """
 
+WORKER = """
+import sys, time
+from raycrawl.storage.crawl_dir import join_run
+join_run(sys.argv[1])
+print("locked", flush=True)
+time.sleep(600)
+"""
 
-def _holder(out: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True,
+
+def _holder(out: Path, code: str = HOLD) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert proc.stdout.readline().strip() == "locked"
     return proc
@@ -76,3 +84,23 @@ def test_crawl_id_round_trip(tmp_path):
     assert read_crawl_id(tmp_path) is None
     cid = new_crawl_id(tmp_path)
     assert read_crawl_id(tmp_path) == cid and len(cid) == 32 and new_crawl_id(tmp_path) != cid
+
+
+def test_the_next_run_waits_for_a_killed_runs_workers(tmp_path):
+    """A worker of a killed run (a Ray actor outlives its process group by seconds) still holds
+    OUT/.workers: taking the directory waits for it, and says who to look for when it does not end."""
+    out = tmp_path / "crawl"
+    worker = _holder(out, WORKER)
+    try:
+        with pytest.raises(UserError, match="earlier run still work in .*fuser -v"):
+            wait_for_workers(out, timeout=0.3)
+        t0 = time.time()
+        subprocess.Popen([sys.executable, "-c", f"import os, signal, time; time.sleep(1); os.kill({worker.pid}, 9)"])
+        with CrawlDirLock(out):
+            assert worker.poll() is not None and time.time() - t0 >= 0.9  # it waited for the worker to die
+        wait_for_workers(out, timeout=0.1)  # nobody left
+        join, join2 = _holder(out, WORKER), _holder(out, WORKER)  # one run's workers share the lock
+        join.kill(), join2.kill(), join.wait(), join2.wait()
+    finally:
+        worker.kill()
+        worker.wait()
