@@ -99,7 +99,10 @@ class Agent:
         if self.share is None and s.max_pages:
             self.share = max(0, s.max_pages - self.f.stats().get("pages", 0))
         self.crew = Crew(s, self.redis_url, self.name, self.share)
-        self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, self.near, gate_for(s),
+        gate = gate_for(s)
+        if gate is not None:  # what it blocked before a resume, or another agent's gate
+            gate.blocked.update(self.f.spam_blocked())
+        self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, self.near, gate,
                                         budgeted=bool(s.max_pages))
         self.redis_run_id = self.client.info("server")["run_id"]
         if seeds:
@@ -150,6 +153,8 @@ class Agent:
                 continue
             if outcomes:
                 committer.process(outcomes)
+            else:
+                committer.finish()
             if any(st["waited"] for st in statuses):
                 self.distributor.fetchers_waited()
             budget_spent = self.s.max_pages and all(st["budget"] is not None and st["budget"] <= 0 for st in statuses)
@@ -177,6 +182,7 @@ class Agent:
                 self.progress.show_crawl(self.f.counts(), self.f.stats(), statuses, self.run_pages / max(1e-9, time.time() - t0))
             idle = all(st["idle"] for st in statuses)
             if idle and budget_spent:
+                committer.finish()
                 self.termination.done()
                 return "budget spent"
             if idle and self.termination.all_idle(self.router.agents, lambda: ray.get(
@@ -205,6 +211,7 @@ class Agent:
         rest = self.crew.stop_fetching()
         if rest:
             self.committer.process(rest)
+        self.committer.finish()
 
     # --- membership changes (called from the driver's thread while the loop runs) -------------------
     def request_pause(self) -> bool:

@@ -4,6 +4,13 @@ The order is the crash semantics: a visit is committed in Redis (its in-flight e
 counters added, the AOF synced) only after its WARC and link records, its summaries and the links
 it yields are durable. After a kill -9 the in-flight set therefore holds exactly the visits that
 may have to be redone. The decision itself is :func:`actors.visit_batch.decide` (no Ray, no Redis).
+
+Two batches are in hand at once: while the store and summary writers write batch N, the parser
+parses batch N+1, and N is committed once its writes returned (:meth:`BatchCommitter.finish`,
+called by the next :meth:`~BatchCommitter.process`). The store receives N+1 after N (one caller,
+one actor: Ray keeps the order), so the archive is written in batch order, and each commit still
+follows its own batch's durable writes. Measured (benchmarks/RESULTS.md, issue 16): without the
+overlap, the agent's serial cycle bounded the crawl while both cores were partly idle.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import json
 import logging
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from raycrawl import metrics
@@ -28,6 +36,18 @@ from raycrawl.storage.warc import sha1_b32, warc_date
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class Written:
+    """A batch whose records are being written: commit it once ``refs`` return."""
+
+    refs: list
+    keys: list[str]
+    counters: Counter[str]
+    follow: list[str]
+    latencies: list[float]
+    delivered: bool
+
+
 class BatchCommitter:
     def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, filters: tuple[Any, Any],
                  near: Any = None, spam_gate: Any = None, budgeted: bool = False) -> None:
@@ -39,15 +59,19 @@ class BatchCommitter:
         self.pages = 0  # committed by this agent in this run
         # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links, latencies).
         self.deferred: list[tuple[list[str], Counter[str], list[str], list[float]]] = []
+        self.written: Written | None = None  # the previous batch, until finish()
 
     def process(self, outcomes: list[Outcome]) -> None:
+        """Parse, decide and start writing ``outcomes``; commit the previous batch meanwhile. The
+        caller calls :meth:`finish` when no batch follows."""
         import ray
 
         crew = self.crew
         pages = [o for o in outcomes if o.kind == "page"]
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300 and self.postfetch(o.fr)]
-        parsed = dict(zip([fr.url for fr in to_parse],
-                          ray.get(crew.parser.parse_batch.remote(to_parse)) if to_parse else [], strict=True))
+        parsing = crew.parser.parse_batch.remote(to_parse) if to_parse else None
+        self.finish()
+        parsed = dict(zip([fr.url for fr in to_parse], ray.get(parsing) if to_parse else [], strict=True))
         # Exact duplicates: the first URL with a text digest owns it, for every agent; the owner's
         # date and payload SHA-1 come along, so that a duplicate whose bytes are the owner's can be a
         # WARC revisit (and only then).
@@ -61,7 +85,13 @@ class BatchCommitter:
             for (url, _), rep in zip(docs, self.near.check_and_add(docs), strict=True):
                 if rep is not None and rep != url:
                     dup_of[url] = (rep, "near")
-        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, self.spam_gate)
+        gate = self.spam_gate
+        known = len(gate.blocked) if gate is not None else 0
+        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate)
+        if gate is not None and len(gate.blocked) > known:
+            # Published, so that fetch actors skip the URLs of these hosts already queued (in Redis,
+            # on disk, in the sieve), not only the links found from now on; and a resume keeps them.
+            self.f.block_spam_hosts(dict(list(gate.blocked.items())[known:]))
         refs = [crew.store.write_batch.remote(decision.items)]
         if crew.summary_writer is not None:
             # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py; same
@@ -72,12 +102,20 @@ class BatchCommitter:
                 refs.append(crew.summary_writer.spill.remote(html))
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
         delivered = self.router.deliver(crew.sieve, decision.follow)
-        get_all(refs)
-        keys = [o.key for o in outcomes]
-        if delivered:
-            self.commit(keys, decision.counters, latencies)
+        self.written = Written(refs, [o.key for o in outcomes], decision.counters, decision.follow, latencies,
+                               delivered)
+
+    def finish(self) -> None:
+        """Wait for the batch being written to be durable, then commit it (or hold it: its links
+        could not reach a dead agent's sieve, see :meth:`LinkRouter.deliver`)."""
+        w, self.written = self.written, None
+        if w is None:
+            return
+        get_all(w.refs)
+        if w.delivered:
+            self.commit(w.keys, w.counters, w.latencies)
         else:
-            self.deferred.append((keys, decision.counters, decision.follow, latencies))
+            self.deferred.append((w.keys, w.counters, w.follow, w.latencies))
 
     def retry_deferred(self) -> None:
         """Send held batches' links to the shards' new owners and commit them."""

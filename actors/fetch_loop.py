@@ -36,6 +36,8 @@ from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
 
+SPAM_REFRESH = 0.5  # seconds between reads of the spam gate's blocked hosts
+
 
 @dataclass
 class Outcome:
@@ -65,6 +67,8 @@ class FetchLoop:
         self.earliest: float | None = None
         self.waited = 0  # loop rounds with free slots and nothing ready (distributor feedback)
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0}
+        self.spam_blocked: set[str] = set()  # host names the spam gate blocked (P spamblocked)
+        self._spam_checked = 0.0
         self._wake = asyncio.Event()
         self._stop = False
         self._runner: asyncio.Task | None = None
@@ -156,6 +160,9 @@ class FetchLoop:
             self._stop = True
 
     def _acquire(self) -> None:
+        if time.monotonic() - self._spam_checked > SPAM_REFRESH:
+            self.spam_blocked = set(self.wb.frontier.spam_blocked())
+            self._spam_checked = time.monotonic()
         # Bounded in flight AND in the buffer: what a crash can cost twice stays within max_uncommitted.
         slots = min(self.s.fetch_concurrency - len(self.tasks),
                     self.s.max_uncommitted - len(self.tasks) - len(self.done))
@@ -201,8 +208,14 @@ class FetchLoop:
         if path.startswith(ROBOTS):
             await self._visit_robots(host, ip, path)
             return
-        rules = self.robots.get(host) or self._shared_rules(host)
         now = time.time()
+        if self.spam_blocked and key not in self.attempts and (urlsplit(host).hostname or "") in self.spam_blocked:
+            # Blocked by the spam gate after this URL was queued: not fetched (a retry is finished),
+            # and recorded as such.
+            self._release(Release(host, ip, end=None))
+            self.done.append(Outcome(key, "page", FetchResult(url=key, ip=ip, started=now, ended=now, error="spam")))
+            return
+        rules = self.robots.get(host) or self._shared_rules(host)
         if rules is None or rules.expired(now):
             # robots.txt first (again, once expired): it goes in front of this URL, politely.
             if self.budget is not None:

@@ -317,4 +317,13 @@ def actor_class():
         def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
             return [self.parser.parse(fr) for fr in batch]
 
+        def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):
+            """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
+            (actors.shingler.sketch_texts, the index's parameters): sketching here, beside the
+            parse, keeps it off the agent's serial batch cycle."""
+            from raycrawl.actors.shingler import sketch_texts
+
+            results = self.parse_batch(batch)
+            return results, *sketch_texts([r.text for r in results], num_perm, k, seed)
+
     return ParserActor

@@ -1,11 +1,15 @@
 """Frontier memory as discovered URLs grow: raycrawl's sieve + workbench + virtualizer vs an
 in-memory frontier (Scrapy's: a set of request fingerprints + a queue of URLs in RAM).
 
-Feeds N URLs over a fixed set of hosts through the real sieve (disk), distributor, Redis workbench
-(real valkey-server, AOF on) and virtualizer, and reports the resident memory of this process plus
-the Redis server at checkpoints (100k … 2M). The peer keeps Scrapy's structures: a Python ``set`` of
-40-hex SHA-1 fingerprints (RFPDupeFilter) and a ``deque`` of pending URLs (its memory queue),
-measured in a separate process so neither run disturbs the other.
+Feeds N URLs over a fixed set of hosts through the real sieve (a Ray actor, as in a crawl: disk
+store, LRU cache, batch buffer), distributor, Redis workbench (real valkey-server, AOF on) and
+virtualizer, all with the crawl's default settings (``raycrawl.settings.Settings``: URLs per host
+in Redis, sieve batch, URL cache), and reports at checkpoints (100k … 2M) the memory of the whole
+process tree — this process, Ray's (GCS, raylet, the sieve's worker) and Redis — as the sum of
+PSS (shared pages counted once). The distributor's front is unbounded, so every discovered URL
+goes to Redis or to the virtualizer, the worst case for memory. The peer keeps Scrapy's
+structures: a Python ``set`` of 40-hex SHA-1 fingerprints (RFPDupeFilter) and a ``deque`` of
+pending URLs (its memory queue), measured in a separate process.
 
     .venv/bin/python benchmarks/frontier_memory.py                 # 100k → 500k (fast)
     .venv/bin/python benchmarks/frontier_memory.py --max 2000000   # up to 2M
@@ -42,52 +46,95 @@ def urls(n: int, hosts: int, start: int = 0):
 
 
 def checkpoints(maximum: int) -> list[int]:
-    pts = [100_000, 250_000, 500_000, 1_000_000, 2_000_000]
+    pts = [100_000, 250_000, 500_000, 1_000_000, 2_000_000, 4_000_000]
     return [p for p in pts if p <= maximum]
 
 
-def run_raycrawl(maximum: int, hosts: int, budget: int) -> list[dict]:
+def tree() -> list[int]:
+    """This process and all its descendants (Ray's processes, Redis)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [int(Path("/proc/self").resolve().name)]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def pss_mb(pids: list[int], field: str = "Pss") -> float:
+    """Sum of ``field`` (Pss; Pss_Anon leaves out file pages such as the sieve's memory-mapped
+    fingerprint store, which the kernel can drop at will)."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def run_raycrawl(maximum: int, hosts: int) -> list[dict]:
+    import ray
     import redis
 
+    from raycrawl.actors import sieve_shards
     from raycrawl.actors.distributor import Distributor
-    from raycrawl.actors.sieve_shards import SieveShards
     from raycrawl.actors.virtualizer import Virtualizer
     from raycrawl.actors.workbench import Workbench
-    from raycrawl.policies.assignment import SHARDS
+    from raycrawl.policies.assignment import SHARDS, apply_shards
+    from raycrawl.ray_start import start_ray
     from raycrawl.redis_server import EmbeddedRedis
+    from raycrawl.settings import Settings
 
+    s = Settings()
     out = []
     with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(Path(tmp) / "redis") as server:
+        start_ray()
         client = redis.Redis.from_url(server.url)
-        sieve = SieveShards(Path(tmp) / "sieve", range(SHARDS), batch_size=100_000, cache_size=100_000)
-        wb = Workbench(client, "m:")
-        virt = Virtualizer(Path(tmp) / "virt", wb.frontier, budget)
+        wb = Workbench(client, s.redis_prefix)
+        apply_shards(wb.frontier, {shard: "agent0" for shard in range(SHARDS)})  # as a one-agent crawl does
+        sieve = sieve_shards.actor_class().remote(str(Path(tmp) / "sieve"), server.url, s.redis_prefix, "agent0",
+                                                  s.sieve_batch, s.url_cache)
+        virt = Virtualizer(Path(tmp) / "virt", wb.frontier, s.workbench_urls_per_host)
         dist = Distributor(wb, virt, front_size=10**9, batch=5000)
         ips = {f"host{h}.test": f"127.1.{h // 250}.{h % 250 + 1}" for h in range(hosts)}
         resolve = lambda names: {n: ips[n] for n in names}  # noqa: E731
+        read = lambda offsets, n: ray.get(sieve.read.remote(offsets, n))  # noqa: E731
         fed = 0
         t0 = time.time()
         for target in checkpoints(maximum):
-            batch = []
+            batch: list[str] = []
             for u in urls(target - fed, hosts, fed):
                 batch.append(u)
-                if len(batch) == 10_000:
-                    sieve.enqueue(batch)
+                if len(batch) == s.batch * 40:  # the agent sends a batch's links per call
+                    ray.get(sieve.enqueue.remote(batch))
                     batch = []
-            sieve.enqueue(batch)
+            ray.get(sieve.enqueue.remote(batch))
             fed = target
             while True:  # distribute everything the sieve has
-                res = dist.step(sieve.read, resolve)
-                if res.taken == 0 and sieve.exhausted(wb.frontier.sieve_offsets(dist.shards)):
+                res = dist.step(read, resolve)
+                if res.taken == 0 and ray.get(sieve.exhausted.remote(wb.frontier.sieve_offsets(dist.shards))):
                     break
-            redis_rss = rss_mb(server.proc.pid)
+            pids = tree()
             c = wb.frontier.counts()
-            out.append({"urls": target, "process_mb": round(rss_mb(), 1), "redis_mb": round(redis_rss, 1),
-                        "anon_mb": round(rss_mb(field="RssAnon") + rss_mb(server.proc.pid, "RssAnon"), 1),
-                        "total_mb": round(rss_mb() + redis_rss, 1), "in_redis": c["queued"],
+            out.append({"urls": target, "tree_mb": round(pss_mb(pids), 1), "anon_mb": round(pss_mb(pids, "Pss_Anon"), 1),
+                        "processes": len(pids),
+                        "redis_mb": round(pss_mb([server.proc.pid]), 1), "in_redis": c["queued"],
                         "on_disk": c["virtualized"], "s": round(time.time() - t0, 1)})
-            print(json.dumps(out[-1]), file=sys.stderr)
+            by = {f"{Path(f'/proc/{pid}/comm').read_text().strip()}:{pid}": (round(pss_mb([pid]), 1), round(pss_mb([pid], "Pss_Anon"), 1)) for pid in pids
+                  if Path(f"/proc/{pid}").exists()}
+            print(json.dumps(out[-1]), json.dumps(by), file=sys.stderr)
         client.close()
+        ray.shutdown()
     return out
 
 
@@ -112,28 +159,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--max", type=int, default=500_000, help="largest number of URLs (default 500k)")
     ap.add_argument("--hosts", type=int, default=2000, help="distinct hosts (default 2000)")
-    ap.add_argument("--budget", type=int, default=50, help="URLs per host kept in Redis (default 50)")
     ap.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.peer:
         print(json.dumps(run_peer(args.max, args.hosts)))
         return
-    base = rss_mb()
-    ours = run_raycrawl(args.max, args.hosts, args.budget)
+    from raycrawl.settings import Settings
+
+    ours = run_raycrawl(args.max, args.hosts)
     peer = json.loads(subprocess.run([sys.executable, __file__, "--peer", "--max", str(args.max), "--hosts",
                                       str(args.hosts)], capture_output=True, text=True, check=True).stdout)
-    print(f"frontier memory, {args.hosts} hosts, {args.budget} URLs/host in Redis (baseline process {base:.0f} MB)")
-    print(f"{'URLs':>10} {'raycrawl MB':>12} {'(proc+redis)':>14} {'anon MB':>8} {'in Redis':>9} {'on disk':>9} "
+    s = Settings()
+    print(f"frontier memory, {args.hosts} hosts, default settings ({s.workbench_urls_per_host} URLs/host in Redis, "
+          f"sieve batch {s.sieve_batch}, URL cache {s.url_cache}); whole process tree, PSS")
+    print(f"{'URLs':>10} {'raycrawl MB':>12} {'of it Redis':>12} {'processes':>10} {'in Redis':>9} {'on disk':>9} "
           f"{'in-memory peer MB':>18} {'peer/ours':>9}")
     for o, p in zip(ours, peer, strict=True):
-        print(f"{o['urls']:>10} {o['total_mb']:>12.1f} {o['process_mb']:>7.1f}+{o['redis_mb']:<6.1f} {o['anon_mb']:>8.1f} "
-              f"{o['in_redis']:>9} {o['on_disk']:>9} {p['process_mb']:>18.1f} {p['process_mb'] / o['total_mb']:>9.2f}")
-    growth = ours[-1]["total_mb"] - ours[0]["total_mb"]
+        print(f"{o['urls']:>10} {o['tree_mb']:>12.1f} {o['redis_mb']:>12.1f} {o['processes']:>10} {o['in_redis']:>9} "
+              f"{o['on_disk']:>9} {p['process_mb']:>18.1f} {p['process_mb'] / o['tree_mb']:>9.2f}")
+    growth = ours[-1]["tree_mb"] - ours[0]["tree_mb"]
     peer_growth = peer[-1]["process_mb"] - peer[0]["process_mb"]
-    anon = ours[-1]["anon_mb"] - ours[0]["anon_mb"]
-    print(f"growth {ours[0]['urls']}→{ours[-1]['urls']} URLs: raycrawl {growth:+.1f} MB ({anon:+.1f} MB anonymous), "
-          f"peer {peer_growth:+.1f} MB")
-
+    print(f"growth {ours[0]['urls']}→{ours[-1]['urls']} URLs: raycrawl {growth:+.1f} MB, peer {peer_growth:+.1f} MB")
 
 if __name__ == "__main__":
     main()

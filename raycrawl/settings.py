@@ -130,13 +130,14 @@ class Settings:
     max_uncommitted: int = knob(512, SIZING,
         "Visits a fetch actor may hold acquired but not yet handed to the agent (in flight or finished "
         "and buffered): it acquires no more until the agent drains it. A crash re-fetches at most these "
-        "(per fetch actor), plus the batch the agent was committing.")
+        "(per fetch actor), plus the two batches the agent has in hand (one parsed, one being written).")
     front_size: int = knob(64, SIZING,
         "Initial required front size (hosts being visited); grows while fetchers wait.")
     max_front_size: int = knob(100_000, SIZING,
         "Upper bound of the required front size.")
-    workbench_urls_per_host: int = knob(1000, SIZING,
-        "URLs of one host kept in Redis; the rest go to the virtualizer on disk.")
+    workbench_urls_per_host: int = knob(100, SIZING,
+        "URLs of one host kept in Redis; the rest go to the virtualizer on disk (refilled at half). "
+        "Redis memory is then bounded by hosts, not URLs (benchmarks/frontier_memory.py).")
     sieve_batch: int = knob(100_000, SIZING,
         "URLs buffered by the sieve before a sorted merge with its on-disk store.")
     url_cache: int = knob(200_000, SIZING,

@@ -39,6 +39,8 @@ key                  type    content
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
 ``P dedup:…``        …       the near-duplicate index's sketches (storage/sketch_store.py's keys)
+``P spamblocked``    hash    host → score, hosts the crawl-time spam gate blocked: fetch actors
+                             visit none of their queued URLs any more (policies/spam_gate.py)
 ==================== ======= =====================================================================
 
 Invariants the scripts keep: a host is in at most one of {``hbusy``, its owner's ``ent:<ip>``}; a
@@ -84,7 +86,7 @@ class Keys:
         self.inflight, self.failing, self.queued, self.hcount = p + "inflight", p + "failing", p + "queued", p + "hcount"
         self.voff, self.vend, self.stats, self.robots = p + "voff", p + "vend", p + "stats", p + "robots"
         self.digest, self.meta, self.activity, self.idle = p + "digest", p + "meta", p + "activity", p + "idle"
-        self.sieve_offset_prefix = p + "soff:"
+        self.sieve_offset_prefix, self.spam_blocked = p + "soff:", p + "spamblocked"
         self.near_dup = p + "dedup"  # the prefix of actors/shingler.py's sketch store (storage/sketch_store.py)
         self.virt, self.active, self.wb = v + "virt", v + "active", v + "wb"  # this view's
         self._vs, self._ent = p + "vs:", v + "ent:"
@@ -290,6 +292,14 @@ class RedisFrontier:
 
     def store_robots(self, host: str, rules_json: str) -> None:
         self.r.hset(self.k.robots, host, rules_json)
+
+    def block_spam_hosts(self, scores: dict[str, float]) -> None:
+        if scores:
+            self.r.hset(self.k.spam_blocked, mapping=scores)
+
+    def spam_blocked(self) -> dict[str, float]:
+        """Hosts the spam gate blocked (every agent's), with their scores."""
+        return {k.decode(): float(v) for k, v in self.r.hgetall(self.k.spam_blocked).items()}
 
     def set_crawl_delays(self, delays: dict[str, float]) -> None:
         """Host → robots.txt Crawl-delay, for the waits recover() sets after a crash."""

@@ -375,6 +375,7 @@ def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
             capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         manifest = web.manifest
+        requested = {f"http://{r.host}{r.target}" for r in web.requests()}
     spam = {h for h, rec in manifest.hosts.items() if rec.get("spam")}
     reachable = {u for u in manifest.reachable() if manifest.allowed(u) and manifest.pages[u]["kind"] == "html"}
     fetched = {r["url"] for r in iter_link_records(out) if r["status"] == 200}
@@ -384,10 +385,12 @@ def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
     honest_total = sum(min(n, 40) for n in per_host.values())  # --max-urls-per-host 40
     honest_fetched = sum(1 for u in fetched & reachable if host_name(u) not in spam)
     assert spam_total > 0
-    # Only links discovered after the decision are dropped: URLs of a blocked host already in the
-    # workbench are still fetched (the workbench has no drop-host operation), so the saving in a
-    # real crawl is well below the breadth-first simulation's (docs/spam.md).
+    # Links to a blocked host are dropped, and its URLs queued before the decision are skipped by
+    # the fetch actors (P spamblocked): without the second, this crawl fetched ~3/4 of the spam
+    # pages (benchmarks/spam_gate_crawl.py measured 25 % saved against 75 % in the simulation).
     report = json.loads((out / "report.json").read_text())
-    assert report["filtered"].get("spam", 0) > 0
-    assert spam_fetched < spam_total, (spam_fetched, spam_total)
+    assert report["filtered"].get("spam", 0) > 0 and report["errors"].get("spam", 0) > 0
+    assert spam_fetched <= 0.6 * spam_total, (spam_fetched, spam_total)
     assert honest_fetched >= 0.9 * honest_total, (honest_fetched, honest_total)
+    skipped = {r["url"] for r in iter_link_records(out) if r["error"] == "spam"}
+    assert skipped and not skipped & requested, sorted(skipped & requested)[:5]  # recorded as not fetched: true
