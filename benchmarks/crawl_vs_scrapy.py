@@ -62,13 +62,20 @@ def session_cpu(sid: int) -> dict[int, float]:
     return out
 
 
+def machine_busy() -> float:
+    """CPU seconds every core of the machine has spent not idle since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / TICK  # all but idle and iowait (guest is in user)
+
+
 def run_session(cmd: list[str], env: dict[str, str] | None = None,
                 timeout: float = 1800) -> tuple[float, list[tuple[float, float]], int]:
     """Run ``cmd`` in a new session; return (wall s, [(time, CPU s of all its processes so far)]
-    sampled every 0.2 s, exit code)."""
+    sampled every 0.2 s, exit code). Each sample also holds the machine's busy CPU seconds
+    (:func:`machine_busy`: the crawler, the web server and everything else)."""
     t0 = time.time()
     cpu: dict[int, float] = {}
-    series = [(t0, 0.0)]
+    series = [(t0, 0.0, machine_busy())]
     # stderr to a file: a crawler logging much (Scrapy at INFO) would fill a pipe and stall
     with tempfile.TemporaryFile() as err_file:
         proc = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
@@ -76,7 +83,7 @@ def run_session(cmd: list[str], env: dict[str, str] | None = None,
         while proc.poll() is None:
             for pid, c in session_cpu(proc.pid).items():
                 cpu[pid] = max(c, cpu.get(pid, 0.0))
-            series.append((time.time(), sum(cpu.values())))
+            series.append((time.time(), sum(cpu.values()), machine_busy()))
             time.sleep(0.2)
             if time.time() - t0 > timeout:
                 os.killpg(proc.pid, 9)
@@ -86,12 +93,13 @@ def run_session(cmd: list[str], env: dict[str, str] | None = None,
     return time.time() - t0, series, proc.returncode
 
 
-def cpu_at(series: list[tuple[float, float]], t: float) -> float:
-    """The session's CPU seconds at time ``t`` (linear between samples)."""
-    for (ta, ca), (tb, cb) in zip(series, series[1:], strict=False):
-        if ta <= t <= tb:
-            return ca + (cb - ca) * (t - ta) / max(1e-9, tb - ta)
-    return series[-1][1] if t > series[-1][0] else 0.0
+def cpu_at(series: list[tuple[float, ...]], t: float, column: int = 1) -> float:
+    """The session's CPU seconds at time ``t`` (linear between samples); ``column=2``: the
+    machine's busy seconds."""
+    for a, b in zip(series, series[1:], strict=False):
+        if a[0] <= t <= b[0]:
+            return a[column] + (b[column] - a[column]) * (t - a[0]) / max(1e-9, b[0] - a[0])
+    return series[-1][column] if t > series[-1][0] else series[0][column]
 
 
 # ---- Scrapy (run in a subprocess: python crawl_vs_scrapy.py --scrapy ARGS) ---------------------------
@@ -198,13 +206,15 @@ def window_stats(web, t0: float, t1: float, series: list[tuple[float, float]] | 
     i10, i90 = len(ends) // 10, (9 * len(ends)) // 10
     span = ends[i90] - ends[i10]
     cpu = cpu_at(series, ends[i90]) - cpu_at(series, ends[i10]) if series else float("nan")
+    busy = (cpu_at(series, ends[i90], 2) - cpu_at(series, ends[i10], 2)) / span if series else float("nan")
     rep = audit(recs, web.manifest, host_delay, ip_delay)
     kinds: dict[str, int] = {}
     for v in rep.violations:
         kinds[v.kind] = kinds.get(v.kind, 0) + 1
     first = min(r.start for r in recs)
     return {"pages": len(ends), "steady_pages_per_s": round((i90 - i10) / span, 1),
-            "cpu_ms_per_page": round(1000 * cpu / (i90 - i10), 2), "to_first_request_s": round(first - t0, 2),
+            "cpu_ms_per_page": round(1000 * cpu / (i90 - i10), 2), "machine_busy_cores": round(busy, 2),
+            "to_first_request_s": round(first - t0, 2),
             "head_s": round(ends[i10] - first, 2), "steady_s": round(span, 2), "tail_s": round(ends[-1] - ends[i90], 2),
             "violations": kinds}
 
@@ -273,7 +283,7 @@ def main() -> None:
     web_kind = "full web (traps, faults, hang hosts)" if args.full_web else "clean profile"
     print(f"websim {args.hosts} hosts / {args.ips} IPs ({web_kind}), budget {args.pages} pages, host delay "
           f"{args.host_delay} s, IP delay {args.ip_delay} s; medians of {args.repeats} rounds, order rotated")
-    cols = ("pages", "steady_pages_per_s", "cpu_ms_per_page", "to_first_request_s", "head_s", "steady_s", "tail_s",
+    cols = ("pages", "steady_pages_per_s", "cpu_ms_per_page", "machine_busy_cores", "to_first_request_s", "head_s", "steady_s", "tail_s",
             "wall_s")
     print(f"{'crawler':<10} " + " ".join(f"{c:>18}" for c in cols) + "  violations (each round)")
     med: dict[str, dict[str, float]] = {}
