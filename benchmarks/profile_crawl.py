@@ -7,6 +7,7 @@ Printed per process: CPU ms per page in the window (from /proc, pages from websi
 functions that hold most of its samples (self time, and time under a few named entry points).
 
     .venv/bin/python benchmarks/profile_crawl.py                     # 1000 hosts / 100 IPs, 20 s window
+    .venv/bin/python benchmarks/profile_crawl.py --agents 4          # where the work of more agents goes
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1500, help="pages answered before sampling starts")
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--top", type=int, default=8)
+    ap.add_argument("--agents", type=int, default=1, help="agents (one local Ray); the end sums CPU by role")
+    ap.add_argument("--cpu-only", action="store_true", help="no py-spy (it slows a crawl of many processes): "
+                    "CPU per process from /proc only")
     args = ap.parse_args()
 
     from raycrawl.websim import Websim
@@ -73,7 +77,7 @@ def main() -> None:
                                                       out_dir=Path(tmp) / "web") as web:
         cmd = [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out",
                str(Path(tmp) / "crawl"), "--resolve", str(web.hosts_file), "--allow-networks", "127.0.0.0/8",
-               "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "1000"]
+               "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "1000", "--agents", str(args.agents)]
         crawl = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
@@ -84,13 +88,15 @@ def main() -> None:
                 time.sleep(0.5)
             before = session_procs(crawl.pid)
             n0, t0 = len(web.requests()), time.time()
-            spies = {pid: subprocess.Popen([str(PY_SPY), "record", "--nonblocking", "--rate", "100", "--format", "raw",
+            spies = {} if args.cpu_only else {pid: subprocess.Popen([str(PY_SPY), "record", "--nonblocking", "--rate", "100", "--format", "raw",
                                             "--duration", str(args.seconds), "--pid", str(pid),
                                             "--output", f"{tmp}/{pid}.txt"],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                      for pid, (title, _) in before.items() if "python" in title or title.startswith("ray::")}
             for spy in spies.values():
                 spy.wait()
+            if args.cpu_only:
+                time.sleep(args.seconds)
             after = session_procs(crawl.pid)
             web.flush_log(0)
             pages = len(web.requests()) - n0
@@ -130,7 +136,12 @@ def main() -> None:
             print("    inclusive, raycrawl's functions:")
             for frame, c in ours.most_common(args.top):
                 print(f"    {c / max(1, n):6.1%}  {frame[:110]}")
-        print(f"\nall processes: {1000 * total / max(1, pages):.3f} ms CPU per request")
+        by_role: Counter[str] = Counter()
+        for cpu, _, title in rows:
+            by_role[role(title).split(".")[0]] += cpu
+        print(f"\nby role, summed over the {args.agents} agent(s): " + ", ".join(
+            f"{r} {1000 * c / max(1, pages):.3f}" for r, c in by_role.most_common() if c >= 0.05) + " ms/request")
+        print(f"all processes: {1000 * total / max(1, pages):.3f} ms CPU per request")
 
 
 if __name__ == "__main__":
