@@ -2,18 +2,26 @@
 
 At α = 1, ``G = S`` (dangling columns = 1/N). A dangling node links to every node, so any node that
 can reach a dangling node can reach the whole graph: those nodes form the **core**. The other nodes
-— those that **cannot reach the core** — span subspaces invariant under S, and in the node order
-(subspace, core) S is block triangular, ``S = [[S_ss, S_sc], [0, S_cc]]`` (eq. 4). Hence:
+— those that **cannot reach the core** — span subspaces invariant under S (no arc leaves them), and
+in the node order (subspace, core) S is block triangular, ``S = [[S_ss, S_sc], [0, S_cc]]`` (eq. 4).
 
-- every strongly connected component of the subspace part with no arc leaving it (a sink of the
-  SCC condensation, "an independent invariant subspace") is an irreducible stochastic block and
-  contributes exactly one eigenvalue λ = 1 (plus the other roots of unity if it is periodic);
-- the core block ``S_cc`` loses mass (dangling columns spread 1/N onto the subspace rows too), so its
-  eigenvalues have |λ| < 1 — unless the subspace part is empty and then S itself is irreducible.
+**The subspaces, as the paper counts them** (its refs. [14, 15], Frahm, Georgeot & Shepelyansky):
+for each node outside the core, the set of nodes reachable from it; sets that share a node are
+merged. ``N_s`` is their total size, ``N_d`` their number, ``d_max`` the largest. Since no arc leaves
+the subspace part, merging "v with everything v reaches" gives exactly the weakly connected
+components of the subgraph on those nodes, which is how they are computed here.
 
-So ``N_1`` (the multiplicity of λ = 1) = ``N_d`` (number of sink subspaces) or 1 when ``N_d = 0``.
-The subspace eigenvalues come exactly from dense diagonalisation of each small SCC block, the core's
-largest ones from ARPACK's implicitly restarted Arnoldi on ``S_cc`` as a linear operator.
+**The eigenvalue λ = 1**: every strongly connected component of the subspace part with no arc
+leaving it (a sink of the SCC condensation) is an irreducible stochastic block and contributes
+exactly one λ = 1 (plus the other roots of unity if it is periodic); the core block ``S_cc`` loses
+mass (dangling columns spread 1/N onto the subspace rows too), so its eigenvalues have |λ| < 1 —
+unless the subspace part is empty and then S itself is irreducible. So ``N_1`` = the number of
+sink SCCs (or 1 when there is none), and ``N_1 ≥ N_d``: one merged subspace can hold several sinks
+(a page linking to two closed loops), which is why the paper's Table 2 has N_1 > N_d. (Before
+2026-11-24 raycrawl counted each sink SCC as a subspace, which forced N_1 = N_d.)
+
+The subspace eigenvalues come exactly from dense diagonalisation of each SCC diagonal block of the
+subspace part, the core's largest ones from an Arnoldi iteration on ``S_cc`` as a linear operator.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ class SubspaceDecomposition:
 
     core: np.ndarray  # bool mask: the node can reach a dangling node
     component: np.ndarray  # SCC label of each node
-    sink_components: np.ndarray  # labels of the SCCs that are invariant subspaces (sinks, not core)
+    sink_components: np.ndarray  # labels of the sink SCCs outside the core (one λ = 1 each)
+    subspace: np.ndarray  # the paper's merged invariant subspace of each node, -1 for core nodes
 
     @property
     def N_s(self) -> int:
@@ -46,21 +55,20 @@ class SubspaceDecomposition:
 
     @property
     def N_d(self) -> int:
-        """Number of independent invariant subspaces (sink SCCs outside the core)."""
-        return len(self.sink_components)
+        """Number of invariant subspaces (reachable sets merged; see the module doc)."""
+        return int(self.subspace.max()) + 1 if len(self.subspace) else 0
 
     @property
     def d_max(self) -> int:
-        """Size of the largest independent invariant subspace (0 if none)."""
+        """Size of the largest invariant subspace (0 if none)."""
         if not self.N_d:
             return 0
-        sizes = np.bincount(self.component)
-        return int(sizes[self.sink_components].max())
+        return int(np.bincount(self.subspace[self.subspace >= 0]).max())
 
     @property
     def N_1(self) -> int:
-        """Predicted multiplicity of the eigenvalue λ = 1 of S."""
-        return self.N_d if self.N_d else int(self.core.any())
+        """Predicted multiplicity of the eigenvalue λ = 1 of S: one per sink SCC outside the core."""
+        return len(self.sink_components) if len(self.sink_components) else int(self.core.any())
 
     def as_dict(self) -> dict[str, int]:
         return {"N": len(self.core), "N_s": self.N_s, "N_d": self.N_d, "d_max": self.d_max, "N_1": self.N_1}
@@ -75,7 +83,8 @@ def _successor_graph(matrix: LinkMatrix) -> sp.csr_matrix:
 
 
 def invariant_subspaces(matrix: LinkMatrix) -> SubspaceDecomposition:
-    """Core (nodes that reach a dangling node) and the sink SCCs among the other nodes."""
+    """Core (nodes that reach a dangling node), the sink SCCs among the other nodes and the
+    paper's merged invariant subspaces (module doc)."""
     n = matrix.num_nodes
     # Nodes that reach a dangling node: BFS over predecessor arcs from a virtual node linked to all
     # dangling nodes (one BFS instead of one per dangling node).
@@ -99,7 +108,13 @@ def invariant_subspaces(matrix: LinkMatrix) -> SubspaceDecomposition:
     not_sink[comp[src[leaving]]] = True
     subspace_comps = np.unique(comp[~core])
     sinks = subspace_comps[~not_sink[subspace_comps]]
-    return SubspaceDecomposition(core, comp, sinks)
+    sub = np.flatnonzero(~core)
+    subspace = np.full(n, -1, dtype=np.int64)
+    if len(sub):
+        _, weak = csgraph.connected_components(_successor_graph(matrix)[sub][:, sub], directed=True,
+                                               connection="weak")
+        subspace[sub] = weak
+    return SubspaceDecomposition(core, comp, sinks, subspace)
 
 
 def _block(matrix: LinkMatrix, nodes: np.ndarray) -> np.ndarray:

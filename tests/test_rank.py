@@ -147,7 +147,9 @@ def test_invariant_subspaces_and_unit_eigenvalues_match_dense(seed):
     ev = np.linalg.eigvals(dense_s(m))
     n_unit = int((np.abs(ev - 1.0) < 1e-8).sum())
     assert dec.N_1 == n_unit == 3
-    assert dec.N_d == 3 and dec.d_max == 3
+    # {120, 121, 122}, {125}, and {123, 124} with the feeders 126 → 123 and 127 → 126 merged in
+    assert dec.N_d == 3 and dec.d_max == 4
+    assert (dec.N_d, dec.d_max) == paper_subspaces(m, ~dec.core)
     # Independent reachability: a node is in the subspace part iff it reaches no dangling node.
     g = nx.DiGraph()
     g.add_nodes_from(range(m.num_nodes))
@@ -187,6 +189,40 @@ def test_core_eigenvalues_match_dense_core_block(method):
     ref = ev[np.argsort(-np.abs(ev), kind="stable")][:6]
     assert np.allclose(np.abs(ours), np.abs(ref), atol=1e-8)
     assert np.abs(ours[0]) < 1.0  # the core leaks mass to the subspaces: no λ = 1 there
+
+
+def paper_subspaces(m, outside_core: np.ndarray) -> tuple[int, int]:
+    """(N_d, d_max) by the paper's recipe, literally: the set reachable from each node outside the
+    core (networkx), sets that share a node merged until none do."""
+    g = nx.DiGraph()
+    g.add_nodes_from(range(m.num_nodes))
+    succ = m.reversed()
+    for u in range(m.num_nodes):
+        g.add_edges_from((u, int(v)) for v in succ.pred_indices[succ.pred_indptr[u] : succ.pred_indptr[u + 1]])
+    sets = [nx.descendants(g, int(v)) | {int(v)} for v in np.flatnonzero(outside_core)]
+    merged: list[set[int]] = []
+    for r in sets:
+        for other in [x for x in merged if x & r]:
+            merged.remove(other)
+            r = r | other
+        merged.append(r)
+    return len(merged), max((len(x) for x in merged), default=0)
+
+
+def test_subspaces_merge_as_the_paper_counts_them():
+    """Worked by hand: core 0 → 1 (1 dangling); 2 → 3 ⟲ and 2 → 4 ⟲ (two closed pages reached
+    from one): node 2's reachable set {2, 3, 4} contains both, so one subspace of 3 nodes holding
+    two eigenvalues λ = 1 (N_1 = 2 > N_d = 1, the situation of the paper's Table 2); 5 ⇄ 6 a
+    second subspace; 7 → 5 joins it."""
+    src = np.array([0, 2, 2, 3, 4, 5, 6, 7])
+    dst = np.array([1, 3, 4, 3, 4, 6, 5, 5])
+    m = LinkMatrix.from_successors(*csr_from_edges(src, dst, 8))
+    dec = invariant_subspaces(m)
+    assert dec.core.tolist() == [True, True] + [False] * 6
+    assert (dec.N_s, dec.N_d, dec.d_max, dec.N_1) == (6, 2, 3, 3)
+    assert (dec.N_d, dec.d_max) == paper_subspaces(m, ~dec.core)
+    assert int((np.abs(np.linalg.eigvals(dense_s(m)) - 1.0) < 1e-8).sum()) == dec.N_1
+    assert dec.subspace[2] == dec.subspace[3] == dec.subspace[4] != dec.subspace[5] == dec.subspace[7]
 
 
 def test_no_dangling_means_no_core():
