@@ -129,6 +129,7 @@ def run_rank(
     threads: int | None = None,
     hits: float | None = None,
     spectrum: int = 0,
+    arnoldi_dim: int | None = None,
     top: int = 10,
     png: bool = True,
 ) -> tuple[object, dict, Callable[[int], str | None] | None]:
@@ -142,6 +143,8 @@ def run_rank(
         raise UserError(f"--tol must be > 0, got {tol}")
     if max_iter < 1 or blocks < 1 or top < 0 or spectrum < 0 or (threads is not None and threads < 1):
         raise UserError("--max-iter, --blocks and --threads must be >= 1, --top and --spectrum >= 0")
+    if arnoldi_dim is not None and arnoldi_dim < max(2, 2 * spectrum):
+        raise UserError(f"--arnoldi-dim must be >= 2 x --spectrum ({2 * spectrum}), got {arnoldi_dim}")
     t0 = time.perf_counter()
     matrix = load_graph(basename)
     load_s = time.perf_counter() - t0
@@ -182,9 +185,12 @@ def run_rank(
         extra["hits"] = {"c": hits, "iterations": h.iterations, "converged": h.converged}
         table_extra = {"authority": h.authority, "hub": h.hub}
     if spectrum:
-        from raycrawl.tasks.spectrum import google_spectrum
+        from raycrawl.tasks.spectrum import DEFAULT_ARNOLDI_DIM, google_spectrum
 
-        extra["spectrum"] = google_spectrum(matrix, k=spectrum).as_dict(top=spectrum)
+        n_a = arnoldi_dim or DEFAULT_ARNOLDI_DIM
+        # G and G* (the reversed graph's Google matrix), as the paper shows both (its Figs. 9, 10)
+        extra["spectrum"] = google_spectrum(matrix, k=spectrum, n_arnoldi=n_a).as_dict(top=spectrum)
+        extra["spectrum_star"] = google_spectrum(matrix.reversed(), k=spectrum, n_arnoldi=n_a).as_dict(top=spectrum)
     summary = rank_output.rank_summary(rs, url_of, top=max(top, 20), extra=extra)
     if table_extra:
         _write_parquet_with(rs, out_dir, url_of, table_extra)

@@ -38,6 +38,9 @@ from raycrawl.tasks.pagerank import LinkMatrix, gather_sum
 
 log = logging.getLogger(__name__)
 
+UNIT_CIRCLE_TOL = 1e-8  # |λ| within this of 1 counts as on the unit circle (N_circ)
+DEFAULT_ARNOLDI_DIM = 200  # n_A; the paper's 6,000 needs n_A × N_core × 8 bytes (13.8 GB on cnr-2000)
+
 
 @dataclass
 class SubspaceDecomposition:
@@ -217,7 +220,7 @@ def core_eigenvalues(
     max_restarts: int = 100,
     ncv: int = 0,
     method: str = "arnoldi",
-    n_arnoldi: int = 200,
+    n_arnoldi: int = DEFAULT_ARNOLDI_DIM,
 ) -> np.ndarray:
     """The ``k`` largest-modulus eigenvalues of ``S_cc``, sorted by decreasing |λ|.
 
@@ -252,6 +255,14 @@ class Spectrum:
     decomposition: SubspaceDecomposition
     subspace: np.ndarray  # exact eigenvalues of S_ss
     core: np.ndarray  # top eigenvalues of S_cc (Arnoldi)
+    n_arnoldi: int = DEFAULT_ARNOLDI_DIM
+
+    @property
+    def N_circ(self) -> int:
+        """Eigenvalues found on the unit circle (|λ| = 1: λ = 1 and the other roots of unity of
+        periodic subspaces), the paper's N_circ."""
+        return int((np.abs(np.abs(self.subspace) - 1.0) < UNIT_CIRCLE_TOL).sum()
+                   + (np.abs(np.abs(self.core) - 1.0) < UNIT_CIRCLE_TOL).sum())
 
     def as_dict(self, top: int = 10) -> dict:
         def fmt(v: np.ndarray) -> list[list[float]]:
@@ -262,13 +273,19 @@ class Spectrum:
         return {
             **self.decomposition.as_dict(),
             "unit_eigenvalues_found": unit,
+            "N_circ": self.N_circ,
+            "n_arnoldi": self.n_arnoldi,
             "core_top": fmt(self.core),
             "subspace_top": fmt(self.subspace),
         }
 
 
-def google_spectrum(matrix: LinkMatrix, k: int = 20, max_block: int = 1500) -> Spectrum:
-    """Invariant subspaces + their exact eigenvalues + the ``k`` top core eigenvalues (the slow path)."""
+def google_spectrum(matrix: LinkMatrix, k: int = 20, max_block: int = 1500,
+                    n_arnoldi: int = DEFAULT_ARNOLDI_DIM) -> Spectrum:
+    """Invariant subspaces + their exact eigenvalues + the ``k`` top core eigenvalues from one
+    Arnoldi run of dimension ``n_arnoldi`` (the paper's n_A; the slow path). For G*, pass
+    ``matrix.reversed()``."""
     dec = invariant_subspaces(matrix)
     log.info("spectrum: N_s=%d N_d=%d d_max=%d core=%d", dec.N_s, dec.N_d, dec.d_max, int(dec.core.sum()))
-    return Spectrum(dec, subspace_eigenvalues(matrix, dec, max_block), core_eigenvalues(matrix, dec.core, k))
+    return Spectrum(dec, subspace_eigenvalues(matrix, dec, max_block),
+                    core_eigenvalues(matrix, dec.core, k, n_arnoldi=n_arnoldi), n_arnoldi)

@@ -225,6 +225,18 @@ def test_subspaces_merge_as_the_paper_counts_them():
     assert dec.subspace[2] == dec.subspace[3] == dec.subspace[4] != dec.subspace[5] == dec.subspace[7]
 
 
+def test_unit_circle_count_and_the_spectrum_of_g_star_match_dense():
+    """N_circ (|λ| = 1: the planted 3-cycle's cube roots of unity, the 2-cycle's ±1, the self-loop's
+    1) for G, and the same quantities for G* (the reversed graph), against dense eigenvalues."""
+    m = planted_graph(0)
+    for matrix in (m, m.reversed()):
+        sp_ = google_spectrum(matrix, k=8)
+        ev = np.linalg.eigvals(dense_s(matrix))
+        assert sp_.N_circ == int((np.abs(np.abs(ev) - 1.0) < 1e-8).sum())
+        assert sp_.decomposition.N_1 == int((np.abs(ev - 1.0) < 1e-8).sum())
+    assert google_spectrum(m, k=8).N_circ == 6
+
+
 def test_no_dangling_means_no_core():
     src, dst = np.array([0, 1, 2, 3]), np.array([1, 0, 3, 2])
     dec = invariant_subspaces(LinkMatrix.from_successors(*csr_from_edges(src, dst, 4)))
@@ -288,7 +300,13 @@ def test_cli_on_bv_graph(small_bv, tmp_path, capsys):
     assert summary["pagerank"]["iterations"] == len(summary["pagerank"]["residuals"])
     assert summary["pagerank"]["residuals"][-1] < 1e-13
     assert summary["kappa"] == pytest.approx(500 * float(np.dot(t["pagerank"], t["cheirank"])) - 1)
-    assert summary["spectrum"]["N"] == 500
+    assert summary["spectrum"]["N"] == summary["spectrum_star"]["N"] == 500
+    assert summary["spectrum"]["n_arnoldi"] == 200 and "spectrum of G* (alpha=1)" in printed
+    assert main(["rank", "--graph", str(base), "--out", str(tmp_path / "o2"), "--spectrum", "5", "--arnoldi-dim", "3",
+                 "--no-png"]) == 2  # n_A below 2 x K: one line, exit 2
+    assert main(["rank", "--graph", str(base), "--out", str(tmp_path / "o2"), "--spectrum", "5", "--arnoldi-dim", "40",
+                 "--no-png"]) == 0
+    assert json.loads((tmp_path / "o2" / "rank.json").read_text())["spectrum_star"]["n_arnoldi"] == 40
     top = int(np.argmax(ref))
     assert summary["top"]["pagerank"][0]["node"] == top
     assert f" {top} " in printed.split("top 10 by PageRank:")[1].splitlines()[1]

@@ -49,6 +49,9 @@ def register(subparsers) -> None:
                    help="also compute personalized HITS with supersource weight C (authority/hub columns)")
     p.add_argument("--spectrum", type=int, default=0, metavar="K",
                    help="also compute invariant subspaces and the K top core eigenvalues at α=1 (slow)")
+    p.add_argument("--arnoldi-dim", type=int, default=None, metavar="N_A",
+                   help="Arnoldi dimension n_A for the core eigenvalues (default 200; the paper uses 6000, "
+                        "which needs n_A x core nodes x 8 bytes of memory)")
     p.add_argument("--top", type=int, default=10, help="how many top nodes to print (default 10)")
     p.add_argument("--no-png", action="store_true", help="skip the density plot")
     p.set_defaults(func=handle)
@@ -69,11 +72,13 @@ def report_text(rs, summary: dict, url_of, top: int = 10) -> str:
         f"kappa = {summary['kappa']:.4f}  (alpha={summary['alpha']}, tol={summary['tol']:g}, "
         f"{'distributed, ' + str(summary['blocks']) + ' blocks' if summary['distributed'] else 'single process'})",
     ]
-    if "spectrum" in summary:
-        s = summary["spectrum"]
-        core = ", ".join(f"{abs(complex(*z)):.6f}" for z in s["core_top"][:5]) or "none converged"
-        lines.append(f"spectrum (alpha=1): N_s={s['N_s']} N_d={s['N_d']} d_max={s['d_max']} N_1={s['N_1']} "
-                     f"(lambda=1 found: {s['unit_eigenvalues_found']}); top core |lambda|: {core}")
+    for key, name in (("spectrum", "G"), ("spectrum_star", "G*")):
+        if key in summary:
+            s = summary[key]
+            core = ", ".join(f"{abs(complex(*z)):.6f}" for z in s["core_top"][:5]) or "none converged"
+            lines.append(f"spectrum of {name} (alpha=1): N_s={s['N_s']} N_d={s['N_d']} d_max={s['d_max']} N_1={s['N_1']} "
+                         f"N_circ={s['N_circ']} (lambda=1 found: {s['unit_eigenvalues_found']}; n_A={s['n_arnoldi']}); "
+                         f"top core |lambda|: {core}")
     if top:
         lines.append(format_top(rs, url_of, top))
     return "\n".join(lines)
@@ -102,7 +107,7 @@ def handle(args: argparse.Namespace) -> int:
         basename, out, alpha=args.alpha, tol=args.tol, max_iter=args.max_iter, personalize=args.personalize,
         fmt=args.format, distributed=args.distributed, blocks=args.blocks, address=args.address,
         threads=args.threads, hits=args.hits,
-        spectrum=args.spectrum, top=args.top, png=not args.no_png,
+        spectrum=args.spectrum, arnoldi_dim=args.arnoldi_dim, top=args.top, png=not args.no_png,
     )
     print(report_text(rs, summary, url_of, args.top))
     print(f"wrote {out / 'ranks.parquet'}{', ranks.tsv' if args.format == 'tsv' else ''}, rank.json"
