@@ -12,8 +12,10 @@ epoch order); links come from those crawls' link records, words from the index's
 * score(v) = max over seed neighbours u of BM25(u) + change(u) + change(v) (later snapshot's links,
   either direction); the ``expand`` best non-seed neighbours join the candidates.
 * p(u) = α·IR(u)/maxIR + (1−α)·change(u)/(change(u)+T), normalised to sum 1.
-* PPR(v) = (1−c)·Σ_{uv} PPR(u)/out(u) + c·p(v) (dangling pages restart by p); personalized HITS
-  a = Σ_{uv} h(u) + c·p(v), h = Σ_{vu} a(u) + c·p(v), each scaled to max 1 per iteration.
+* PPR(v) = (1−c)·Σ_{uv} PPR(u)/out(u) + c·p(v) (dangling pages restart by p), c = 0.9 as the paper;
+  personalized HITS is :func:`tasks.hits.personalized_hits` (eqs. 7–8: a supersource of weight
+  ``hits_c``·p) on the candidate subgraph, ``hits_c`` = 200 by default, the paper's best value
+  ("personalization is c = 0.9 for PageRank and 200 for HITS", its Figs. 1–2).
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.storage.fragment_index import FragmentIndex
+from raycrawl.tasks.hits import personalized_hits
+from raycrawl.tasks.pagerank import LinkMatrix, csr_from_edges
 from raycrawl.tasks.query import QueryProcessor
+
+HITS_C = 200.0  # supersource weight of personalized HITS: the paper's best value
 
 
 @dataclass(slots=True)
@@ -94,30 +100,22 @@ def personalized_pagerank(nodes: list[int], arcs: set, p: np.ndarray, c: float =
     return x
 
 
-def personalized_hits(nodes: list[int], arcs: set, p: np.ndarray, c: float = 0.9,
-                      iters: int = 100) -> tuple[np.ndarray, np.ndarray]:
-    """(authorities, hubs) with a supersource of weight c·p; each scaled to max 1 per iteration."""
+def subgraph_matrix(nodes: list[int], arcs: set) -> LinkMatrix:
+    """The subgraph of ``arcs`` on ``nodes`` (in that order; arcs outside it ignored)."""
     pos = {u: i for i, u in enumerate(nodes)}
     sub = [(pos[u], pos[v]) for u, v in arcs if u in pos and v in pos]
     src = np.array([u for u, _ in sub], dtype=np.int64)
     dst = np.array([v for _, v in sub], dtype=np.int64)
-    a = np.ones(len(nodes))
-    h = np.ones(len(nodes))
-    for _ in range(iters):
-        a2 = c * p.copy()
-        np.add.at(a2, dst, h[src])
-        a = a2 / max(a2.max(), 1e-300)
-        h2 = c * p.copy()
-        np.add.at(h2, src, a[dst])
-        h = h2 / max(h2.max(), 1e-300)
-    return a, h
+    return LinkMatrix.from_successors(*csr_from_edges(src, dst, len(nodes)))
 
 
 def temporal_search(index: FragmentIndex, crawls: list[str | Path], query_terms: list[str], e1: int, e2: int,
                     k: int = 10, seeds: int = 20, expand: int = 100, alpha: float = 0.5, T: float = 10.0,
-                    c: float = 0.9, method: str = "pagerank") -> tuple[list[TemporalHit], list[tuple[int, int]]]:
+                    c: float = 0.9, method: str = "pagerank",
+                    hits_c: float = HITS_C) -> tuple[list[TemporalHit], list[tuple[int, int]]]:
     """Top-k pages by ``method`` (pagerank | hits-auth | hits-hub | baseline = p(u)) and the
-    later snapshot's arcs among them."""
+    later snapshot's arcs among them. ``c``: PageRank's teleport weight; ``hits_c``: HITS's
+    supersource weight."""
     if method not in ("pagerank", "hits-auth", "hits-hub", "baseline"):
         raise ValueError(f"unknown method {method!r}")
     id_of = {u: i for i, u in enumerate(index.urls)}
@@ -146,8 +144,8 @@ def temporal_search(index: FragmentIndex, crawls: list[str | Path], query_terms:
     elif method == "baseline":
         score = p
     else:
-        auth, hub = personalized_hits(nodes, arcs2, p, c)
-        score = auth if method == "hits-auth" else hub
+        h = personalized_hits(subgraph_matrix(nodes, arcs2), c=hits_c, personalization=p)
+        score = h.authority if method == "hits-auth" else h.hub
     order = sorted(range(len(nodes)), key=lambda i: (-score[i], nodes[i]))[:k]
     top = [TemporalHit(nodes[i], index.urls[nodes[i]], float(score[i]), ir.get(nodes[i], 0.0), float(change[nodes[i]]))
            for i in order]

@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     p.add_argument("--method", choices=("pagerank", "hits-auth", "hits-hub", "baseline"), default="pagerank",
                    help="temporal ranking (default personalized PageRank)")
     p.add_argument("--alpha", type=float, default=0.5, help="temporal: weight of IR vs change (default 0.5)")
+    p.add_argument("--hits-c", type=float, default=200.0, metavar="C",
+                   help="temporal HITS: supersource weight (default 200, the paper's best value)")
     p.set_defaults(func=handle)
 
 
@@ -79,7 +81,8 @@ def format_hits(hits, qterms: list[str], seconds: float) -> str:
     return "\n".join(lines)
 
 
-def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, method: str, alpha: float):
+def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, method: str, alpha: float,
+                 hits_c: float = 200.0):
     """Temporal search between epochs e1 and e2 of an index built from several crawls."""
     from raycrawl.tasks.temporal_search import temporal_search
     from raycrawl.text import terms
@@ -92,11 +95,13 @@ def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, m
             raise UserError(f"--temporal {e}: the index holds epochs {index.epochs}")
     if not 0 <= alpha <= 1:
         raise UserError("--alpha must be in [0, 1]")
+    if not hits_c >= 0:
+        raise UserError(f"--hits-c must be >= 0, got {hits_c}")
     stats_file = index_dir / "stats.json"
     crawls = json.loads(stats_file.read_text()).get("crawls", []) if stats_file.exists() else []
     if len(crawls) <= max(e1, e2) or not all(Path(crawls[e]).is_dir() for e in (e1, e2)):
         raise UserError(f"{index_dir}: the crawl directories of epochs {e1} and {e2} are not available")
-    return temporal_search(index, crawls, qterms, e1, e2, k=k, alpha=alpha, method=method), qterms
+    return temporal_search(index, crawls, qterms, e1, e2, k=k, alpha=alpha, method=method, hits_c=hits_c), qterms
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -104,7 +109,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.temporal:
         index_dir = layout(args.dir).index if (layout(args.dir).index).is_dir() else args.dir
         (top, edges), qterms = run_temporal(index, index_dir, args.query, *args.temporal, args.k, args.method,
-                                            args.alpha)
+                                            args.alpha, args.hits_c)
         if args.json:
             print(json.dumps({"terms": qterms, "results": [
                 {"url": h.url, "score": h.score, "ir": h.ir, "change": h.change} for h in top],
