@@ -104,6 +104,8 @@ def main() -> None:
     ap.add_argument("-b", type=int, default=5)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--sweep", default="50,100,200,300", help="window sizes w for the Figs. 6.2-6.5 sweep "
+                    "(empty: skip)")
     ap.add_argument("--keep-identical", action="store_true",
                     help="keep versions that exactly repeat an earlier one (the paper removed them)")
     args = ap.parse_args()
@@ -138,6 +140,30 @@ def main() -> None:
     g = indexes["global"]
     print(f"global sharing: {len(g.reuse)} fragments reused by other pages "
           f"(target positions ≤ 0.4× none: {g.stats['positions'] / indexes['none'].stats['positions']:.3f})")
+
+    # ---------------------------------------------------------------- window sweep (Figs. 6.2-6.5 shape)
+    ws = [int(x) for x in args.sweep.split(",") if x]
+    if ws:
+        print(f"\nwindow sweep (Figs. 6.4/6.5 shape, b={args.b}): fragments / positions as a fraction of no sharing")
+        print(f"{'w':>5s} {'fragments none':>15s} {'local frag':>10s} {'local pos':>10s} {'global frag':>11s} "
+              f"{'global pos':>10s}")
+        for w in ws:
+            st = {pol: build_index(versions, pol, args.b, w).stats for pol in ("none", "local", "global")}
+            r = {pol: (st[pol]["fragments"] / st["none"]["fragments"], st[pol]["positions"] / st["none"]["positions"])
+                 for pol in ("local", "global")}
+            print(f"{w:5d} {st['none']['fragments']:15,d} {r['local'][0]:10.3f} {r['local'][1]:10.3f} "
+                  f"{r['global'][0]:11.3f} {r['global'][1]:10.3f}")
+        print("\ncumulative fragments / positions kept under local sharing, epochs 0..e (Figs. 6.2/6.3 shape), "
+              "% of no sharing")
+        print(f"{'w':>5s} " + " ".join(f"{'epoch ' + str(e):>13s}" for e in range(args.epochs)))
+        for w in ws:
+            cells = []
+            for e in range(args.epochs):
+                upto = {u: {k: v for k, v in by.items() if k <= e} for u, by in versions.items()}
+                upto = {u: by for u, by in upto.items() if by}
+                n, loc = (build_index(upto, pol, args.b, w).stats for pol in ("none", "local"))
+                cells.append(f"{100 * loc['fragments'] / n['fragments']:5.1f}/{100 * loc['positions'] / n['positions']:5.1f}")
+            print(f"{w:5d} " + " ".join(f"{c:>13s}" for c in cells))
 
     # ---------------------------------------------------------------- updates (Table 6.3 shape)
     up, client = IndexUpdater(args.b, args.w), UpdateClient(args.b, args.w)
