@@ -192,6 +192,29 @@ def bench_urlmap(hosts: int, block_sizes: list[int], lookups: int) -> None:
             t_url = lookup_us(m.url_of, sample_ids, min_calls=calls)
             assert all(m.url_of(m.id_of(u)) == u for u in sample_urls[:200])
             print(f"{bs:>10}{m.size_bytes / n:>11.2f}{t_id:>12.1f}{t_url:>13.1f}{tb:>11.1f}")
+    bench_paper_urls(urls, sample_urls, sample_ids, block_sizes)
+
+
+def bench_paper_urls(urls: list[str], sample_urls: list[str], sample_ids: list[int], block_sizes: list[int]) -> None:
+    """The seed's own scheme on the same URLs (storage/url_blocks.py): plain lexicographic ids,
+    gzipped blocks with a first-URL index, variable lines (Table 2) or padded (Table 3)."""
+    from raycrawl.storage.url_blocks import GzipBlockUrls
+
+    n = len(urls)
+    print("\nthe seed's scheme (§2.1-2.2): lexicographic ids, gzipped blocks + first-URL index; same URLs;"
+          " bytes/URL = blocks + index (blocks alone)")
+    print(f"{'block size':>10}{'variable B/URL':>20}{'id_of (us)':>12}{'url_of (us)':>13}"
+          f"{'fixed-length B/URL':>22}{'id_of (us)':>12}{'url_of (us)':>13}")
+    for bs in block_sizes:
+        row = []
+        for fixed in (False, True):
+            m = GzipBlockUrls(urls, block_size=bs, fixed_length=fixed)
+            calls = 5_000 if bs <= 64 else 500
+            t_id = lookup_us(m.id_of, sample_urls, min_calls=calls)
+            t_url = lookup_us(m.url_of, [i % m.n for i in sample_ids], min_calls=calls)
+            assert all(m.url_of(m.id_of(u)) == u for u in sample_urls[:200])
+            row.append(f"{m.size_bytes / n:>10.2f} ({m.blocks_bytes / n:5.2f}){t_id:>12.1f}{t_url:>13.1f}")
+        print(f"{bs:>10}{row[0]:>20}{row[1]:>22}".replace(") ", ")  "))
 
 
 def main() -> int:
@@ -200,9 +223,11 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=10000, help="websim hosts for the URL map (default 10000: > 200k URLs)")
     ap.add_argument("--lookups", type=int, default=5000, help="random lookups per measurement")
     ap.add_argument("--skip-urlmap", action="store_true")
+    ap.add_argument("--urlmap-only", action="store_true", help="only the URL maps (ours and the seed's)")
     args = ap.parse_args()
-    g, indptr, indices = bench_bv(args.graph, args.lookups * 4)
-    bench_table4(g, indptr, indices, args.lookups, [8, 16, 32, 64, 128, 256])
+    if not args.urlmap_only:
+        g, indptr, indices = bench_bv(args.graph, args.lookups * 4)
+        bench_table4(g, indptr, indices, args.lookups, [8, 16, 32, 64, 128, 256])
     if not args.skip_urlmap:
         bench_urlmap(args.hosts, [4, 8, 16, 32, 64, 128, 256, 1024], args.lookups)
     return 0

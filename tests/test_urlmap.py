@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from raycrawl.storage.urlmap import key_to_url, url_sort_key
@@ -104,3 +106,23 @@ def test_corrupt_map_is_user_error(tmp_path):
     with pytest.raises(UserError, match="block 3"):
         for i in range(3 * 16, 4 * 16):
             assert b.url_of(i) == m.url_of(i)
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+@pytest.mark.parametrize("block_size", [1, 3, 64])
+def test_the_seeds_gzipped_blocks_map_urls_to_their_lexicographic_rank(fixed, block_size):
+    """Seed 002 §2.1-2.2 (storage/url_blocks.py): a URL's id is its rank in plain sorted order
+    (Python's sorted() is the independent reference), both ways, with and without padding; URLs not
+    in the set and ids out of range are refused."""
+    from raycrawl.storage.url_blocks import GzipBlockUrls
+
+    rng = random.Random(block_size)
+    urls = list({f"http://h{rng.randrange(30)}.test/{'a' * rng.randrange(12)}{rng.randrange(999)}" for _ in range(400)})
+    m = GzipBlockUrls(urls, block_size=block_size, fixed_length=fixed)
+    ranked = sorted(u.encode() for u in urls)
+    for i, u in enumerate(ranked):
+        assert m.id_of(u.decode()) == i and m.url_of(i) == u.decode()
+    assert m.id_of("http://h0.test/not-there") is None and m.id_of("") is None
+    with pytest.raises(IndexError):
+        m.url_of(len(urls))
+    assert m.size_bytes > m.blocks_bytes > 0
