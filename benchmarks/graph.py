@@ -134,8 +134,25 @@ def bench_bv(basename: str, nodes_sample: int) -> tuple[BVGraph, np.ndarray, np.
     return g, indptr, indices
 
 
+def locality(indptr: np.ndarray, indices: np.ndarray) -> str:
+    """Seed 002 §3.2-3.3 on this graph: the share of short (|d| <= 255), medium (|d| < 2^16) and
+    long links, d = target id - source id, and the exponent tau of P(|d| = i) ~ i^-tau (least
+    squares on log-log over 1 <= i <= 1,000, the range the power law is read on)."""
+    src = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    d = np.abs(indices.astype(np.int64) - src)
+    m = len(d)
+    short, medium = int((d <= 255).sum()), int(((d > 255) & (d < 1 << 16)).sum())
+    counts = np.bincount(np.minimum(d, 1001))[1:1001]
+    i = np.arange(1, 1001)[counts > 0]
+    tau = -np.polyfit(np.log(i), np.log(counts[counts > 0] / m), 1)[0]
+    return (f"locality: short {100 * short / m:.2f} %, medium {100 * medium / m:.2f} %, long "
+            f"{100 * (m - short - medium) / m:.2f} % of {m:,} links ({int((d == 0).sum()):,} self-loops among the short); "
+            f"tau = {tau:.2f} over 1 <= |d| <= 1000 (paper, 8M-node .fr crawl: 68 / 26.75 / 5.25 %, tau 1.16)")
+
+
 def bench_table4(g: BVGraph, indptr: np.ndarray, indices: np.ndarray, nodes_sample: int, blocks: list[int]) -> None:
     m = g.num_arcs
+    print("\n== Seed 002, " + locality(indptr, indices))
     print("\n== Seed 002, Table 4 on the same graph (bytes/link of the links, index excluded;"
           " lookup = all successors of a random node)")
     print(f"{'method':44}{'bytes/link':>12}{'lookup (us)':>14}")
