@@ -69,9 +69,19 @@ class BatchCommitter:
         crew = self.crew
         pages = [o for o in outcomes if o.kind == "page"]
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300 and self.postfetch(o.fr)]
-        parsing = crew.parser.parse_batch.remote(to_parse) if to_parse else None
+        near = self.near
+        parsing = None
+        if to_parse and near is not None:  # the near-duplicate sketches too, off the agent's cycle
+            parsing = crew.parser.parse_and_sketch.remote(to_parse, near.num_perm, near.k, near.seed)
+        elif to_parse:
+            parsing = crew.parser.parse_batch.remote(to_parse)
         self.finish()
-        parsed = dict(zip([fr.url for fr in to_parse], ray.get(parsing) if to_parse else [], strict=True))
+        results, sketches, nonempty = [], None, None
+        if parsing is not None and near is not None:
+            results, sketches, nonempty = ray.get(parsing)
+        elif parsing is not None:
+            results = ray.get(parsing)
+        parsed = dict(zip([fr.url for fr in to_parse], results, strict=True))
         # Exact duplicates: the first URL with a text digest owns it, for every agent; the owner's
         # date and payload SHA-1 come along, so that a duplicate whose bytes are the owner's can be a
         # WARC revisit (and only then).
@@ -80,9 +90,11 @@ class BatchCommitter:
         owners = self.f.claim_digests([(pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended), payload]))
                                        for (fr, pr), (_, payload) in zip(with_digest, payloads, strict=True)])
         dup_of, revisit_of = exact_duplicates(payloads, owners)
-        if self.near is not None:
-            docs = [(fr.url, pr.text) for fr, pr in with_digest if fr.url not in dup_of and pr.text]
-            for (url, _), rep in zip(docs, self.near.check_and_add(docs), strict=True):
+        if sketches is not None:
+            rows = [i for i, fr in enumerate(to_parse)
+                    if parsed[fr.url].digest and fr.url not in dup_of and parsed[fr.url].text]
+            urls = [to_parse[i].url for i in rows]
+            for url, rep in zip(urls, near.check_and_add_sketches(urls, sketches[rows], nonempty[rows]), strict=True):
                 if rep is not None and rep != url:
                     dup_of[url] = (rep, "near")
         gate = self.spam_gate
