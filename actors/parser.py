@@ -52,7 +52,7 @@ _SCOPE = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*:(.*)$", re.DOTALL)
 _WHATWG_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "us-ascii": "cp1252",
                    "ascii": "cp1252", "iso8859-1": "cp1252"}
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-_CONTROL = frozenset(range(0, 9)) | frozenset(range(14, 32))
+_CONTROL = bytes([*range(0, 9), *range(14, 32)])
 
 
 @dataclass
@@ -76,7 +76,9 @@ def looks_binary(body: bytes, sample: int = 1024) -> bool:
         return False
     if b"\0" in head:
         return True
-    return sum(b in _CONTROL for b in head) > len(head) // 10
+    # bytes.translate deletes the control bytes in C (a Python loop over the sample was 8 % of the
+    # parser's time, benchmarks/profile_crawl.py)
+    return len(head) - len(head.translate(None, _CONTROL)) > len(head) // 10
 
 
 def sniff_type(body: bytes) -> str:
