@@ -9,8 +9,9 @@ Two batches are in hand at once: while the store and summary writers write batch
 parses batch N+1, and N is committed once its writes returned (:meth:`BatchCommitter.finish`,
 called by the next :meth:`~BatchCommitter.process`). The store receives N+1 after N (one caller,
 one actor: Ray keeps the order), so the archive is written in batch order, and each commit still
-follows its own batch's durable writes. Measured (benchmarks/RESULTS.md, issue 16): without the
-overlap, the agent's serial cycle bounded the crawl while both cores were partly idle.
+follows its own batch's durable writes. The parser also computes the batch's near-duplicate
+sketches, so the agent's serial cycle keeps only the lookups (benchmarks/RESULTS.md, issue 16: on
+two cores the crawl is bound by CPU either way; with more cores, by this cycle).
 """
 
 from __future__ import annotations
