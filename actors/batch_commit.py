@@ -11,7 +11,8 @@ called by the next :meth:`~BatchCommitter.process`). The store receives N+1 afte
 one actor: Ray keeps the order), so the archive is written in batch order, and each commit still
 follows its own batch's durable writes. The parser also computes the batch's near-duplicate
 sketches, so the agent's serial cycle keeps only the lookups (benchmarks/RESULTS.md, issue 16: on
-two cores the crawl is bound by CPU either way; with more cores, by this cycle).
+two cores the crawl is bound by CPU either way; with more cores the cycle should matter more, not
+measured here).
 """
 
 from __future__ import annotations
