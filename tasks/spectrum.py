@@ -102,7 +102,8 @@ def invariant_subspaces(matrix: LinkMatrix) -> SubspaceDecomposition:
     reached = csgraph.breadth_first_order(aug, n, directed=True, return_predecessors=False)
     core = np.zeros(n, dtype=bool)
     core[reached[reached < n]] = True
-    _, comp = csgraph.connected_components(_successor_graph(matrix), directed=True, connection="strong")
+    successors = _successor_graph(matrix)
+    _, comp = csgraph.connected_components(successors, directed=True, connection="strong")
     # A component is a sink if no arc leaves it.
     succ = matrix.reversed()
     src = np.repeat(np.arange(n), np.diff(succ.pred_indptr))
@@ -114,8 +115,7 @@ def invariant_subspaces(matrix: LinkMatrix) -> SubspaceDecomposition:
     sub = np.flatnonzero(~core)
     subspace = np.full(n, -1, dtype=np.int64)
     if len(sub):
-        _, weak = csgraph.connected_components(_successor_graph(matrix)[sub][:, sub], directed=True,
-                                               connection="weak")
+        _, weak = csgraph.connected_components(successors[sub][:, sub], directed=True, connection="weak")
         subspace[sub] = weak
     return SubspaceDecomposition(core, comp, sinks, subspace)
 
