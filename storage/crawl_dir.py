@@ -77,6 +77,13 @@ def layout(out: str | Path) -> Layout:
     return Layout(out)
 
 
+def index_dir(d: str | Path) -> Path:
+    """The fragment index of crawl directory ``d`` (``d/index``), or ``d`` itself when it is not a
+    crawl directory with one (an index directory given directly)."""
+    index = layout(d).index
+    return index if index.is_dir() else Path(d)
+
+
 def virtual_queue(directory: str | Path, host: str) -> Path:
     """The on-disk virtual queue of ``host`` in the virtualizer's directory (actors/virtualizer.py)."""
     import xxhash

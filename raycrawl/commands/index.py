@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from raycrawl.errors import UserError
-from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.crawl_dir import index_dir, layout
 
 
 def register(subparsers) -> None:
@@ -92,7 +92,7 @@ def handle_build(args: argparse.Namespace) -> int:
 
 
 def handle_stats(args: argparse.Namespace) -> int:
-    d = layout(args.dir).index if (layout(args.dir).index).is_dir() else args.dir
+    d = index_dir(args.dir)
     if not (d / "stats.json").exists():
         raise UserError(f"{args.dir}: no index (run 'raycrawl index build {args.dir}' first)")
     print((d / "stats.json").read_text(), end="")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from raycrawl.errors import UserError
-from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.crawl_dir import index_dir as crawl_index_dir
 
 
 def register(subparsers) -> None:
@@ -42,13 +42,13 @@ def open_index(d: Path):
     """The FragmentIndex of crawl dir ``d`` (or index dir ``d``); UserError when there is none."""
     from raycrawl.storage.fragment_index import FragmentIndex
 
-    index_dir = layout(d).index if (layout(d).index).is_dir() else d
-    if not (index_dir / "tables.msgpack").exists():
+    idx = crawl_index_dir(d)
+    if not (idx / "tables.msgpack").exists():
         raise UserError(f"{d}: no index (run 'raycrawl index build {d}' first)")
     try:
-        return FragmentIndex.load(index_dir)
+        return FragmentIndex.load(idx)
     except (ValueError, OSError, KeyError) as e:
-        raise UserError(f"{index_dir}: unreadable index ({e}); rebuild it with 'raycrawl index build'") from e
+        raise UserError(f"{idx}: unreadable index ({e}); rebuild it with 'raycrawl index build'") from e
 
 
 def run_query(index, query: str, k: int = 10, any_term: bool = False, version: int | None = None):
@@ -107,8 +107,7 @@ def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, m
 def handle(args: argparse.Namespace) -> int:
     index = open_index(args.dir)
     if args.temporal:
-        index_dir = layout(args.dir).index if (layout(args.dir).index).is_dir() else args.dir
-        (top, edges), qterms = run_temporal(index, index_dir, args.query, *args.temporal, args.k, args.method,
+        (top, edges), qterms = run_temporal(index, crawl_index_dir(args.dir), args.query, *args.temporal, args.k, args.method,
                                             args.alpha, args.hits_c)
         if args.json:
             print(json.dumps({"terms": qterms, "results": [

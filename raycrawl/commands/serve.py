@@ -15,7 +15,7 @@ from pathlib import Path
 
 from raycrawl.argtypes import port
 from raycrawl.errors import UserError
-from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.crawl_dir import index_dir as crawl_index_dir
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def make_app(crawl_dir: Path):
     from raycrawl.commands.search import open_index
 
     index = open_index(crawl_dir)
-    index_dir = layout(crawl_dir).index if (layout(crawl_dir).index).is_dir() else crawl_dir
+    index_dir = crawl_index_dir(crawl_dir)
 
     async def page(request: web.Request) -> web.Response:
         try:
