@@ -112,10 +112,10 @@ def subgraph_matrix(nodes: list[int], arcs: set) -> LinkMatrix:
 def temporal_search(index: FragmentIndex, crawls: list[str | Path], query_terms: list[str], e1: int, e2: int,
                     k: int = 10, seeds: int = 20, expand: int = 100, alpha: float = 0.5, T: float = 10.0,
                     c: float = 0.9, method: str = "pagerank",
-                    hits_c: float = HITS_C) -> tuple[list[TemporalHit], list[tuple[int, int]]]:
+                    hits_c: float | None = None) -> tuple[list[TemporalHit], list[tuple[int, int]]]:
     """Top-k pages by ``method`` (pagerank | hits-auth | hits-hub | baseline = p(u)) and the
     later snapshot's arcs among them. ``c``: PageRank's teleport weight; ``hits_c``: HITS's
-    supersource weight."""
+    supersource weight (None: :data:`HITS_C`)."""
     if method not in ("pagerank", "hits-auth", "hits-hub", "baseline"):
         raise ValueError(f"unknown method {method!r}")
     id_of = {u: i for i, u in enumerate(index.urls)}
@@ -144,7 +144,7 @@ def temporal_search(index: FragmentIndex, crawls: list[str | Path], query_terms:
     elif method == "baseline":
         score = p
     else:
-        h = personalized_hits(subgraph_matrix(nodes, arcs2), c=hits_c, personalization=p)
+        h = personalized_hits(subgraph_matrix(nodes, arcs2), c=HITS_C if hits_c is None else hits_c, personalization=p)
         score = h.authority if method == "hits-auth" else h.hub
     order = sorted(range(len(nodes)), key=lambda i: (-score[i], nodes[i]))[:k]
     top = [TemporalHit(nodes[i], index.urls[nodes[i]], float(score[i]), ir.get(nodes[i], 0.0), float(change[nodes[i]]))

@@ -33,7 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("--method", choices=("pagerank", "hits-auth", "hits-hub", "baseline"), default="pagerank",
                    help="temporal ranking (default personalized PageRank)")
     p.add_argument("--alpha", type=float, default=0.5, help="temporal: weight of IR vs change (default 0.5)")
-    p.add_argument("--hits-c", type=float, default=200.0, metavar="C",
+    p.add_argument("--hits-c", type=float, default=None, metavar="C",
                    help="temporal HITS: supersource weight (default 200, the paper's best value)")
     p.set_defaults(func=handle)
 
@@ -82,7 +82,7 @@ def format_hits(hits, qterms: list[str], seconds: float) -> str:
 
 
 def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, method: str, alpha: float,
-                 hits_c: float = 200.0):
+                 hits_c: float | None = None):
     """Temporal search between epochs e1 and e2 of an index built from several crawls."""
     from raycrawl.tasks.temporal_search import temporal_search
     from raycrawl.text import terms
@@ -95,7 +95,7 @@ def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, m
             raise UserError(f"--temporal {e}: the index holds epochs {index.epochs}")
     if not 0 <= alpha <= 1:
         raise UserError("--alpha must be in [0, 1]")
-    if not hits_c >= 0:
+    if hits_c is not None and not hits_c >= 0:
         raise UserError(f"--hits-c must be >= 0, got {hits_c}")
     stats_file = index_dir / "stats.json"
     crawls = json.loads(stats_file.read_text()).get("crawls", []) if stats_file.exists() else []
