@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from crawl_vs_scrapy import TICK  # noqa: E402
+from crawl_vs_scrapy import session_cpu  # noqa: E402
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 # py-spy names a frame "function (file:line)", the file relative to its package root: ours are these.
@@ -34,17 +34,12 @@ OURS = ("actors/", "storage/", "policies/", "tasks/", "raycrawl/", "websim/")
 def session_procs(sid: int) -> dict[int, tuple[str, float]]:
     """pid → (process title, CPU seconds) of every process in session ``sid``."""
     out = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    for pid, cpu in session_cpu(sid).items():
         try:
-            stat = (d / "stat").read_text()
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid:
-            out[int(d.name)] = (cmd[:60], (int(fields[11]) + int(fields[12])) / TICK)
+        out[pid] = (cmd[:60], cpu)
     return out
 
 
