@@ -128,11 +128,12 @@ def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> I
     The WARC reader resumes after a damaged record and skips torn bodies; every damaged file is
     also logged here and named in ``damaged``, so the report can say what is missing.
     """
+    from raycrawl.actors.parser import decode_body
     from raycrawl.storage.crawl_pages import iter_pages
 
     warc_dir = Path(warc_dir)
-    for page in iter_pages(warc_dir.parent):
-        yield page.url, visible_text(page.body)
+    for page in iter_pages(warc_dir.parent):  # decoded as the crawler decodes (charset, BOM, <meta>)
+        yield page.url, visible_text(decode_body(page.body, page.charset)[0])
     for path in sorted(warc_dir.glob("*.warc.gz")):
         problem = gzip_damage(path)
         if problem:

@@ -42,11 +42,14 @@ def _snippet(body: bytes | str) -> str:
 def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | None = None) -> Versions:
     """Versions of every 200 HTML page of each crawl; crawl i (in the order given) is epoch i.
     ``snippets`` (if given) receives the start of each URL's latest visible text."""
+    from raycrawl.actors.parser import decode_body
     from raycrawl.storage.crawl_pages import iter_pages
 
     out: Versions = {}
     for epoch, crawl in enumerate(crawl_dirs):
-        bodies = {page.url: page.body for page in iter_pages(crawl)}
+        # Decoded as the crawler and the summaries decode them (HTTP charset, BOM, <meta charset>):
+        # read as UTF-8 bytes, a windows-1251 page lost its Cyrillic words.
+        bodies = {page.url: decode_body(page.body, page.charset)[0] for page in iter_pages(crawl)}
         for url, body in bodies.items():
             out.setdefault(url, {})[epoch] = terms(body)
             if snippets is not None:
