@@ -28,7 +28,7 @@ from raycrawl import metrics
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import LinkRouter
-from raycrawl.actors.parser import decode_body
+from raycrawl.actors.parser import page_text
 from raycrawl.actors.visit_batch import decide, exact_duplicates, link_record
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.crawl_pages import is_page
@@ -108,12 +108,13 @@ class BatchCommitter:
             self.f.block_spam_hosts(dict(list(gate.blocked.items())[known:]))
         refs = [crew.store.write_batch.remote(decision.items)]
         if crew.summary_writer is not None:
-            # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py; same
-            # decoding), spilled before the commit.
-            html = [(o.fr.url, decode_body(o.fr.body, o.fr.charset)[0]) for o in pages
-                    if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated, o.fr.url in dup_of)]
-            if html:
-                refs.append(crew.summary_writer.spill.remote(html))
+            # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py), spilled
+            # before the commit, as the parser's visible text (actors.parser.page_text): the writer
+            # does not parse the HTML again, and the bodies do not travel to it.
+            texts = [(o.fr.url, parsed[o.fr.url].text if o.fr.url in parsed else page_text(o.fr.body, o.fr.charset))
+                     for o in pages if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated, o.fr.url in dup_of)]
+            if texts:
+                refs.append(crew.summary_writer.spill.remote(texts))
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
         delivered = self.router.deliver(crew.sieve, decision.follow)
         self.written = Written(refs, [o.key for o in outcomes], decision.counters, decision.follow, latencies,

@@ -120,11 +120,19 @@ class FetchLoop:
 
     async def drain(self, max_items: int, wait: float) -> list[Outcome]:
         """Up to ``max_items`` finished visits, waiting up to ``wait`` s for the first one."""
+        self._check_runner()
         deadline = time.monotonic() + wait
         while not self.done and time.monotonic() < deadline and not (self.idle() and self._stop):
             await asyncio.sleep(0.01)
         out, self.done = self.done[:max_items], self.done[max_items:]
         return out
+
+    def _check_runner(self) -> None:
+        """Raise the error the loop crashed with (a bug: storage failures stop it quietly, see
+        :meth:`_run`), so that the agent stops the crawl instead of waiting for visits forever."""
+        runner = self._runner
+        if runner is not None and runner.done() and not runner.cancelled() and runner.exception() is not None:
+            raise RuntimeError("the fetch loop crashed") from runner.exception()
 
     def idle(self) -> bool:
         """Nothing in flight, nothing buffered, nothing waiting to be released."""
@@ -139,8 +147,8 @@ class FetchLoop:
     async def _run(self) -> None:
         try:
             while True:
-                self._flush_releases()
                 if self._stop:
+                    self._flush_releases()
                     if not self.tasks:
                         return
                 else:
@@ -169,8 +177,10 @@ class FetchLoop:
         if self.budget is not None:
             slots = min(slots, self.budget)
         if slots <= 0:
+            self._flush_releases()
             return
-        got, self.earliest = self.wb.acquire(time.time(), slots)
+        releases, self.releases = self.releases, []
+        got, self.earliest = self.wb.release_and_acquire(releases, time.time(), slots)
         if len(got) < slots and (self.earliest is None or self.earliest > time.time()):
             self.waited += 1
         for host, ip, path in got:

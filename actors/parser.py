@@ -117,6 +117,24 @@ def decode_body(body: bytes, header_charset: str | None) -> tuple[str, str]:
         return body.decode("cp1252", errors="replace"), "cp1252"
 
 
+def _tree(html: str):
+    # lexbor stops a text node at NUL; a browser shows U+FFFD there.
+    return parse_html(html.replace("\0", "\ufffd"))
+
+
+def page_text(body: bytes, header_charset: str | None) -> str:
+    """The visible text :meth:`Parser.parse` gives an HTML page with this body: "" for a binary
+    body, else the text of the decoded page. Summaries are built from it, at crawl time (where the
+    parser's own text is used) and afterwards from the WARC, so both read a page the same way."""
+    if not body or looks_binary(body):
+        return ""
+    try:
+        return visible_text(_tree(decode_body(body, header_charset)[0]))
+    except Exception as e:  # noqa: BLE001 - as Parser.parse: no text, the page is still kept
+        log.warning("no visible text: %r", e)
+        return ""
+
+
 def _robots_tokens(content: str) -> set[str]:
     return {t.strip().lower() for t in re.split(r"[,\s]+", content) if t.strip()}
 
@@ -251,7 +269,7 @@ class Parser:
         return result
 
     def _parse_html(self, html: str, result: ParseResult) -> None:
-        tree = parse_html(html.replace("\0", "\ufffd"))
+        tree = _tree(html)
         title = tree.css_first("title")
         if title is not None:
             result.title = " ".join(title.text(separator=" ").split())[:MAX_TITLE]

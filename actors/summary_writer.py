@@ -1,7 +1,9 @@
 """Summary writer: turns parsed pages into term counts during a crawl, then builds the archive.
 
-Parsers hand each fetched HTML page (URL + body) to the agent's summary writer. It runs the one
-text pipeline (:mod:`raycrawl.text`: visible text → tokens → stopwords out → Porter stems),
+The agent hands each page of the crawl (storage/crawl_pages.py) to its summary writer as the
+visible text the parser extracted (``actors.parser.page_text``: the HTML is parsed once per page).
+The writer runs the rest of the one text pipeline (:mod:`raycrawl.text`: tokens → stopwords out →
+Porter stems),
 counts terms per document and appends them to a temporary *spill file* under
 ``DIR/summaries/spill/`` — no dictionary is known yet, since terms are renumbered by collection
 frequency and filtered by document frequency only once the crawl is over. The finishing pass
@@ -36,8 +38,8 @@ def document_counts(html_or_text: str | bytes, is_html: bool = True) -> tuple[in
 class SummaryWriter:
     """Accumulates per-document term counts of one agent into its spill file.
 
-    Contract: :meth:`add_page` may be called with any HTML (malformed markup is repaired by the
-    parser; an empty page gives ℓ = 0, s = 0); nothing is lost once :meth:`flush` returns.
+    Contract: :meth:`add_page` takes a page's visible text (``actors.parser.page_text``; an empty
+    text gives ℓ = 0, s = 0); nothing is lost once :meth:`flush` returns.
     """
 
     def __init__(self, crawl_dir: str | Path, writer: str = "agent0", batch: int = 256) -> None:
@@ -45,18 +47,18 @@ class SummaryWriter:
         self.spill = summaries.SpillWriter(layout(self.crawl_dir).summaries / summaries.SPILL_SUBDIR, writer, batch)
         self.pages = 0
 
-    def add_page(self, url: str, html: str | bytes) -> int:
-        """Count the terms of one fetched HTML page; returns its number of distinct terms."""
-        length, counts = document_counts(html)
+    def add_page(self, url: str, visible: str) -> int:
+        """Count the terms of one page's visible text; returns its number of distinct terms."""
+        length, counts = document_counts(visible, is_html=False)
         self.spill.add(url, length, counts)
         self.pages += 1
         return len(counts)
 
-    def add_pages(self, pages: Iterable[tuple[str, str | bytes]]) -> int:
-        """Batch form of :meth:`add_page` (one actor call per parser batch); returns pages added."""
+    def add_pages(self, pages: Iterable[tuple[str, str]]) -> int:
+        """Batch form of :meth:`add_page` (one actor call per batch); returns pages added."""
         n = 0
-        for url, html in pages:
-            self.add_page(url, html)
+        for url, visible in pages:
+            self.add_page(url, visible)
             n += 1
         return n
 
@@ -91,10 +93,10 @@ def actor_class():
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.inner = SummaryWriter(crawl_dir, writer, batch)
 
-        def add_pages(self, pages: list[tuple[str, str | bytes]]) -> int:
+        def add_pages(self, pages: list[tuple[str, str]]) -> int:
             return self.inner.add_pages(pages)
 
-        def spill(self, pages: list[tuple[str, str | bytes]]) -> int:
+        def spill(self, pages: list[tuple[str, str]]) -> int:
             """Add pages and make them durable; returns pages spilled so far."""
             self.inner.add_pages(pages)
             return self.inner.flush()

@@ -105,6 +105,18 @@ class Workbench:
     def release(self, releases: list[Release]) -> list[int]:
         """Hand back acquired hosts: next fetch of host and IP from the END of the response.
         Returns each host's remaining queue length."""
+        items = self._release_items(releases)
+        return list(self.frontier.release(items)) if items else []
+
+    def release_and_acquire(self, releases: list[Release], now: float,
+                            n: int) -> tuple[list[tuple[str, str, str]], float | None]:
+        """:meth:`release`, then :meth:`acquire`, in one Redis round trip: the fetch loop does both
+        after every response, and round trips were its largest CPU cost (benchmarks/RESULTS.md,
+        issue 16). The release runs first, so a host released here can be acquired again."""
+        items = self._release_items(releases)
+        return self.frontier.release_and_acquire(items, now, n)
+
+    def _release_items(self, releases: list[Release]) -> list[tuple[str, str, float, float, list[str]]]:
         items = []
         cdelays = []
         pol = self.politeness
@@ -119,11 +131,9 @@ class Workbench:
                 hn = max(hn, rel.not_before)
             # A URL put back is re-queued and no longer in flight in the same script: never both or neither.
             items.append((rel.host, rel.ip, hn, ipn, list(rel.putback or ())))
-        if not items:
-            return []
         if cdelays:  # for recover(): the delay a host busy at a crash must wait
             self.frontier.set_crawl_delays(dict(cdelays))
-        return list(self.frontier.release(items))
+        return items
 
     def recover(self, now: float) -> int:
         """After a crash: in-flight URLs back in front of their visit states; every host and IP

@@ -145,7 +145,21 @@ class RedisFrontier:
     def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
         """Up to ``n`` (host, ip, path) ready at ``now`` (distinct hosts, distinct IPs), marked
         busy and in flight; and the earliest time something else becomes ready (None if none)."""
-        raw = self._scripts["acquire"](args=[self.p, self.v, repr(now), n])
+        return self._acquired(self._scripts["acquire"](args=[self.p, self.v, repr(now), n]))
+
+    def release_and_acquire(self, items: list[tuple[str, str, float, float, list[str]]], now: float,
+                            n: int) -> tuple[list[tuple[str, str, str]], float | None]:
+        """:meth:`release` ``items`` (if any), then :meth:`acquire`, in one round trip (one
+        pipeline, no transaction: each script is atomic, as when sent apart)."""
+        if not items:
+            return self.acquire(now, n)
+        pipe = self.r.pipeline(transaction=False)
+        self.release(items, pipe)
+        self._scripts["acquire"](args=[self.p, self.v, repr(now), n], client=pipe)
+        return self._acquired(pipe.execute()[-1])
+
+    @staticmethod
+    def _acquired(raw: list) -> tuple[list[tuple[str, str, str]], float | None]:
         earliest = float(raw[-1])
         items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 3)]
         return items, (None if earliest < 0 else earliest)

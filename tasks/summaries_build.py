@@ -19,15 +19,15 @@ log = logging.getLogger(__name__)
 
 
 def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
-    """(URL, decoded HTML) of every page of the crawl (storage/crawl_pages.py), decoded with the
-    parser's charset rules (BOM, Content-Type charset, ``<meta charset>``, UTF-8, windows-1252)."""
-    from raycrawl.actors.parser import decode_body
+    """(URL, visible text) of every page of the crawl (storage/crawl_pages.py), read as the parser
+    reads it at crawl time (``actors.parser.page_text``: its charset rules, binary bodies empty)."""
+    from raycrawl.actors.parser import page_text
     from raycrawl.storage.crawl_pages import iter_pages
 
     if not warc_files(layout(crawl_dir).warc):
         raise UserError(f"{crawl_dir}/warc: no WARC files (is {crawl_dir} a crawl directory?)")
     for page in iter_pages(crawl_dir):
-        yield page.url, decode_body(page.body, page.charset)[0]
+        yield page.url, page_text(page.body, page.charset)
 
 
 def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
@@ -53,8 +53,8 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
     else:
         # One pass over the WARCs turns pages into counts; held in memory for the second pass.
         records = []
-        for url, body in iter_warc_pages(crawl_dir):
-            length, counts = document_counts(body)
+        for url, visible in iter_warc_pages(crawl_dir):
+            length, counts = document_counts(visible, is_html=False)
             records.append({"url": url, "length": length, "terms": counts})
         records = _once_per_url(records)
         records += _exact_duplicates(crawl_dir, records)

@@ -249,3 +249,20 @@ def test_memoised_resolution_equals_direct_canonicalisation():
         raw = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 5)))
         canon_base = canonicalize(base) or base
         assert resolve_link(canon_base, _directory(canon_base), raw) == canonicalize(raw, base=base), (base, raw)
+
+
+@pytest.mark.parametrize("body, charset", [
+    ("<title>T</title><p>plain words</p><script>hidden()</script>", None),
+    ("<p>before" + "x" * 2000 + "\0after NUL</p>", None),  # a NUL past the binary sniff's sample
+    (b"\0\x01\x02binary" * 50, None),
+    ('<meta charset="windows-1251"><p>Привет мир</p>'.encode("cp1251"), None),
+    ("<p>caf\xe9 au lait</p>".encode("latin-1"), "iso-8859-1"),
+    (b"", None),
+])
+def test_page_text_is_the_parsers_visible_text(body, charset):
+    """Summaries use page_text after a crawl and the parser's text during it: they must agree."""
+    from raycrawl.actors.parser import page_text
+
+    fr = page(body, headers={"content-type": f"text/html; charset={charset}"} if charset else None)
+    assert fr.charset == charset
+    assert page_text(fr.body, charset) == Parser().parse(fr).text

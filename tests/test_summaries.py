@@ -374,6 +374,7 @@ def test_a_page_fetched_twice_counts_once(tmp_path, capsys):
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
+    from raycrawl.actors.parser import page_text
     from raycrawl.actors.summary_writer import SummaryWriter
     from raycrawl.storage.link_records import LinkRecordWriter
 
@@ -396,7 +397,7 @@ def test_a_page_fetched_twice_counts_once(tmp_path, capsys):
     assert json.loads(cli(capsys, "summaries", "stats", crawl, "--json").stdout)["documents"] == 5
     # the same from the spill of the summary writer
     writer = SummaryWriter(crawl)  # the spill as the crawl writes it: the refetch is spilled again
-    writer.add_pages([*PAGES.items(), (again, PAGES[again])])
+    writer.add_pages([(url, page_text(html.encode(), "utf-8")) for url, html in [*PAGES.items(), (again, PAGES[again])]])
     writer.close()
     r = cli(capsys, "summaries", "build", crawl, "--min-df", "2", "--from-spill")
     assert r.returncode == 0, r.stderr

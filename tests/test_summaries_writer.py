@@ -31,7 +31,8 @@ def test_two_agents_through_ray_then_finish(tmp_path, ray_local):
     ray = ray_local
     cls = actor_class()
     agents = [cls.remote(str(tmp_path), f"agent{k}", 8) for k in range(2)]
-    calls = [agents[k].add_pages.remote(PAGES[k::2]) for k in range(2)]
+    texts = [(url, text.visible_text(html)) for url, html in PAGES]  # as the parser hands them over
+    calls = [agents[k].add_pages.remote(texts[k::2]) for k in range(2)]
     assert sum(ray.get(calls)) == len(PAGES)
     assert ray.get([a.flush.remote() for a in agents]) == [30, 30]
     ray.get([a.close.remote() for a in agents])
