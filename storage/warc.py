@@ -43,6 +43,9 @@ from raycrawl.exchange import FetchResult
 from raycrawl.storage.crawl_dir import layout
 
 log = logging.getLogger(__name__)
+# zlib's default (Heritrix's too); fastwarc's default 9 took 27 % more time per record for 1 % less
+# size on crawled pages (benchmarks/RESULTS.md, issue 16).
+GZIP_LEVEL = 6
 
 SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -130,7 +133,7 @@ class WarcStore:
         """Write one record as its own gzip member; its offset in the current file."""
         assert self._file is not None
         buf = io.BytesIO()
-        gz = GzipWriter(buf)
+        gz = GzipWriter(buf, compression_level=GZIP_LEVEL)
         rec.write(gz)
         gz.finish()
         gz.flush()
