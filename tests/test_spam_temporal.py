@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import networkx as nx
 import numpy as np
@@ -164,3 +164,49 @@ def test_temporal_link_features_through_ray(ray_local):
     assert np.allclose(pair0, walks)
     filled = st.fill_missing(sets["psimrank"]["log PSimIn2/PSimIn1"], "log PSimIn2/PSimIn1")
     assert np.isfinite(filled).all() and filled[3] == 1.0
+
+
+def test_temporal_content_features_match_the_paper_formulas():
+    """Ave, AveDiff, Dev, DevDiff, Decay (§3.2) against a dense computation written from the
+    equations, on random virtual documents over three snapshots; a host in one snapshot is missing."""
+    import math
+
+    from raycrawl.tasks.spam_temporal_content import K1, B, temporal_content_features
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(40)]
+    snaps = []
+    for t in range(3):
+        snap = {}
+        for h in range(12):
+            if h == 5 and t != 1:
+                continue  # host 5 only in the middle snapshot
+            snap[f"h{h}"] = dict(Counter(rng.choices(words[: 10 + 3 * h], k=20 + h)))
+        snaps.append(snap)
+    hosts, vocab, groups, missing = temporal_content_features(snaps, max_terms=15, min_df=0.1, max_df=0.5, decay=0.5)
+    assert hosts == sorted({h for s in snaps for h in s}) and len(vocab) == 15
+    n = len(hosts)
+    docs = [(t, h) for t, s in enumerate(snaps) for h in s]
+    for term in vocab:  # the vocabulary rule itself
+        df = sum(1 for t, h in docs if term in snaps[t][h])
+        assert 0.1 * len(docs) <= df <= 0.5 * len(docs)
+    tw = np.zeros((3, n, len(vocab)))
+    for t, snap in enumerate(snaps):
+        avdl = np.mean([sum(c.values()) for c in snap.values()])
+        for j, term in enumerate(vocab):
+            nt = sum(1 for c in snap.values() if term in c)
+            idf = math.log((n - nt + 0.5) / (nt + 0.5))
+            for i, h in enumerate(hosts):
+                if h in snap:
+                    tf = snap[h].get(term, 0)
+                    k = K1 * ((1 - B) + B * sum(snap[h].values()) / avdl)
+                    tw[t, i, j] = idf * (K1 + 1) * tf / (k + tf)
+    ave = tw.mean(axis=0)
+    d = np.abs(np.diff(tw, axis=0))
+    want = {"Ave": ave, "AveDiff": d.mean(axis=0), "Dev": ((tw - ave) ** 2).sum(axis=0) / 2,
+            "DevDiff": ((d - d.mean(axis=0)) ** 2).sum(axis=0) / 1,
+            "Decay": sum(0.5 * math.exp(-0.5 * (3 - T)) * tw[T - 1] for T in (1, 2, 3))}
+    assert missing.tolist() == [h == "h5" for h in hosts]
+    for g, m in want.items():
+        m[missing] = 0.0
+        assert np.allclose(groups[g].toarray(), m, atol=1e-9), g

@@ -567,7 +567,49 @@ class WebModel:
                         page.links, page.changed = list(src.links), list(src.changed)
 
     # ------------------------------------------------------------------ epochs
+    # Per epoch and page, the chance that a cross-host link is added / dropped: honest sites change
+    # their links to other sites slowly, link farms rewire much of theirs (they join other farms and
+    # drop members as they are found out) — the temporal link signal of seed 003 §3.1, noisy on both
+    # sides so that it separates the classes only partly.
+    HONEST_LINK_CHURN = 0.03
+    FARM_LINK_CHURN = 0.25
+
     def _evolve(self, k: int) -> None:
+        self._evolve_pages(k)
+        if not self.clean:
+            self._evolve_cross_links(k)
+
+    def _evolve_cross_links(self, k: int) -> None:
+        """Links between hosts change (their own random stream: the page edits of an epoch are the
+        same as before this existed)."""
+        rng = self._rng("epoch-links", k)
+        honest = [h for h in self.hosts if h.role in ("plain", "keyword_stuffing") and h.pages]
+        farms = [h for h in self.hosts if h.role == "link_farm" and h.pages]
+
+        def live(host: Host) -> list[str]:
+            return [p for p, pg in host.pages.items() if pg.kind == "html" and pg.removed_in is None]
+
+        for host in [*honest, *farms]:
+            churn = self.FARM_LINK_CHURN if host.role == "link_farm" else self.HONEST_LINK_CHURN
+            pool = farms if host.role == "link_farm" and rng.random() < 0.8 else honest
+            for path in live(host):
+                page = host.pages[path]
+                before = list(page.links)
+                if rng.random() < churn:
+                    away = [t for t in page.links if t[0] != host.name]
+                    if away:
+                        page.links.remove(rng.choice(away))
+                if rng.random() < churn and len(pool) > 1:
+                    other = rng.choice(pool)
+                    paths = live(other) if other is not host else []
+                    if paths:
+                        target = (other.name, rng.choice(paths))
+                        if target not in page.links:
+                            page.links.append(target)
+                if page.links != before and page.changed[-1:] != [k]:
+                    page.changed.append(k)
+
+    def _evolve_pages(self, k: int) -> None:
         rng = self._rng("epoch", k)
         for host in self.hosts:
             if host.role not in ("plain", "keyword_stuffing", "copied_content", "session", "calendar", "repeat"):
