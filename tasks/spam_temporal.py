@@ -32,6 +32,7 @@ classifiers the paper's kind of defaults (0 for rates and similarities, 1 for ra
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Sequence
 
@@ -238,26 +239,38 @@ def _similarity_features(name: str, sim: np.ndarray, neighbours: sparse.csr_matr
     return f
 
 
+def _pair_features(a0: sparse.csr_matrix, a1: sparse.csr_matrix, fingerprints: int, max_len: int, seed: int,
+                   timing: dict[str, float]) -> dict[str, dict[str, np.ndarray]]:
+    out_nb, in_nb = a1, a1.T.tocsr()  # the neighbours of the later snapshot
+    sets: dict[str, dict[str, np.ndarray]] = {}
+    t0 = time.perf_counter()
+    sets["growth_death"] = growth_death(a0, a1)
+    t1 = time.perf_counter()
+    sets["xjaccard"] = {**_similarity_features("XJacOut", xjaccard(a0, a1, max_len), out_nb),
+                        **_similarity_features("XJacIn", xjaccard(a0.T.tocsr(), a1.T.tocsr(), max_len), in_nb)}
+    t2 = time.perf_counter()
+    sets["psimrank"] = {
+        **_similarity_features("PSimIn", psimrank(a0, a1, fingerprints, max_len, seed=seed), in_nb),
+        **_similarity_features("PSimOut", psimrank(a0, a1, fingerprints, max_len, seed=seed, transposed=True), out_nb)}
+    for name, dt in (("growth_death", t1 - t0), ("xjaccard", t2 - t1), ("psimrank", time.perf_counter() - t2)):
+        timing[name] = timing.get(name, 0.0) + dt
+    return sets
+
+
 def temporal_link_features(graphs: Sequence[tuple[list[str], np.ndarray, np.ndarray]], fingerprints: int = 100,
-                           seed: int = 0, max_len: int = MAX_LEN) -> tuple[list[str], dict[str, dict[str, np.ndarray]]]:
+                           seed: int = 0, max_len: int = MAX_LEN, seconds: dict[str, float] | None = None,
+                           ) -> tuple[list[str], dict[str, dict[str, np.ndarray]]]:
     """(hosts, {feature set: {feature: values}}) over the snapshots ``graphs`` in time order. Sets:
-    ``growth_death`` (§3.1.1), ``xjaccard`` (§3.1.3), ``psimrank`` (§3.1.4)."""
+    ``growth_death`` (§3.1.1), ``xjaccard`` (§3.1.3), ``psimrank`` (§3.1.4). ``seconds``, if given,
+    receives each set's computing time (the paper's §6 compares them)."""
     if len(graphs) < 2:
         raise ValueError("temporal features need at least two snapshots")
     hosts, mats, present = align(graphs)
+    timing = seconds if seconds is not None else {}
     pairs: list[dict[str, dict[str, np.ndarray]]] = []
     for t in range(len(mats) - 1):
-        a0, a1 = mats[t], mats[t + 1]
+        sets = _pair_features(mats[t], mats[t + 1], fingerprints, max_len, seed + t, timing)
         both = present[t] & present[t + 1]
-        out_nb, in_nb = a1, a1.T.tocsr()
-        sets = {
-            "growth_death": growth_death(a0, a1),
-            "xjaccard": {**_similarity_features("XJacOut", xjaccard(a0, a1, max_len), out_nb),
-                         **_similarity_features("XJacIn", xjaccard(a0.T.tocsr(), a1.T.tocsr(), max_len), in_nb)},
-            "psimrank": {**_similarity_features("PSimIn", psimrank(a0, a1, fingerprints, max_len, seed=seed + t), in_nb),
-                         **_similarity_features("PSimOut", psimrank(a0, a1, fingerprints, max_len, seed=seed + t,
-                                                                    transposed=True), out_nb)},
-        }
         for feats in sets.values():
             for k, v in feats.items():
                 feats[k] = np.where(both, v, np.nan)
@@ -274,8 +287,9 @@ def temporal_link_features(graphs: Sequence[tuple[list[str], np.ndarray, np.ndar
 
 def fill_missing(values: np.ndarray, name: str) -> np.ndarray:
     """The paper's defaults for classifiers that take no missing values, by kind of feature: a
-    ratio ("/" in the name) 1 (no change), anything else 0; ±inf (a log of 0) as the finite extreme."""
-    default = 1.0 if "/" in name else 0.0
+    ratio ("/" in the name) 1 and its logarithm 0 (no change), anything else 0; ±inf (a log of 0)
+    as the finite extreme."""
+    default = 1.0 if "/" in name and not name.startswith("log ") else 0.0
     v = np.where(np.isnan(values), default, values)
     finite = v[np.isfinite(v)]
     lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)

@@ -394,3 +394,43 @@ def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
     assert honest_fetched >= 0.9 * honest_total, (honest_fetched, honest_total)
     skipped = {r["url"] for r in iter_link_records(out) if r["error"] == "spam"}
     assert skipped and not skipped & requested, sorted(skipped & requested)[:5]  # recorded as not fetched: true
+
+
+# ---------------------------------------------------------------------------- temporal features
+def test_spam_temporal_over_two_crawls(web, crawl, tmp_path):
+    """``raycrawl spam temporal`` over epochs 0 and 1 of the same web: one row per host, link farms
+    (which websim rewires) change their out-links more than honest hosts, the content matrix
+    has the five groups; bad input gets one line and exit 2."""
+    import pyarrow.parquet as pq
+    from scipy import sparse
+
+    from raycrawl.tasks.spam_pipeline import write_features
+    from raycrawl.websim.model import WebModel
+
+    later = WebModel.generate(hosts=300, ips=120, seed=11, epoch=1, pages_per_host_mean=6)
+    d1 = tmp_path / "epoch1"
+    write_model_crawl(later, d1, PORT)
+    r = _cli("spam", "temporal", str(d1))
+    assert r.returncode == 2 and "at least two" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("spam", "temporal", str(crawl), str(d1))
+    assert r.returncode == 2 and "spam features" in r.stderr and "Traceback" not in r.stderr
+    write_features(d1, frozenset(later.vocab.popular_terms), max_pages=400, batch_hosts=40, use_ray=True)
+    r = _cli("spam", "temporal", str(crawl), str(d1), "--fingerprints", "32")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = pq.read_table(d1 / "spam" / "temporal.parquet").to_pylist()
+    hosts = {row["host"] for row in rows}
+    assert len(rows) == len(hosts) and {t for t in _table(crawl)} <= hosts
+    labels = model_labels(later)
+    farms = [h for h in hosts if later.by_name[h].role == "link_farm"]
+    honest = [h for h in hosts if labels.get(h) == 0]
+    by = {row["host"]: row for row in rows}
+
+    def mean_change(group):
+        vals = [by[h]["ODR"] + by[h]["OGR"] for h in group if by[h]["ODR"] == by[h]["ODR"]]
+        return sum(vals) / len(vals)
+
+    assert farms and mean_change(farms) > 2 * mean_change(honest)
+    m = sparse.load_npz(d1 / "spam" / "temporal_content.npz")
+    meta = json.loads((d1 / "spam" / "temporal_content.json").read_text())
+    assert meta["groups"] == ["Ave", "AveDiff", "Dev", "Decay"]  # DevDiff needs three snapshots
+    assert m.shape == (len(meta["hosts"]), 4 * len(meta["terms"])) and m.nnz > 0

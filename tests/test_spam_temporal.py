@@ -163,7 +163,8 @@ def test_temporal_link_features_through_ray(ray_local):
     pair0 = st.psimrank(a0, a1, 64, seed=1)
     assert np.allclose(pair0, walks)
     filled = st.fill_missing(sets["psimrank"]["log PSimIn2/PSimIn1"], "log PSimIn2/PSimIn1")
-    assert np.isfinite(filled).all() and filled[3] == 1.0
+    assert np.isfinite(filled).all() and filled[3] == 0.0  # log of "no change"
+    assert st.fill_missing(sets["psimrank"]["PSimIn2/PSimIn1"], "PSimIn2/PSimIn1")[3] == 1.0
 
 
 def test_temporal_content_features_match_the_paper_formulas():

@@ -7,6 +7,8 @@ Sub-commands::
     raycrawl spam features DIR [--queries FILE]      DIR/spam/features.parquet (+ pages, terms)
     raycrawl spam train DIR --labels FILE            DIR/spam/model.pkl, gate.json, train.json
     raycrawl spam score DIR [--model FILE]           DIR/spam/scores.parquet (+ top of the list)
+    raycrawl spam temporal DIR1 DIR2 [DIR3 ...]      temporal features over crawls of one web, oldest
+                                                     first -> the last one's spam/temporal.parquet
 
 Files in ``DIR/spam/``: ``features.parquet`` (one row per host: ``host``, ``ip``, content and link
 features), ``pages.parquet`` (page-local features of the sampled pages, for the crawl-time gate),
@@ -60,6 +62,13 @@ def register(subparsers) -> None:
     s.add_argument("--model", type=Path, default=None, help="model.pkl (default DIR/spam/model.pkl)")
     s.add_argument("--top", type=int, default=10, help="print this many highest-scoring hosts")
     s.set_defaults(func=handle_score)
+    tp = sub.add_parser("temporal", help="temporal link and content features over crawls of one web (seed 003 §3)")
+    tp.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="crawl directories, oldest first (at least two)")
+    tp.add_argument("--fingerprints", type=int, default=100, help="PSimRank walk pairs per host (default 100)")
+    tp.add_argument("--seed", type=int, default=0, help="seed of the PSimRank permutations")
+    tp.add_argument("--no-content", action="store_true",
+                    help="link features only (content ones need 'raycrawl spam features' on every DIR)")
+    tp.set_defaults(func=handle_temporal)
 
 
 # ---------------------------------------------------------------------------- files
@@ -148,6 +157,24 @@ def handle_score(args: argparse.Namespace) -> int:
     print(f"scored {len(out)} hosts -> {spam_dir(args.dir) / 'scores.parquet'}")
     for host, s in out[: args.top]:
         print(f"  {s:.3f}  {host}")
+    return 0
+
+
+def handle_temporal(args: argparse.Namespace) -> int:
+    from raycrawl.tasks.spam_temporal_pipeline import write_temporal
+
+    if args.fingerprints < 1:
+        raise UserError(f"--fingerprints must be >= 1, got {args.fingerprints}")
+    path = write_temporal(args.dirs, args.fingerprints, args.seed, not args.no_content)
+    import json
+
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path)
+    seconds = json.loads((path.parent / "temporal_seconds.json").read_text())
+    print(f"temporal features: {t.num_rows} hosts over {len(args.dirs)} crawls, {t.num_columns - 2} link "
+          f"features -> {path}")
+    print("seconds per feature set: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
     return 0
 
 
