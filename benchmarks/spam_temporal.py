@@ -114,7 +114,8 @@ def main() -> int:
         half = stats.t.ppf(0.975, len(aucs) - 1) * aucs.std(ddof=1) / np.sqrt(len(aucs)) if len(aucs) > 1 else float("nan")
         nf = sum(data[s].shape[1] for s in catalog[name])
         pn, pa = PAPER.get(name, ("-", None))
-        print(f"{name:28s} {nf:9d} {aucs.mean():6.3f} {aucs.mean() - half:7.3f}–{aucs.mean() + half:.3f} "
+        lo, hi = max(0.0, aucs.mean() - half), min(1.0, aucs.mean() + half)  # an AUC lies in [0, 1]
+        print(f"{name:28s} {nf:9d} {aucs.mean():6.3f} {lo:7.3f}–{hi:.3f} "
               f"{pn!s:>8s} {pa if pa is None else f'{pa:.3f}'!s:>9s}")
     print("\nseconds to compute each feature set (§6), all snapshot pairs:")
     for k, v in seconds.items():
