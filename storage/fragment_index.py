@@ -12,7 +12,8 @@ fragID; only fragments not seen before (under the sharing policy) are indexed:
 Pages are added in docID order, all versions of a page together, so fragIDs are numbered by
 (primary docID, ordinal): a page's fragments are adjacent in every inverted list.
 
-On disk (``INDEX_DIR``): ``postings.bin`` (the inverted lists, see ``storage.postings``) and
+On disk (``INDEX_DIR``): ``postings.bin`` (the inverted lists, see ``storage.postings``;
+memory-mapped by :meth:`FragmentIndex.load`, so queries run from the file) and
 ``tables.msgpack`` with the **dictionary** (term → offset, bytes, fragment count, version df per
 epoch), the **page table** (URL, PageRank, spam score), the **doc/version table** (per version: page,
 epoch, length, its fragIDs in order), the fragment table (primary page, ordinal, length), the
@@ -23,6 +24,8 @@ reuse table and the build parameters. The hash table is only needed for updates 
 from __future__ import annotations
 
 import logging
+import mmap
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -69,7 +72,7 @@ class FragmentIndex:
     hash_table: dict[int, int]               # fragment hash → fragID (policy none: empty)
     dictionary: dict[str, tuple[int, int, int]]  # term → (offset, nbytes, postings)
     version_df: dict[str, dict[int, int]]    # term → {epoch: versions containing it}
-    postings_blob: bytes = b""
+    postings_blob: bytes | mmap.mmap = b""  # memory-mapped when loaded from disk
     stats: dict = field(default_factory=dict)
     snippets: list[str] = field(default_factory=list)  # docID → start of the latest version's visible text
 
@@ -156,9 +159,18 @@ class FragmentIndex:
             hash_table=dict(zip(keys.tolist(), vals.tolist(), strict=True)),
             dictionary={k: tuple(v) for k, v in t["dictionary"].items()},
             version_df={k: dict(map(tuple, v)) for k, v in t["version_df"].items()},
-            postings_blob=(d / "postings.bin").read_bytes(), stats=t.get("stats", {}),
+            postings_blob=_map(d / "postings.bin"), stats=t.get("stats", {}),
             snippets=t.get("snippets", []),
         )
+
+
+def _map(path: Path) -> bytes | mmap.mmap:
+    """The postings file memory-mapped read-only: queries read the lists they touch from the page
+    cache, so an index larger than memory can be queried and opening one costs no read of it."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""  # mmap cannot map an empty file
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 class FragmentIndexBuilder:

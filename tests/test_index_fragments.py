@@ -113,6 +113,15 @@ def test_save_load_round_trip(tmp_path):
     for t in list(ix.dictionary)[:50]:
         a, b = ix.postings(t, True), back.postings(t, True)
         assert a.frags.tolist() == b.frags.tolist() and a.positions.tolist() == b.positions.tolist()
+    import mmap
+
+    from raycrawl.tasks.query import QueryProcessor
+
+    assert isinstance(back.postings_blob, mmap.mmap)  # queried from the file, not a copy in memory
+    for q in (list(ix.dictionary)[:2], list(ix.dictionary)[5:8]):
+        assert QueryProcessor(back).search(q, 10, mode="or") == QueryProcessor(ix).search(q, 10, mode="or")
+    back.save(tmp_path / "index")  # saving over the mapped file replaces it, the map stays valid
+    assert FragmentIndex.load(tmp_path / "index").postings(q[0]).frags.tolist() == back.postings(q[0]).frags.tolist()
 
 
 def test_builder_rejects_bad_input():
