@@ -80,3 +80,32 @@ def test_two_crawled_epochs(tmp_path, capsys):
             assert r.returncode == 0, r.stderr
             got = json.loads(r.stdout)["results"]
             assert [g["url"] for g in got] == [urls[d] for d, _ in brute.search(q, 15, epoch=epoch)]
+
+    # The same two real crawls through `raycrawl spam temporal` (link features; content needs
+    # `spam features` first): the growth and death rates equal set arithmetic on the link records.
+    import math
+
+    import pyarrow.parquet as pq
+
+    r = cli(capsys, "spam", "temporal", tmp_path / "e0", tmp_path / "e1", "--no-content", "--fingerprints", "16")
+    assert r.returncode == 0, r.stderr
+    rows = {row["host"]: row for row in pq.read_table(tmp_path / "e1" / "spam" / "temporal.parquet").to_pylist()}
+    arcs, crawled = [], []
+    for epoch in (0, 1):
+        recs = [rec for rec in iter_link_records(tmp_path / f"e{epoch}") if rec.get("url")]
+        hosts = {urlsplit(rec["url"]).hostname for rec in recs}
+        crawled.append(hosts)
+        arcs.append({(urlsplit(rec["url"]).hostname, urlsplit(v).hostname) for rec in recs
+                     for v in rec.get("links") or () if urlsplit(v).hostname in hosts - {urlsplit(rec["url"]).hostname}})
+    assert set(rows) == crawled[0] | crawled[1]
+    defined = 0
+    for host in crawled[0] & crawled[1]:
+        for name, side in (("O", 0), ("I", 1)):
+            before = {a[1 - side] for a in arcs[0] if a[side] == host}
+            after = {a[1 - side] for a in arcs[1] if a[side] == host}
+            death = (len(before) - len(before & after)) / len(before) if before else math.nan
+            growth = (len(after) - len(before & after)) / len(before) if before else math.nan
+            defined += bool(before)
+            for got, want in ((rows[host][f"{name}DR"], death), (rows[host][f"{name}GR"], growth)):
+                assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want), (host, name)
+    assert defined >= 2  # hosts linked across the epochs, so the rates are numbers, not NaN
