@@ -60,20 +60,15 @@ def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | 
 
 def websim_versions(hosts: int, ips: int, seed: int, epochs: int, pages_per_host_mean: float = 25.0) -> Versions:
     """Versions of every live HTML page of the websim model at epochs 0 … epochs-1 (no server)."""
-    from raycrawl.websim.model import TRAP_ROLES, WebModel
+    from raycrawl.websim.model import WebModel
     from raycrawl.websim.render import Renderer
 
     out: Versions = {}
     for epoch in range(epochs):
         model = WebModel.generate(hosts=hosts, ips=ips, seed=seed, epoch=epoch, pages_per_host_mean=pages_per_host_mean)
         r = Renderer(model, port=80)
-        for host in model.hosts:
-            if host.role in TRAP_ROLES or host.fault:
-                continue
-            for page in host.pages.values():
-                if page.kind != "html" or page.removed_in is not None:
-                    continue
-                out.setdefault(r.url(host.name, page.path), {})[epoch] = terms(r.html(host, page))
+        for host, page in model.live_html_pages():
+            out.setdefault(r.url(host.name, page.path), {})[epoch] = terms(r.html(host, page))
     return out
 
 

@@ -46,23 +46,18 @@ def websim_truth(hosts: int, ips: int, seed: int, e1: int, e2: int, pages_per_ho
     """({stem: URLs whose epoch-e2 text has it}, {URL: changed in (e1, e2]}) of websim's live HTML
     pages at e2, from the model (no server, no crawl)."""
     from raycrawl.text import terms
-    from raycrawl.websim.model import TRAP_ROLES, WebModel
+    from raycrawl.websim.model import WebModel
     from raycrawl.websim.render import Renderer
 
     model = WebModel.generate(hosts=hosts, ips=ips, seed=seed, epoch=e2, pages_per_host_mean=pages_per_host_mean)
     r = Renderer(model, port=port)
     having: dict[str, set[str]] = {}
     changed: dict[str, bool] = {}
-    for host in model.hosts:
-        if host.role in TRAP_ROLES or host.fault:
-            continue
-        for page in host.pages.values():
-            if page.kind != "html" or page.removed_in is not None:
-                continue
-            url = r.url(host.name, page.path)
-            changed[url] = any(e1 < e <= e2 for e in page.changed)
-            for t in set(terms(r.html(host, page))):
-                having.setdefault(t, set()).add(url)
+    for host, page in model.live_html_pages():
+        url = r.url(host.name, page.path)
+        changed[url] = any(e1 < e <= e2 for e in page.changed)
+        for t in set(terms(r.html(host, page))):
+            having.setdefault(t, set()).add(url)
     return having, changed
 
 

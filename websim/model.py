@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import random
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 from urllib.parse import quote
@@ -113,6 +114,10 @@ class Host:
     def rules(self) -> Rules:
         return rules_for(self.robots, self.crawl_delay)
 
+    def live_html_paths(self) -> list[str]:
+        """Paths of this host's HTML pages not removed by this epoch."""
+        return [p for p, pg in self.pages.items() if pg.kind == "html" and pg.removed_in is None]
+
 
 def repeat_segment(model: WebModel, host: Host) -> str:
     """The two segments a repeat-trap host's relative link keeps appending (``w1/w2/``)."""
@@ -162,6 +167,14 @@ class WebModel:
     def seeds(self) -> list[tuple[str, str]]:
         """(host, path) of the seed pages: the home pages of the most popular hosts."""
         return [(h.name, "/") for h in self.hosts[: self.n_seeds]]
+
+    def live_html_pages(self) -> Iterator[tuple[Host, Page]]:
+        """(host, page) of every live HTML page of an ordinary host (no trap, no fault): the pages
+        whose text a crawl of this epoch archives."""
+        for host in self.hosts:
+            if host.role not in TRAP_ROLES and not host.fault:
+                for path in host.live_html_paths():
+                    yield host, host.pages[path]
 
     def page(self, host: str, path: str) -> Page | None:
         h = self.by_name.get(host)
@@ -586,13 +599,10 @@ class WebModel:
         honest = [h for h in self.hosts if h.role in ("plain", "keyword_stuffing") and h.pages]
         farms = [h for h in self.hosts if h.role == "link_farm" and h.pages]
 
-        def live(host: Host) -> list[str]:
-            return [p for p, pg in host.pages.items() if pg.kind == "html" and pg.removed_in is None]
-
         for host in [*honest, *farms]:
             churn = self.FARM_LINK_CHURN if host.role == "link_farm" else self.HONEST_LINK_CHURN
             pool = farms if host.role == "link_farm" and rng.random() < 0.8 else honest
-            for path in live(host):
+            for path in host.live_html_paths():
                 page = host.pages[path]
                 before = list(page.links)
                 if rng.random() < churn:
@@ -601,7 +611,7 @@ class WebModel:
                         page.links.remove(rng.choice(away))
                 if rng.random() < churn and len(pool) > 1:
                     other = rng.choice(pool)
-                    paths = live(other) if other is not host else []
+                    paths = other.live_html_paths() if other is not host else []
                     if paths:
                         target = (other.name, rng.choice(paths))
                         if target not in page.links:
@@ -614,7 +624,7 @@ class WebModel:
         for host in self.hosts:
             if host.role not in ("plain", "keyword_stuffing", "copied_content", "session", "calendar", "repeat"):
                 continue
-            paths = [p for p, pg in host.pages.items() if pg.kind == "html" and pg.removed_in is None]
+            paths = host.live_html_paths()
             for path in paths:
                 page = host.pages[path]
                 r = rng.random()
