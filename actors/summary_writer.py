@@ -27,10 +27,10 @@ from raycrawl.storage.crawl_dir import join_run, layout
 log = logging.getLogger(__name__)
 
 
-def document_counts(html_or_text: str | bytes, is_html: bool = True) -> tuple[int, dict[str, int]]:
-    """(ℓ, {term: count}) of a document: ℓ = its length in words (tokens before stopword
-    removal, as the paper's "document length in words"), counts over its stemmed terms."""
-    visible = text.visible_text(html_or_text) if is_html else str(html_or_text)
+def document_counts(visible: str) -> tuple[int, dict[str, int]]:
+    """(ℓ, {term: count}) of a document's visible text (``actors.parser.page_text``): ℓ = its
+    length in words (tokens before stopword removal, as the paper's "document length in words"),
+    counts over its stemmed terms."""
     words = text.tokens(visible)
     return len(words), dict(Counter(text.stems(words)))
 
@@ -49,7 +49,7 @@ class SummaryWriter:
 
     def add_page(self, url: str, visible: str) -> int:
         """Count the terms of one page's visible text; returns its number of distinct terms."""
-        length, counts = document_counts(visible, is_html=False)
+        length, counts = document_counts(visible)
         self.spill.add(url, length, counts)
         self.pages += 1
         return len(counts)

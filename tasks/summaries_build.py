@@ -54,7 +54,7 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
         # One pass over the WARCs turns pages into counts; held in memory for the second pass.
         records = []
         for url, visible in iter_warc_pages(crawl_dir):
-            length, counts = document_counts(visible, is_html=False)
+            length, counts = document_counts(visible)
             records.append({"url": url, "length": length, "terms": counts})
         records = _once_per_url(records)
         records += _exact_duplicates(crawl_dir, records)

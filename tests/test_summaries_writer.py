@@ -18,12 +18,12 @@ PAGES = [(f"http://h{i % 3}.test/p{i}",
 
 def test_document_counts_use_the_text_pipeline():
     html = PAGES[7][1]
-    length, counts = document_counts(html)
+    length, counts = document_counts(text.visible_text(html))
     assert counts == dict(Counter(text.terms(html)))
     assert length == len(text.tokens(text.visible_text(html)))  # stopwords count in ℓ, not in terms
     assert "hidden" not in counts and "the" not in counts
     assert document_counts("") == (0, {})
-    assert document_counts(b"<p>broken <b>markup") == (2, {"broken": 1, "markup": 1})
+    assert document_counts(text.visible_text(b"<p>broken <b>markup")) == (2, {"broken": 1, "markup": 1})
 
 
 @pytest.mark.slow
