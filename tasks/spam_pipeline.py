@@ -64,16 +64,23 @@ def write_features(crawl_dir: Path, query_terms: frozenset[str] = frozenset(), m
 
 def load_features(crawl_dir: Path):
     """(features pyarrow Table, {host: Counter}) of DIR/spam; UserError if not computed yet."""
-    import msgpack
     import pyarrow.parquet as pq
 
     out = spam_dir(crawl_dir)
     if not (out / "features.parquet").is_file():
         raise UserError(f"{out}/features.parquet not found: run 'raycrawl spam features {crawl_dir}' first")
-    table = pq.read_table(out / "features.parquet")
-    with gzip.open(out / "terms.msgpack.gz", "rb") as f:
-        terms = {h: Counter(c) for h, c in msgpack.unpackb(f.read()).items()}
-    return table, terms
+    return pq.read_table(out / "features.parquet"), load_terms(crawl_dir)
+
+
+def load_terms(crawl_dir: Path) -> dict[str, Counter]:
+    """{host: term counts} (each host's virtual document) of DIR/spam; UserError if not computed yet."""
+    import msgpack
+
+    path = spam_dir(crawl_dir) / "terms.msgpack.gz"
+    if not path.is_file():
+        raise UserError(f"{path} not found: run 'raycrawl spam features {crawl_dir}' first")
+    with gzip.open(path, "rb") as f:
+        return {h: Counter(c) for h, c in msgpack.unpackb(f.read()).items()}
 
 
 def column_sets(columns: list[str]) -> dict[str, list[str]]:

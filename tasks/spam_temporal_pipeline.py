@@ -12,10 +12,10 @@ naming its hosts and columns) and ``temporal_seconds.json`` (time per feature se
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,16 +26,13 @@ from raycrawl.errors import UserError
 log = logging.getLogger(__name__)
 
 
-def read_terms(crawl_dir: Path) -> dict[str, dict[str, int]]:
-    import msgpack
+def read_terms(crawl_dir: Path) -> dict[str, Counter]:
+    from raycrawl.tasks.spam_pipeline import load_terms
 
-    from raycrawl.tasks.spam_pipeline import spam_dir
-
-    path = spam_dir(crawl_dir) / "terms.msgpack.gz"
-    if not path.is_file():
-        raise UserError(f"{path} not found: run 'raycrawl spam features {crawl_dir}' first (or --no-content)")
-    with gzip.open(path, "rb") as f:
-        return msgpack.unpackb(f.read())
+    try:
+        return load_terms(crawl_dir)
+    except UserError as e:
+        raise UserError(f"{e} (or --no-content)") from None
 
 
 def temporal_features(crawl_dirs: Sequence[Path], fingerprints: int = 100, seed: int = 0, content: bool = True,
