@@ -34,6 +34,8 @@ from raycrawl.actors.workbench import Workbench
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import SHARDS, apply_shards
 from raycrawl.policies.filters import build_postfetch, build_prefetch
+from raycrawl.policies.focus import FocusPolicy
+from raycrawl.policies.front_queues import DEFAULT_BIAS
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.policies.politeness import Politeness
 from raycrawl.policies.spam_gate import gate_for
@@ -67,9 +69,12 @@ class Agent:
                             Politeness.of(s), view=name)
         self.f = self.wb.frontier
         self.virt = Virtualizer(layout(self.out).virtualizer, self.f, s.workbench_urls_per_host)
+        self.focus = FocusPolicy.load(s.focus) if s.focus else None
+        levels, bias = (self.focus.levels, self.focus.bias) if self.focus else (1, DEFAULT_BIAS)
         self.distributor = Distributor(self.wb, self.virt, front_size=s.front_size, max_front_size=s.max_front_size,
                                        max_urls_per_host=s.max_urls_per_host, batch=s.batch * 4,
-                                       allows=NetworkPolicy(s.allow_networks).allows)
+                                       allows=NetworkPolicy(s.allow_networks).allows, levels=levels, bias=bias,
+                                       focused=self.focus is not None)
         self.filters = (build_prefetch(s), build_postfetch(s))
         self.near = near_dup_index(s, redis_url)
         self.router = LinkRouter(name, s.redis_prefix, shards or dict.fromkeys(range(SHARDS), name))
@@ -103,10 +108,10 @@ class Agent:
         if gate is not None:  # what it blocked before a resume, or another agent's gate
             gate.blocked.update(self.f.spam_blocked())
         self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, self.near, gate,
-                                        budgeted=bool(s.max_pages))
+                                        budgeted=bool(s.max_pages), focus=self.focus)
         self.redis_run_id = self.client.info("server")["run_id"]
-        if seeds:
-            ray.get(self.crew.sieve.enqueue.remote(seeds))
+        if seeds:  # a focused crawl starts from its top level
+            ray.get(self.crew.sieve.enqueue.remote(seeds, [self.focus.seed_level if self.focus else 0] * len(seeds)))
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self, prepare: bool = True) -> dict[str, Any]:
@@ -137,7 +142,7 @@ class Agent:
         import ray
 
         crew, committer = self.crew, self.committer
-        read_sieve = lambda offs, n: ray.get(crew.sieve.read.remote(offs, n))  # noqa: E731
+        read_sieve = lambda offs, n, levels, bias: ray.get(crew.sieve.read_front.remote(offs, n, levels, bias))  # noqa: E731
         resolve = lambda names: ray.get(crew.fetchers[0].resolve_many.remote(names))  # noqa: E731
         t0 = next_metrics = time.time()
         while True:
@@ -186,7 +191,7 @@ class Agent:
                 self.termination.done()
                 return "budget spent"
             if idle and self.termination.all_idle(self.router.agents, lambda: ray.get(
-                    crew.sieve.exhausted.remote(self.f.sieve_offsets(self.router.my_shards)))):
+                    crew.sieve.exhausted.remote(self.f.sieve_offsets(self.distributor.queues)))):
                 return "budget spent" if self.termination.budget_ended else "frontier empty"
 
     def _recover_fetchers(self, why: object) -> None:

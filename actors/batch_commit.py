@@ -46,21 +46,24 @@ class Written:
     keys: list[str]
     counters: Counter[str]
     follow: list[str]
+    levels: list[int]
     latencies: list[float]
     delivered: bool
 
 
 class BatchCommitter:
     def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, filters: tuple[Any, Any],
-                 near: Any = None, spam_gate: Any = None, budgeted: bool = False) -> None:
+                 near: Any = None, spam_gate: Any = None, budgeted: bool = False, focus: Any = None) -> None:
         """``filters``: (prefetch, postfetch) of policies/filters.py; ``near``: the near-duplicate
-        index (actors/shingler.py) or None; ``budgeted``: failures count against a page budget."""
+        index (actors/shingler.py) or None; ``budgeted``: failures count against a page budget;
+        ``focus``: a focused crawl's policy (policies/focus.py) or None."""
         self.f, self.crew, self.router = frontier, crew, router
         self.prefetch, self.postfetch = filters
-        self.near, self.spam_gate, self.budgeted = near, spam_gate, budgeted
+        self.near, self.spam_gate, self.budgeted, self.focus = near, spam_gate, budgeted, focus
         self.pages = 0  # committed by this agent in this run
-        # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links, latencies).
-        self.deferred: list[tuple[list[str], Counter[str], list[str], list[float]]] = []
+        # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links,
+        # their levels, latencies).
+        self.deferred: list[tuple[list[str], Counter[str], list[str], list[int], list[float]]] = []
         self.written: Written | None = None  # the previous batch, until finish()
 
     def process(self, outcomes: list[Outcome]) -> None:
@@ -101,7 +104,7 @@ class BatchCommitter:
                     dup_of[url] = (rep, "near")
         gate = self.spam_gate
         known = len(gate.blocked) if gate is not None else 0
-        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate)
+        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate, self.focus)
         if gate is not None and len(gate.blocked) > known:
             # Published, so that fetch actors skip the URLs of these hosts already queued (in Redis,
             # on disk, in the sieve), not only the links found from now on; and a resume keeps them.
@@ -116,9 +119,9 @@ class BatchCommitter:
             if texts:
                 refs.append(crew.summary_writer.spill.remote(texts))
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
-        delivered = self.router.deliver(crew.sieve, decision.follow)
-        self.written = Written(refs, [o.key for o in outcomes], decision.counters, decision.follow, latencies,
-                               delivered)
+        delivered = self.router.deliver(crew.sieve, decision.follow, decision.levels)
+        self.written = Written(refs, [o.key for o in outcomes], decision.counters, decision.follow, decision.levels,
+                               latencies, delivered)
 
     def finish(self) -> None:
         """Wait for the batch being written to be durable, then commit it (or hold it: its links
@@ -130,16 +133,16 @@ class BatchCommitter:
         if w.delivered:
             self.commit(w.keys, w.counters, w.latencies)
         else:
-            self.deferred.append((w.keys, w.counters, w.follow, w.latencies))
+            self.deferred.append((w.keys, w.counters, w.follow, w.levels, w.latencies))
 
     def retry_deferred(self) -> None:
         """Send held batches' links to the shards' new owners and commit them."""
         deferred, self.deferred = self.deferred, []
-        for keys, counters, follow, latencies in deferred:
-            if self.router.deliver(self.crew.sieve, follow, cache=False):
+        for keys, counters, follow, levels, latencies in deferred:
+            if self.router.deliver(self.crew.sieve, follow, levels, cache=False):
                 self.commit(keys, counters, latencies)
             else:
-                self.deferred.append((keys, counters, follow, latencies))
+                self.deferred.append((keys, counters, follow, levels, latencies))
 
     def commit(self, keys: list[str], counters: Counter[str], latencies: list[float]) -> None:
         self.f.commit(keys, counters)

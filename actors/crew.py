@@ -44,7 +44,7 @@ class Crew:
                              s, redis_url, b, name)
                          for i, b in enumerate(split_budget(budget, s.fetch_actors))]
         self.parser = parser.actor_class().options(name=f"raycrawl-parser-{tag}",
-                                                   scheduling_strategy=here).remote(s.user_agent)
+                                                   scheduling_strategy=here).remote(s.user_agent, s.focus)
         self.store = store_writer.actor_class().options(name=f"raycrawl-store-{tag}", scheduling_strategy=here).remote(
             str(out), name, s.warc_max_bytes)
         self.summary_writer = None

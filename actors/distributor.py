@@ -12,6 +12,13 @@ visit state holds its budget (or already has URLs on disk, to keep FIFO order).
 New hosts are resolved first (the ``resolve`` callable: the DNS resolvers); a host without an address,
 or whose address the network policy forbids, is not queued: its URLs come back as failures for the
 caller to record. Hosts get at most ``max_urls_per_host`` URLs, ever.
+
+A focused crawl (:mod:`policies.focus`) reads the sieve's priority levels — Mercator's front
+queues, each URL's level drawn with a randomised bias — and keeps Mercator's fixed number of back
+queues: its front stays at the required size (no growth while fetchers wait), and a step takes
+URLs from the sieve only up to the one that would bring more new hosts than the front lacks, so a
+host joins the front when there is room, in the order the front queues give. A URL's level goes
+with its path into the visit state (:func:`policies.front_queues.with_level`).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import redis
 from raycrawl.actors.virtualizer import Virtualizer
 from raycrawl.actors.workbench import ROBOTS, Workbench
 from raycrawl.policies.assignment import SHARDS
+from raycrawl.policies.front_queues import DEFAULT_BIAS, queue_id, with_level
 from raycrawl.settings import Settings
 from raycrawl.urls import split_host
 
@@ -48,7 +56,10 @@ class Distributor:
     def __init__(self, workbench: Workbench, virtualizer: Virtualizer, *, front_size: int = Settings.front_size,
                  max_front_size: int = Settings.max_front_size,
                  max_urls_per_host: int = Settings.max_urls_per_host, batch: int = 1000,
-                 allows: Callable[[str], bool] = lambda ip: True) -> None:
+                 allows: Callable[[str], bool] = lambda ip: True, levels: int = 1, bias: float = DEFAULT_BIAS,
+                 focused: bool = False) -> None:
+        """``levels``/``bias``: the sieve's front queues and the selector's bias; ``focused``: keep
+        the front at the required size (a focused crawl, see the module docstring)."""
         self.wb = workbench
         self.f = workbench.frontier
         self.virt = virtualizer
@@ -58,45 +69,60 @@ class Distributor:
         self.batch = batch
         self.allows = allows
         self.shards: list[int] = list(range(SHARDS))  # the shards whose sieve output this distributor reads
+        self.levels, self.bias, self.focused = levels, bias, focused
+
+    @property
+    def queues(self) -> list[int]:
+        """Ids of the front queues this distributor reads (every level of every shard it reads)."""
+        return [queue_id(s, lvl) for lvl in range(self.levels) for s in self.shards]
 
     def fetchers_waited(self) -> None:
         """Fetchers had free slots and nothing was ready: enlarge the required front if the front
-        already reached it (otherwise the sieve simply has not delivered enough hosts yet)."""
+        already reached it (otherwise the sieve simply has not delivered enough hosts yet). A
+        focused crawl keeps its front (Mercator's B back queues)."""
+        if self.focused:
+            return
         if self.f.front_size() >= self.required_front and self.required_front < self.max_front_size:
             self.required_front = min(self.max_front_size, self.required_front + max(1, self.required_front // 10))
             log.debug("required front size now %d", self.required_front)
 
-    def step(self, read_sieve: Callable[[dict[int, int], int], tuple[list[str], dict[int, int]]],
+    def step(self, read_sieve: Callable[..., tuple[list[str], list[int], list[int], list[int]]],
              resolve: Callable[[list[str]], dict[str, str | None]]) -> StepResult:
         """One round: refill the limbo, then (front permitting) one batch from the sieve.
-        ``read_sieve(offsets, n)`` is :meth:`actors.sieve_shards.SieveShards.read` over the shards
-        in :attr:`shards`; ``resolve(names)`` maps host names to IPv4 addresses or None.
+        ``read_sieve(offsets, n, levels, bias)`` is :meth:`actors.sieve_shards.SieveShards.read_front`
+        over the queues in :attr:`queues`; ``resolve(names)`` maps host names to IPv4 addresses or None.
 
         The shards' offsets are WATCHed from before the read to the transaction that queues the
         URLs and moves the offsets: if the connection to Redis breaks in between (a Redis restart,
         and the client retries), the step is dropped rather than possibly applied twice."""
         res = StepResult(refilled=self.virt.refill_limbo())
-        if self.f.front_size() >= self.required_front:
+        front = self.f.front_size()
+        if front >= self.required_front:
             return res
         with self.f.r.pipeline(transaction=True) as pipe:
             try:
-                return self._from_sieve(pipe, read_sieve, resolve, res)
+                return self._from_sieve(pipe, read_sieve, resolve, res, self.required_front - front)
             except redis.WatchError:
                 log.warning("distributor: Redis connection lost during a step; the step is dropped")
                 return StepResult(refilled=res.refilled)
 
-    def _from_sieve(self, pipe, read_sieve, resolve, res: StepResult) -> StepResult:
-        keys = [self.f.k.sieve_offset(s) for s in self.shards]
+    def _from_sieve(self, pipe, read_sieve, resolve, res: StepResult, room: int) -> StepResult:
+        queues = self.queues
+        keys = [self.f.k.sieve_offset(q) for q in queues]
         if keys:
             pipe.watch(*keys)
-        offsets = self.f.sieve_offsets(self.shards, client=pipe)
-        urls, new_offsets = read_sieve(offsets, self.batch)
+        offsets = self.f.sieve_offsets(queues, client=pipe)
+        urls, levels, qids, ends = read_sieve(offsets, self.batch, self.levels, self.bias)
         if not urls:
             return res
+        if self.focused:
+            take = self._front_cut(urls, room)
+            urls, levels, qids, ends = urls[:take], levels[:take], qids[:take], ends[:take]
+        new_offsets = dict(zip(qids, ends, strict=True))  # each queue's last URL taken
         res.taken = len(urls)
-        by_host: dict[str, list[str]] = defaultdict(list)
-        for url in urls:
-            by_host[split_host(url)[0]].append(url)
+        by_host: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for url, lvl in zip(urls, levels, strict=True):
+            by_host[split_host(url)[0]].append((url, lvl))
         hosts = list(by_host)
         known = dict(zip(hosts, self.f.host_ips(hosts), strict=True))
         new = [h for h in hosts if known[h] is None]
@@ -112,19 +138,19 @@ class Distributor:
         for host, host_urls in by_host.items():
             ip = known[host] or addresses.get(urlsplit(host).hostname or "")
             if ip is None:
-                res.failed += [(u, "dns") for u in host_urls]
+                res.failed += [(u, "dns") for u, _ in host_urls]
                 continue
             if not self.allows(ip):
-                res.failed += [(u, "forbidden-network") for u in host_urls]
+                res.failed += [(u, "forbidden-network") for u, _ in host_urls]
                 continue
-            room = max(0, self.max_urls_per_host - counts[host])
-            if len(host_urls) > room:
-                res.over_host_limit += len(host_urls) - room
-                host_urls = host_urls[:room]
+            allowed = max(0, self.max_urls_per_host - counts[host])
+            if len(host_urls) > allowed:
+                res.over_host_limit += len(host_urls) - allowed
+                host_urls = host_urls[:allowed]
             if not host_urls:
                 continue
             ips[host] = ip
-            paths = [split_host(u)[1] for u in host_urls]
+            paths = [with_level(split_host(u)[1], lvl) for u, lvl in host_urls]
             pipe.hincrby(self.f.k.hcount, host, len(paths))
             if known[host] is None:
                 paths.insert(0, ROBOTS)
@@ -138,6 +164,19 @@ class Distributor:
             res.queued += len(keep)
         # Even a batch that queued nothing moves the offsets: those URLs were dealt with.
         self.f.add(groups, pipe=pipe)
-        pipe.mset({self.f.k.sieve_offset(s): off for s, off in new_offsets.items()})
+        pipe.mset({self.f.k.sieve_offset(q): off for q, off in new_offsets.items()})
         pipe.execute()
         return res
+
+    def _front_cut(self, urls: list[str], room: int) -> int:
+        """How many of ``urls`` to take so that at most ``room`` hosts not in the front join it."""
+        hosts = list(dict.fromkeys(split_host(u)[0] for u in urls))
+        active = dict(zip(hosts, self.f.in_front(hosts), strict=True))
+        joining: set[str] = set()
+        for i, url in enumerate(urls):
+            host = split_host(url)[0]
+            if not active[host] and host not in joining:
+                if len(joining) == room:
+                    return i
+                joining.add(host)
+        return len(urls)

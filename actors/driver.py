@@ -6,6 +6,7 @@ failures end it with one line."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 from pathlib import Path
@@ -68,6 +69,34 @@ def verify_resume(out: Path, f: RedisFrontier) -> None:
     f.confirm_resume(unconfirmed)
 
 
+def resume_focus(settings: Settings, f: RedisFrontier) -> None:
+    """A resumed crawl keeps the priority levels it started with: without ``--focus`` it runs the
+    focus model it was started with; a model with another number of levels would leave URLs in
+    front queues nobody reads, so it is refused."""
+    from raycrawl.policies.focus import FocusPolicy
+
+    try:
+        stored = json.loads(f.meta().get("settings") or "{}").get("focus")
+    except ValueError:
+        stored = None
+    if stored is None:
+        if settings.focus is not None and FocusPolicy.load(settings.focus).levels > 1:
+            raise UserError("--resume: this crawl was not focused; its sieve has one front queue, "
+                            "so it cannot take a focus model with priority levels")
+        return
+    if settings.focus is None:
+        if not Path(stored).is_file():
+            raise UserError(f"--resume: this crawl was focused by {stored}, which is gone: pass --focus MODEL "
+                            "(a model with the same number of levels)")
+        settings.focus = stored
+        log.warning("resuming with the focus model the crawl started with: %s", stored)
+    new = FocusPolicy.load(settings.focus).levels
+    old = FocusPolicy.load(stored).levels if Path(stored).is_file() else new
+    if old != new:
+        raise UserError(f"--resume: this crawl's front queues have {old} levels ({stored}); --focus "
+                        f"{settings.focus} has {new}")
+
+
 @contextlib.contextmanager
 def _checked(settings: Settings):
     """--resume goes ahead only on crawl files that agree with themselves (storage/crawl_check.py);
@@ -95,6 +124,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
+                resume_focus(settings, RedisFrontier(client, settings.redis_prefix, register=False))
         started_ray = start_ray(settings.address, log_to_driver=True)
         try:
             if settings.agents > 1 or settings.elastic:

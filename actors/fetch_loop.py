@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench
 from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
+from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness
 from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
 from raycrawl.redis_server import connect
@@ -41,13 +42,15 @@ SPAM_REFRESH = 0.5  # seconds between reads of the spam gate's blocked hosts
 
 @dataclass
 class Outcome:
-    """A finished visit: ``key`` is the in-flight key (host + path) to commit; ``kind`` is
-    "page" (a URL of the crawl, with a link record) or "robots" (a robots.txt exchange)."""
+    """A finished visit: ``key`` is the in-flight key (host + visit-state entry) to commit; ``kind``
+    is "page" (a URL of the crawl, with a link record) or "robots" (a robots.txt exchange);
+    ``level`` the priority level the URL was queued with (a focused crawl's front queue)."""
 
     key: str
     kind: str
     fr: FetchResult
     attempts: int = 1
+    level: int = 0
 
 
 class FetchLoop:
@@ -213,33 +216,36 @@ class FetchLoop:
         rules = self.robots[host] = RobotsRules.from_dict(json.loads(raw))
         return rules
 
-    async def _visit(self, host: str, ip: str, path: str) -> None:
-        key = host + path
-        if path.startswith(ROBOTS):
-            await self._visit_robots(host, ip, path)
+    async def _visit(self, host: str, ip: str, entry: str) -> None:
+        if entry.startswith(ROBOTS):
+            await self._visit_robots(host, ip, entry)
             return
+        path, level = split_level(entry)  # a focused crawl's priority travels with the path
+        key, url = host + entry, host + path  # the in-flight key, the URL
         now = time.time()
         if self.spam_blocked and key not in self.attempts and (urlsplit(host).hostname or "") in self.spam_blocked:
             # Blocked by the spam gate after this URL was queued: not fetched (a retry is finished),
             # and recorded as such.
             self._release(Release(host, ip, end=None))
-            self.done.append(Outcome(key, "page", FetchResult(url=key, ip=ip, started=now, ended=now, error="spam")))
+            self.done.append(Outcome(key, "page", FetchResult(url=url, ip=ip, started=now, ended=now, error="spam"),
+                                     level=level))
             return
         rules = self.robots.get(host) or self._shared_rules(host)
         if rules is None or rules.expired(now):
             # robots.txt first (again, once expired): it goes in front of this URL, politely.
             if self.budget is not None:
                 self.budget += 1
-            self._release(Release(host, ip, end=None, putback=(ROBOTS, path)))
+            self._release(Release(host, ip, end=None, putback=(ROBOTS, entry)))
             return
         crawl_delay = rules.crawl_delay
-        if not rules.allowed(key):
+        if not rules.allowed(url):
             # "robots-unavailable": robots.txt answered 429/5xx or not at all, so everything is off limits
             kind = "robots-unavailable" if rules.status == 0 or rules.status == 429 or rules.status >= 500 else "robots"
             self._release(Release(host, ip, end=None))
-            self.done.append(Outcome(key, "page", FetchResult(url=key, ip=ip, started=now, ended=now, error=kind)))
+            self.done.append(Outcome(key, "page", FetchResult(url=url, ip=ip, started=now, ended=now, error=kind),
+                                     level=level))
             return
-        fr = await self.fetcher.fetch(key, ip)
+        fr = await self.fetcher.fetch(url, ip)
         self.counters["requests"] += 1
         attempt = self.attempts.get(key, 0) + 1
         if fr.transient and attempt <= self.s.max_retries:
@@ -247,13 +253,13 @@ class FetchLoop:
             self.counters["retries"] += 1
             if self.budget is not None:
                 self.budget += 1
-            log.debug("retry %d of %s after %s", attempt, key, fr.error or fr.status)
-            self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay, putback=(path,),
+            log.debug("retry %d of %s after %s", attempt, url, fr.error or fr.status)
+            self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay, putback=(entry,),
                                   not_before=self.politeness.retry_next(_end(fr), attempt, crawl_delay)))
             return
         self.attempts.pop(key, None)
         self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay))
-        self.done.append(Outcome(key, "page", fr, attempt))
+        self.done.append(Outcome(key, "page", fr, attempt, level))
 
     async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
         """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.

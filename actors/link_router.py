@@ -44,29 +44,32 @@ class LinkRouter:
     def owner(self, url: str) -> str:
         return self.shards[shard_of(split_host(url)[0])] if len(self.agents) > 1 else self.name
 
-    def deliver(self, sieve, urls: list[str], cache: bool = True) -> bool:
-        """Offer links to their owners' sieves (``sieve``: ours, directly; others' in one batch each,
-        minus the URLs sent recently) and wait until they are durable there. False if another
-        agent's sieve is gone (that agent died): the caller keeps the batch uncommitted until the
-        membership change gives its shards to a live agent."""
+    def deliver(self, sieve, urls: list[str], levels: list[int] | None = None, cache: bool = True) -> bool:
+        """Offer links, with their priority levels (None: all 0), to their owners' sieves
+        (``sieve``: ours, directly; others' in one batch each, minus the URLs sent recently) and
+        wait until they are durable there. False if another agent's sieve is gone (that agent
+        died): the caller keeps the batch uncommitted until the membership change gives its shards
+        to a live agent."""
         import ray
 
         if len(self.agents) == 1:
-            ray.get(sieve.enqueue.remote(urls))
+            ray.get(sieve.enqueue.remote(urls, levels))
             return True
-        by_owner: dict[str, list[str]] = {}
-        for url in urls:
+        by_owner: dict[str, tuple[list[str], list[int]]] = {}
+        for i, url in enumerate(urls):
             owner = self.owner(url)
             if owner != self.name and cache and self.sent.repeat(fingerprint(url)):
                 continue
-            by_owner.setdefault(owner, []).append(url)
-        mine = sieve.enqueue.remote(by_owner.pop(self.name, []))
+            batch = by_owner.setdefault(owner, ([], []))
+            batch[0].append(url)
+            batch[1].append(levels[i] if levels is not None else 0)
+        mine = sieve.enqueue.remote(*by_owner.pop(self.name, ([], [])))
         try:
             refs = []
-            for owner, batch in by_owner.items():
+            for owner, (batch, lvls) in by_owner.items():
                 if owner not in self.peers:
                     self.peers[owner] = ray.get_actor(sieve_actor_name(self.prefix, owner))
-                refs.append(self.peers[owner].enqueue.remote(batch))
+                refs.append(self.peers[owner].enqueue.remote(batch, lvls))
             ray.get(refs)
             delivered = True
         except (ray.exceptions.RayActorError, ValueError) as exc:

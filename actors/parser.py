@@ -67,6 +67,7 @@ class ParseResult:
     charset: str = ""  # the codec the body was decoded with ("" if not decoded)
     canonical: str | None = None  # <link rel=canonical href>, canonical form
     binary: bool = False  # body is not text, whatever its Content-Type says
+    score: float | None = None  # a focused crawl's classifier score of the page (policies/focus.py)
 
 
 def looks_binary(body: bytes, sample: int = 1024) -> bool:
@@ -331,11 +332,19 @@ def actor_class():
 
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class ParserActor:
-        def __init__(self, user_agent: str = "") -> None:
+        def __init__(self, user_agent: str = "", focus: str | None = None) -> None:
             self.parser = Parser(user_agent)
+            self.focus = None
+            if focus:
+                from raycrawl.policies.focus import FocusPolicy
+
+                self.focus = FocusPolicy.load(focus)
 
         def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
-            return [self.parser.parse(fr) for fr in batch]
+            results = [self.parser.parse(fr) for fr in batch]
+            if self.focus is not None:
+                score_pages(results, self.focus)
+            return results
 
         def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):
             """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
@@ -347,3 +356,13 @@ def actor_class():
             return results, *sketch_texts([r.text for r in results], num_perm, k, seed)
 
     return ParserActor
+
+
+def score_pages(results: list[ParseResult], focus) -> None:
+    """A focused crawl's classifier score of each page, from the term counts of its visible text —
+    the counts its summary holds (actors.summary_writer.document_counts), which is what
+    ``raycrawl simulate`` scored the same page by."""
+    from raycrawl.actors.summary_writer import document_counts
+
+    for r in results:
+        r.score = focus.score_counts(document_counts(r.text)[1])

@@ -9,7 +9,9 @@ the many repeats of popular URLs (navigation links) without touching the batch.
 
 The output queue is read by byte offset (:meth:`Sieve.read`); the consumer stores the offset it
 has consumed atomically with what it did with the URLs (the workbench keeps it in Redis), which is
-what makes "dequeued once" hold across a kill -9.
+what makes "dequeued once" hold across a kill -9. A URL may come with a priority level (a focused
+crawl): it then comes out of that level's queue — Mercator's front queues — with the level of its
+first enqueueing (:mod:`storage.sieve_store`).
 """
 
 from __future__ import annotations
@@ -59,54 +61,70 @@ class Sieve:
         self.batch_size = batch_size
         self.cache = RecentSet(cache_size)
         self.batch: list[str] = []
+        self.batch_levels: list[int] = []
+        self.batch_top = -1  # the highest level in the batch
         # URLs logged before a crash but never merged come back into the batch.
-        replay = self.store.read_pending()
+        replay, levels = self.store.read_pending()
         if replay:
             log.info("sieve: replaying %d pending URLs", len(replay))
-            self.batch = replay
+            self.batch, self.batch_levels, self.batch_top = replay, levels, max(levels)
 
-    def enqueue(self, urls: list[str]) -> int:
-        """Offer URLs; durable (against a process kill) when this returns. Returns how many went
-        into the batch (the rest were recent repeats). May flush when the batch is full."""
-        accepted = [url for url in urls if not self.cache.repeat(fingerprint(url))] if self.cache.size else list(urls)
-        self.store.log_pending(accepted)
-        self.batch.extend(accepted)
+    def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
+        """Offer URLs (with their priority levels; None: all 0); durable (against a process kill)
+        when this returns. Returns how many went into the batch (the rest were recent repeats).
+        May flush when the batch is full."""
+        if levels is None:
+            levels = [0] * len(urls)
+        if self.cache.size:
+            keep = [i for i, url in enumerate(urls) if not self.cache.repeat(fingerprint(url))]
+            urls, levels = [urls[i] for i in keep], [levels[i] for i in keep]
+        self.store.log_pending(urls, levels)
+        self.batch.extend(urls)
+        self.batch_levels.extend(levels)
+        if levels:
+            self.batch_top = max(self.batch_top, max(levels))
         if len(self.batch) >= self.batch_size:
             self.flush()
-        return len(accepted)
+        return len(urls)
 
     def flush(self) -> int:
-        """Merge the batch into the store; append the URLs never seen before to the output queue.
-        Returns the number of new URLs."""
+        """Merge the batch into the store; append the URLs never seen before to their levels'
+        output queues. Returns the number of new URLs."""
         batch, self.batch = self.batch, []
+        levels, self.batch_levels, self.batch_top = self.batch_levels, [], -1
         fps = np.fromiter((fingerprint(u) for u in batch), dtype=np.uint64, count=len(batch))
         uniq, first = np.unique(fps, return_index=True)  # sorted distinct + first occurrence
         fresh = self.store.merge(uniq)
-        new_idx = np.sort(first[fresh])  # back to first-seen order
+        new_idx = np.sort(first[fresh]).tolist()  # back to first-seen order
         new_urls = [batch[i] for i in new_idx]
-        self.store.commit(new_urls)
+        self.store.commit(new_urls, [levels[i] for i in new_idx])
         log.debug("sieve flush: %d offered, %d new, store %d", len(batch), len(new_urls), self.store.fps)
         return len(new_urls)
 
-    def read(self, offset: int, n: int) -> tuple[list[str], int]:
-        """Up to ``n`` URLs of the output queue from byte ``offset``, and the next offset.
-        Flushes first when the committed queue is exhausted and the batch is not empty."""
-        if offset >= self.store.queue_bytes and self.batch:
+    def read(self, offset: int, n: int, level: int = 0) -> tuple[list[str], int]:
+        """Up to ``n`` URLs of the output queue of ``level`` from byte ``offset``, and the next
+        offset. Flushes first when the committed queue is exhausted and the batch is not empty."""
+        if offset >= self.store.end(level) and self.batch:
             self.flush()
-        return self.store.read_queue(offset, n)
+        return self.store.read_queue(offset, n, level)
 
     @property
     def end(self) -> int:
-        """Byte offset of the end of the committed output queue."""
+        """Byte offset of the end of the committed level-0 output queue."""
         return self.store.queue_bytes
+
+    def ends(self) -> dict[int, int]:
+        """Level → end of its committed output queue."""
+        return self.store.ends
 
     def stats(self) -> dict[str, int]:
         return {"seen": self.store.fps, "batch": len(self.batch), "queue_bytes": self.store.queue_bytes,
                 "cache_hits": self.cache.hits}
 
-    def exhausted(self, offset: int) -> bool:
-        """Nothing left to read from ``offset`` and nothing buffered."""
-        return offset >= self.store.queue_bytes and not self.batch
+    def exhausted(self, offset: int | dict[int, int]) -> bool:
+        """Nothing left to read from ``offset`` (level 0's, or level → offset) and nothing buffered."""
+        offsets = {0: offset} if isinstance(offset, int) else offset
+        return not self.batch and all(offsets.get(lvl, 0) >= end for lvl, end in self.store.ends.items())
 
     def close(self) -> None:
         self.store.close()

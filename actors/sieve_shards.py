@@ -10,16 +10,23 @@ URLs move with it, and no URL is lost or emitted twice across the move.
 The LRU cache of recent fingerprints and the batch threshold are shared by the agent's shards: a
 flush merges every shard with a batch, so memory and the number of merges do not grow with the
 number of shards an agent owns.
+
+In a focused crawl every shard has one output queue per priority level — Mercator's front queues
+(seed 001) — and :meth:`SieveShards.read_front` draws the level of each URL it hands out with the
+randomised bias of :class:`policies.front_queues.FrontQueueSelector`; each queue has its own
+consumed offset in Redis under its id (:func:`policies.front_queues.queue_id`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
 from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
+from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
 from raycrawl.storage.crawl_dir import join_run
 from raycrawl.urls import split_host
 
@@ -38,6 +45,7 @@ class SieveShards:
         self.cache = RecentSet(cache_size)
         self.sieves: dict[int, Sieve] = {}
         self._turn = 0
+        self._selector: FrontQueueSelector | None = None
         self.take(shards)
 
     # --- ownership -----------------------------------------------------------------------------------
@@ -58,23 +66,26 @@ class SieveShards:
         return sorted(self.sieves)
 
     # --- the queue -----------------------------------------------------------------------------------
-    def enqueue(self, urls: list[str]) -> int:
-        """Offer URLs of hosts in owned shards; durable when this returns. Returns how many were
-        not recent repeats. A URL of a shard not owned here is a routing bug: ValueError."""
-        by_shard: dict[int, list[str]] = {}
-        for url in urls:
+    def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
+        """Offer URLs of hosts in owned shards, with their priority levels (None: all 0); durable
+        when this returns. Returns how many were not recent repeats. A URL of a shard not owned
+        here is a routing bug: ValueError."""
+        by_shard: dict[int, tuple[list[str], list[int]]] = {}
+        for i, url in enumerate(urls):
             if not self.cache.repeat(fingerprint(url)):
-                by_shard.setdefault(shard_of(split_host(url)[0]), []).append(url)
+                batch = by_shard.setdefault(shard_of(split_host(url)[0]), ([], []))
+                batch[0].append(url)
+                batch[1].append(levels[i] if levels is not None else 0)
         foreign = set(by_shard) - set(self.sieves)
         if foreign:
-            for url in (u for s in foreign for u in by_shard[s]):
+            for url in (u for s in foreign for u in by_shard[s][0]):
                 self.cache.forget(fingerprint(url))
             raise ValueError(f"URLs of shards {sorted(foreign)} sent to an agent that does not own them")
-        for s, batch in by_shard.items():
-            self.sieves[s].enqueue(batch)
+        for s, (batch, lvls) in by_shard.items():
+            self.sieves[s].enqueue(batch, lvls)
         if self.batched() >= self.batch_size:
             self.flush()
-        return sum(map(len, by_shard.values()))
+        return sum(len(b) for b, _ in by_shard.values())
 
     def batched(self) -> int:
         return sum(len(s.batch) for s in self.sieves.values())
@@ -83,39 +94,102 @@ class SieveShards:
         return sum(s.flush() for s in self.sieves.values() if s.batch)
 
     def read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
-        """Up to ``n`` URLs from the owned shards' output queues, each from its offset in
-        ``offsets`` (shard → byte offset, 0 if absent), taking turns among shards so no shard
+        """Up to ``n`` URLs of level 0 from the owned shards' output queues, each from its offset
+        in ``offsets`` (shard → byte offset, 0 if absent), taking turns among shards so no shard
         starves; and the shards' new offsets. Flushes when every queue is read to its end."""
-        urls, new = self._read(offsets, n)
-        if not urls and self.batched():
-            self.flush()
-            urls, new = self._read(offsets, n)
-        return urls, new
+        urls, _, qids, ends = self.read_front(offsets, n)
+        return urls, dict(zip(qids, ends, strict=True))
 
-    def _read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
+    def read_front(self, offsets: dict[int, int], n: int, levels: int = 1, bias: float = DEFAULT_BIAS
+                   ) -> tuple[list[str], list[int], list[int], list[int]]:
+        """Up to ``n`` URLs from the owned shards' front queues of ``levels`` levels, each queue
+        read from its offset in ``offsets`` (queue id → byte offset, 0 if absent): each URL's level
+        drawn with the biased selector, shards taking turns within a level. Returns the URLs,
+        their levels, their queues' ids and the offset just after each (a prefix of the URLs
+        moves each queue's offset to the last of its URLs in the prefix). Flushes when every queue
+        is read to its end."""
+        got = self._read_front(offsets, n, levels, bias)
+        if not got[0] and self.batched():
+            self.flush()
+            got = self._read_front(offsets, n, levels, bias)
+        return got
+
+    def _read_front(self, offsets: dict[int, int], n: int, levels: int, bias: float
+                    ) -> tuple[list[str], list[int], list[int], list[int]]:
         owned = self.owned()
-        if not owned:
-            return [], {}
-        self._turn = (self._turn + 1) % len(owned)
-        ready = [s for s in owned[self._turn:] + owned[:self._turn] if offsets.get(s, 0) < self.sieves[s].end]
         urls: list[str] = []
-        new: dict[int, int] = {}
-        share = max(16, n // max(1, len(ready)))
-        for s in ready:
-            if len(urls) >= n:
+        lvls: list[int] = []
+        qids: list[int] = []
+        ends: list[int] = []
+        if not owned:
+            return urls, lvls, qids, ends
+        self._turn = (self._turn + 1) % len(owned)
+        order = owned[self._turn:] + owned[:self._turn]
+        if levels == 1:  # no choice to draw (an unfocused crawl): one level's queues, shards in turn
+            for url, qid, end in self._fill(order, 0, dict(offsets), n):
+                urls.append(url)
+                qids.append(qid)
+                ends.append(end)
+            return urls, [0] * len(urls), qids, ends
+        if self._selector is None or (self._selector.levels, self._selector.bias) != (levels, bias):
+            self._selector = FrontQueueSelector(levels, bias, seed=None)
+        pos = dict(offsets)
+        avail = self._available(order, pos, levels)
+        top = max((lvl for lvl in range(levels) if avail[lvl]), default=-1)
+        if max((sv.batch_top for sv in self.sieves.values()), default=-1) > top:
+            # Links of a higher level than any readable wait in the batch: merge them now, as
+            # Mercator's front queues would have them at once (the batch flushes otherwise only
+            # when it is full or everything is read).
+            self.flush()
+            avail = self._available(order, pos, levels)
+        pools: dict[int, deque] = {}
+        while len(urls) < n:
+            lvl = self._selector.pick(avail)
+            if lvl is None:
                 break
-            got, new[s] = self.sieves[s].store.read_queue(offsets.get(s, 0), min(share, n - len(urls)))
-            urls += got
-        return urls, new
+            pool = pools.get(lvl)
+            if not pool:
+                pool = pools[lvl] = self._fill(order, lvl, pos, n - len(urls))
+                if not pool:
+                    avail[lvl] = 0
+                    continue
+            url, qid, end = pool.popleft()
+            urls.append(url)
+            lvls.append(lvl)
+            qids.append(qid)
+            ends.append(end)
+        return urls, lvls, qids, ends
+
+    def _available(self, order: list[int], pos: dict[int, int], levels: int) -> list[int]:
+        """1 for each level with URLs left to read in some shard, else 0."""
+        return [int(any(pos.get(queue_id(s, lvl), 0) < self.sieves[s].store.end(lvl) for s in order))
+                for lvl in range(levels)]
+
+    def _fill(self, order: list[int], level: int, pos: dict[int, int], want: int) -> deque:
+        """Up to ``want`` URLs of ``level``, shards taking turns, from (and advancing) ``pos``."""
+        ready = [s for s in order if pos.get(queue_id(s, level), 0) < self.sieves[s].store.end(level)]
+        out: deque = deque()
+        share = max(16, want // max(1, len(ready)))
+        for s in ready:
+            if len(out) >= want:
+                break
+            qid = queue_id(s, level)
+            got, after = self.sieves[s].store.read_queue_ends(pos.get(qid, 0), min(share, want - len(out)), level)
+            if after:
+                pos[qid] = after[-1]
+            out.extend(zip(got, [qid] * len(got), after, strict=True))
+        return out
 
     def exhausted(self, offsets: dict[int, int]) -> bool:
-        """Every owned shard read to its end and nothing buffered."""
-        return all(offsets.get(s, 0) >= sv.end and not sv.batch for s, sv in self.sieves.items())
+        """Every front queue of every owned shard read to its end (``offsets``: queue id → offset)
+        and nothing buffered."""
+        return all(not sv.batch and all(offsets.get(queue_id(s, lvl), 0) >= end for lvl, end in sv.ends().items())
+                   for s, sv in self.sieves.items())
 
     def stats(self) -> dict[str, int]:
         sieves = self.sieves.values()
         return {"seen": sum(s.store.fps for s in sieves), "batch": self.batched(),
-                "queue_bytes": sum(s.end for s in sieves), "cache_hits": self.cache.hits, "shards": len(self.sieves)}
+                "queue_bytes": sum(sum(s.ends().values()) for s in sieves), "cache_hits": self.cache.hits, "shards": len(self.sieves)}
 
     def close(self) -> None:
         self.give(list(self.sieves))
@@ -140,11 +214,15 @@ def actor_class():
             client.close()
             self.sieve = SieveShards(root, [s for s, a in owners.items() if a == agent], batch_size, cache_size)
 
-        def enqueue(self, urls: list[str]) -> int:
-            return self.sieve.enqueue(urls)
+        def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
+            return self.sieve.enqueue(urls, levels)
 
         def read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
             return self.sieve.read(offsets, n)
+
+        def read_front(self, offsets: dict[int, int], n: int, levels: int = 1, bias: float = DEFAULT_BIAS
+                       ) -> tuple[list[str], list[int], list[int], list[int]]:
+            return self.sieve.read_front(offsets, n, levels, bias)
 
         def exhausted(self, offsets: dict[int, int]) -> bool:
             return self.sieve.exhausted(offsets)

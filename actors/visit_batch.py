@@ -25,6 +25,8 @@ class BatchDecision:
     counters: Counter[str] = field(default_factory=Counter)
     follow: list[str] = field(default_factory=list)
     """Links (and redirect targets) that passed the filters and the spam gate, in order."""
+    levels: list[int] = field(default_factory=list)
+    """The priority level of each link in ``follow`` (a focused crawl's front queue; else 0)."""
 
 
 def error_kind(fr: FetchResult) -> str | None:
@@ -41,7 +43,7 @@ def link_record(url: str, status: int, ctype: str, t: float, ip: str, size: int,
     """A link record (fields in storage/link_records.py) with nothing found in the page yet."""
     return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
             "dup_of": None, "dup_kind": None, "links": [], "redirect": None, "error": error, "title": "",
-            "warc": None, "epoch": 0, "canonical": None}
+            "warc": None, "epoch": 0, "canonical": None, "level": 0, "score": None}
 
 
 def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
@@ -63,13 +65,15 @@ def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
 
 def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, str]],
            revisit_of: dict[str, tuple[str, str, str]], explain: Callable[[str], str | None],
-           spam_gate: Any = None) -> BatchDecision:
+           spam_gate: Any = None, focus: Any = None) -> BatchDecision:
     """The decision over ``outcomes`` (actors.fetch_loop.Outcome) given the parse results by URL,
     the duplicates found and the prefetch filters' ``explain`` (None: the URL passes). The spam
-    gate, if any, observes every HTML page and blocks the links to its hosts."""
+    gate, if any, observes every HTML page and blocks the links to its hosts. A focus policy
+    (policies/focus.py) gives the links of a page the level of its score; a redirect target
+    keeps the level its source was queued with."""
     d = BatchDecision()
     counters = d.counters
-    links: list[str] = []
+    links: list[tuple[str, int]] = []
     for o in outcomes:
         fr = o.fr
         if o.kind == "robots":
@@ -83,9 +87,16 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
         pr = parsed.get(fr.url)
         rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))
         rec["redirect"] = fr.redirect
+        rec["level"] = getattr(o, "level", 0)
         revisit = None
+        link_level = 0
         if pr is not None:
             rec["digest"], rec["title"], rec["canonical"] = pr.digest, pr.title, pr.canonical
+            rec["score"] = pr.score
+            if focus is not None and pr.score is not None:
+                link_level = focus.link_level(pr.score)
+                counters["focus:scored"] += 1
+                counters["focus:relevant"] += pr.score >= 0.5  # the live harvest, as the classifier judges
             if fr.url in dup_of:  # a duplicate's links are not followed (they are its original's)
                 rec["dup_of"], rec["dup_kind"] = dup_of[fr.url]
                 revisit = revisit_of.get(fr.url)
@@ -100,8 +111,8 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
                     counters["spam:gated_pages"] += 1
         if fr.redirect:
             counters["redirects"] += 1
-            links.append(fr.redirect)
-        links += rec["links"]
+            links.append((fr.redirect, rec["level"]))
+        links += [(u, link_level) for u in rec["links"]]
         counters["pages"] += 1
         counters[f"status:{fr.status}"] += 1
         if fr.status:
@@ -112,12 +123,13 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
             counters["retries"] += o.attempts - 1
         counters["bytes"] += len(fr.body)
         d.items.append((fr, revisit, rec))
-    for url in links:
+    for url, lvl in links:
         why = explain(url)
         if why is None and spam_gate is not None and spam_gate.is_blocked((urlsplit(url).hostname or "").lower()):
             why = "spam"
         if why is None:
             d.follow.append(url)
+            d.levels.append(lvl)
         else:
             counters[f"filtered:{why}"] += 1
     counters["links"] += len(d.follow)

@@ -108,7 +108,7 @@ def run_raycrawl(maximum: int, hosts: int) -> list[dict]:
         dist = Distributor(wb, virt, front_size=10**9, batch=5000)
         ips = {f"host{h}.test": f"127.1.{h // 250}.{h % 250 + 1}" for h in range(hosts)}
         resolve = lambda names: {n: ips[n] for n in names}  # noqa: E731
-        read = lambda offsets, n: ray.get(sieve.read.remote(offsets, n))  # noqa: E731
+        read = lambda offsets, n, levels, bias: ray.get(sieve.read_front.remote(offsets, n, levels, bias))  # noqa: E731
         fed = 0
         t0 = time.time()
         for target in checkpoints(maximum):
@@ -122,7 +122,7 @@ def run_raycrawl(maximum: int, hosts: int) -> list[dict]:
             fed = target
             while True:  # distribute everything the sieve has
                 res = dist.step(read, resolve)
-                if res.taken == 0 and ray.get(sieve.exhausted.remote(wb.frontier.sieve_offsets(dist.shards))):
+                if res.taken == 0 and ray.get(sieve.exhausted.remote(wb.frontier.sieve_offsets(dist.queues))):
                     break
             pids = tree()
             c = wb.frontier.counts()

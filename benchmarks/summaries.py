@@ -208,7 +208,7 @@ def main() -> int:
         decoded = ws_archive.decode_all()
         counts = Counter(labels.tolist())
         topic = counts.most_common(6)[5][0]  # a mid-sized topic
-        rel = relm.topic_model(decoded, coll.num_nodes, len(ws_archive.terms), labels, topic, train=200)
+        rel = relm.topic_model(decoded, coll.num_nodes, list(ws_archive.terms), labels, topic, train=200)
         print(f"topic {topic!r}: {rel.info['relevant']:,} relevant pages of {coll.num_nodes:,} "
               f"({rel.info['relevant'] / coll.num_nodes:.1%}); naive Bayes held-out accuracy "
               f"{rel.info['held_out_accuracy']:.4f}")

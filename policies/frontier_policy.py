@@ -2,11 +2,12 @@
 
 Najork and Heydon's Mercator frontier (seed 001): URLs enter one of ``K`` FIFO *front queues*
 chosen by their priority; ``B`` *back queues* each hold the URLs of exactly one host, and a heap
-orders the back queues by the time their host may be contacted again. Among the hosts that may be
-contacted *now*, the one whose next URL has the highest priority goes first (FIFO among equals),
-so priorities act within the politeness constraints instead of being flattened by them. When a back queue empties,
-it is refilled by pulling URLs from the front queues, highest priority first: a URL of a host
-that already has a back queue joins it, the first URL of a new host takes the empty queue.
+orders the back queues by the time their host may be contacted again: the earliest goes next, as
+the live workbench hands out its ready hosts. When a back queue empties, it is refilled from the
+front queues: a front queue is drawn with a randomised bias toward higher priority
+(:class:`policies.front_queues.FrontQueueSelector`, the live frontier's selector too) and its head
+URL pulled; a URL of a host that already has a back queue joins it, the first URL of a new host
+takes the empty queue.
 
 Time is simulated: a fetch takes ``fetch_time`` units and a host waits ``delay`` units between the
 end of a fetch and the next request to it. Pure and synchronous (no Ray, no I/O).
@@ -17,6 +18,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector
+
 
 class MercatorFrontier:
     """Frontier of node ids with integer priority levels 0 (lowest) … ``levels`` − 1 (highest).
@@ -26,7 +29,7 @@ class MercatorFrontier:
     """
 
     def __init__(self, host_of, levels: int = 1, back_queues: int = 64, delay: float = 1.0,
-                 fetch_time: float = 1.0) -> None:
+                 fetch_time: float = 1.0, bias: float = DEFAULT_BIAS, seed: int | None = 0) -> None:
         assert levels >= 1 and back_queues >= 1 and delay >= 0 and fetch_time > 0
         self.host_of = host_of
         self.levels = levels
@@ -34,9 +37,9 @@ class MercatorFrontier:
         self.delay = delay
         self.fetch_time = fetch_time
         self.front = [deque() for _ in range(levels)]
+        self.selector = FrontQueueSelector(levels, bias, seed)
         self.back: dict[int, deque] = {}  # host -> its URLs
-        self.heap: list[tuple[float, int, int]] = []  # (ready time, tie, host): waiting hosts
-        self.ready: list[tuple[int, int, int]] = []  # (−level of head URL, tie, host): may go now
+        self.heap: list[tuple[float, int, int]] = []  # (ready time, tie, host): every back queue
         self.done: set[int] = set()  # nodes handed out (or queued in a back queue)
         self.now = 0.0
         self._tie = 0
@@ -52,15 +55,17 @@ class MercatorFrontier:
         self._front_size += 1
 
     def _pull_front(self) -> tuple[int, int] | None:
-        """(node, level) of the next not-yet-scheduled node from the highest non-empty front queue."""
-        for level in range(self.levels - 1, -1, -1):
-            q = self.front[level]
-            while q:
-                node = q.popleft()
-                self._front_size -= 1
-                if node not in self.done:
-                    return node, level
-        return None
+        """(node, level) of the next not-yet-scheduled node from a front queue drawn by the selector."""
+        sizes = [len(q) for q in self.front]
+        while True:
+            level = self.selector.pick(sizes)
+            if level is None:
+                return None
+            node = self.front[level].popleft()
+            sizes[level] -= 1
+            self._front_size -= 1
+            if node not in self.done:
+                return node, level
 
     def _refill(self) -> None:
         """Fill back queues from the front queues until all ``B`` are in use or the front is empty."""
@@ -83,16 +88,12 @@ class MercatorFrontier:
     def next(self) -> int | None:
         """The next node to fetch, honouring host politeness; advances the simulated clock."""
         self._refill()
-        heap, ready = self.heap, self.ready
-        while heap and heap[0][0] <= self.now:
-            self._make_ready(heapq.heappop(heap)[2])
-        if not ready:
-            if not heap:
-                return None
-            self.now = heap[0][0]  # nobody may be contacted yet: the clock jumps
-            while heap and heap[0][0] <= self.now:
-                self._make_ready(heapq.heappop(heap)[2])
-        host = heapq.heappop(ready)[2]
+        heap = self.heap
+        if not heap:
+            return None
+        ready, _, host = heapq.heappop(heap)
+        if ready > self.now:
+            self.now = ready  # nobody may be contacted yet: the clock jumps
         q = self.back[host]
         node, _ = q.popleft()
         self.now += self.fetch_time
@@ -105,10 +106,6 @@ class MercatorFrontier:
             del self.back[host]
             self._released[host] = self.now + self.delay
         return node
-
-    def _make_ready(self, host: int) -> None:
-        self._tie += 1
-        heapq.heappush(self.ready, (-self.back[host][0][1], self._tie, host))
 
     def __len__(self) -> int:
         return self._front_size + sum(len(q) for q in self.back.values())

@@ -21,8 +21,8 @@ from typing import Any
 
 from raycrawl.errors import UserError
 
-IO, BUDGET, POLITENESS, NETWORK, FILTERS, SIZING = (
-    "input / output", "budget", "politeness", "network", "filters", "agent sizing")
+IO, BUDGET, POLITENESS, NETWORK, FILTERS, PRIORITY, SIZING = (
+    "input / output", "budget", "politeness", "network", "filters", "priorities", "agent sizing")
 
 
 def knob(default: Any, group: str, help: str, *, factory: Callable[[], Any] | None = None) -> Any:
@@ -116,6 +116,12 @@ class Settings:
         "Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so "
         "``raycrawl summaries build DIR --from-spill`` needs no second pass over the WARC files.")
 
+    # --- priorities ---------------------------------------------------------------------------------
+    focus: str | None = knob(None, PRIORITY,
+        "A focus model (``*.focus.json`` written by ``raycrawl simulate``): the parser scores every page and "
+        "its links get the priority level of the score (front queues, docs/focused-crawling.md); the front "
+        "then stays at ``front_size`` hosts. None = an unfocused, breadth-first crawl.")
+
     # --- agent sizing -----------------------------------------------------------------------------
     agents: int = knob(1, SIZING,
         "Agents of the crawl (each with its sieve, fetchers, parser, store and workbench view), spread "
@@ -170,6 +176,8 @@ class Settings:
             raise UserError(f"hosts file not found: {self.resolve}")
         if self.dns_server:
             parse_hostport(self.dns_server)
+        if self.focus is not None:
+            self.focus = str(Path(self.focus).resolve())  # actors, and a --resume elsewhere, find it
         if self.allow_networks:
             for cidr in self.allow_networks.split(","):
                 try:

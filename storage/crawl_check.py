@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.atomic import replace_bytes
+from raycrawl.policies.front_queues import queue_of
 from raycrawl.storage.crawl_dir import layout, virtual_queue
 from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 from raycrawl.storage.sieve_store import ShardFiles, SieveStore, fingerprint
@@ -92,7 +93,8 @@ def check_sieve(sieve_root: Path) -> list[Damage]:
 
 def _check_shard(shard: Path) -> list[Damage]:
     files = ShardFiles(shard)
-    queue_size = files.queue.stat().st_size if files.queue.exists() else 0
+    queues = files.level_queues()
+    queue_size = sum(q.stat().st_size for q in queues.values())
     # A shard that ever committed has a meta.json, and its first commit removed pending.0. Queue bytes
     # or fingerprints next to pending.0 and no meta.json are a first flush that never committed (a
     # crash, a full disk): the store reopens it at generation 0, as the first flush found it.
@@ -101,11 +103,14 @@ def _check_shard(shard: Path) -> list[Damage]:
         return [Damage(files.meta, "is missing (the shard's commit point)", "rebuilds it from the shard's queue")]
     try:
         meta = files.read_meta()
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        ends = files.read_ends()
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
         return [Damage(files.meta, "is not a sieve commit point", "rebuilds it from the shard's queue")]
-    if queue_size < meta["queue_bytes"]:
-        return [Damage(files.queue, f"is cut: {queue_size} bytes, {meta['queue_bytes']} committed "
-                                    "(URLs never crawled would be lost)")]
+    for level, committed in ends.items():
+        path = files.level_queue(level)
+        size = path.stat().st_size if path.exists() else 0
+        if size < committed:
+            return [Damage(path, f"is cut: {size} bytes, {committed} committed (URLs never crawled would be lost)")]
     fps_path = files.fps(meta["gen"])
     size = fps_path.stat().st_size if fps_path.exists() else 0
     if size != 8 * meta["fps"]:
@@ -138,13 +143,14 @@ def _decodes(line: bytes) -> bool:
 
 
 def sieve_offsets_damage(sieve_root: Path, offsets: dict[int, int]) -> list[Damage]:
-    """Redis's consumed offsets (``P soff:NN``) must lie within each shard's committed queue."""
+    """Redis's consumed offsets (``P soff:<queue>``) must lie within each front queue's committed bytes."""
     damages = []
-    for shard, offset in sorted(offsets.items()):
+    for qid, offset in sorted(offsets.items()):
+        shard, level = queue_of(qid)
         files = ShardFiles(sieve_root / f"{shard:02d}")
-        committed = files.read_meta()["queue_bytes"]
+        committed = files.read_ends().get(level, 0)
         if offset > committed:
-            damages.append(Damage(files.queue,
+            damages.append(Damage(files.level_queue(level),
                                   f"ends at byte {committed}, but Redis has distributed it up to byte {offset}"))
     return damages
 
@@ -266,12 +272,16 @@ def repair(damages: list[Damage]) -> list[str]:
 
 
 def rebuild_shard(shard: Path) -> int:
-    """Rebuild a sieve shard's commit point from its queue: the fingerprint store is exactly the
-    fingerprints of the URLs in the queue; the newest pending log is kept (the sieve replays it)."""
+    """Rebuild a sieve shard's commit point from its queues (every priority level's): the
+    fingerprint store is exactly the fingerprints of the URLs in the queues; the newest pending log
+    is kept (the sieve replays it)."""
     files = ShardFiles(shard)
-    data = files.queue.read_bytes() if files.queue.exists() else b""
-    end = data.rfind(b"\n") + 1
-    urls = data[:end].decode(errors="replace").splitlines()
+    urls: list[str] = []
+    ends: dict[int, int] = {0: 0}
+    for level, path in files.level_queues().items():
+        data = path.read_bytes()
+        ends[level] = data.rfind(b"\n") + 1
+        urls += data[: ends[level]].decode(errors="replace").splitlines()
     fps = np.unique(np.fromiter((fingerprint(u) for u in urls), dtype=np.uint64, count=len(urls)))
     gen = max(files.pending_gens(), default=0)
     replace_bytes(files.fps(gen), fps.astype("<u8").tobytes())
@@ -279,7 +289,7 @@ def rebuild_shard(shard: Path) -> int:
         if stale != files.fps(gen):
             stale.unlink()
     files.pending(gen).touch()
-    files.write_meta(gen, len(fps), end)
-    SieveStore(shard).close()  # truncates the queue to the commit point, as a reopen would
+    files.write_meta(gen, len(fps), ends)
+    SieveStore(shard).close()  # truncates the queues to the commit point, as a reopen would
     return len(urls)
 

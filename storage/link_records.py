@@ -27,6 +27,10 @@ warc        list|nil   [warc file name, byte offset] of the response record (a r
                        when the payload is byte-identical to the representative's)
 canonical   str|nil    the page's ``<link rel=canonical>`` (canonical form), recorded, not followed
 epoch       int        crawl epoch/version tag (0 unless the crawl sets one)
+level       int        priority level (front queue) the URL was fetched from: 0 unless the crawl is
+                       focused (policies/focus.py)
+score       float|nil  the focused crawl's classifier score of the page (nil: not focused, or not
+                       parsed)
 =========== ========== ==========================================================================
 """
 

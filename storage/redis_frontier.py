@@ -12,7 +12,8 @@ key                  type    content
 ``P inext``          hash    IP → UNIX time its next request may start (only moves forward)
 ``P howner``         hash    host → the view (``V``) of the agent that owns it (fixed at first add)
 ``P views``          set     every agent's view prefix ``V``
-``P soff:<shard>``   string  byte offset of the shard's sieve output queue already distributed
+``P soff:<queue>``   string  byte offset of a sieve output queue already distributed (queue =
+                             level × 64 + shard: policies/front_queues.py; level 0 = the shard)
 ``P shards``         hash    shard → agent that owns it (actors/membership.py; absent: agent0)
 ``P commit:<token>`` string  a commit already applied (10 minutes: retried commits apply once)
 ``V ent:<ip>``       zset    workbench entry of an IP in one view: the agent's idle hosts on that IP
@@ -327,7 +328,8 @@ class RedisFrontier:
 
     # --- reads for status, the distributor and tests ---------------------------------------------
     def sieve_offsets(self, shards: list[int], client: redis.Redis | None = None) -> dict[int, int]:
-        """Shard → byte offset of its sieve output queue already distributed."""
+        """Front queue → byte offset of it already distributed (a queue id,
+        :func:`policies.front_queues.queue_id`; a shard's level-0 queue has the shard's number)."""
         if not shards:
             return {}
         vals = (client or self.r).mget([self.k.sieve_offset(s) for s in shards])
@@ -373,6 +375,12 @@ class RedisFrontier:
     def front_size(self) -> int:
         """This agent's hosts with URLs in their visit state."""
         return self.r.scard(self.vkey("active"))
+
+    def in_front(self, hosts: list[str]) -> list[bool]:
+        """Whether each host is in this agent's front (has URLs in its visit state)."""
+        if not hosts:
+            return []
+        return [bool(x) for x in self.r.smismember(self.vkey("active"), hosts)]
 
     def counts(self, view_only: bool = False) -> dict[str, int]:
         """Frontier sizes of the whole crawl (``front``, ``ips_waiting``, ``virtualized`` summed over

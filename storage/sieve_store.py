@@ -5,17 +5,23 @@ Layout under ``SIEVE_DIR`` (all written only by :class:`actors.sieve.Sieve`):
 ================ =================================================================================
 file             content
 ================ =================================================================================
-``meta.json``    the commit point: ``{"gen": g, "fps": n, "queue_bytes": b}``, replaced atomically
+``meta.json``    the commit point: ``{"gen": g, "fps": n, "queue_bytes": b, "levels": {ℓ: b_ℓ}}``,
+                 replaced atomically (``levels``: the committed bytes of the queues of levels ≥ 1)
 ``fps.<g>``      n sorted distinct 64-bit fingerprints (xxh3_64 of the URL), little-endian uint64
-``queue``        every URL that ever came out of the sieve, one per line, in first-seen order
-``pending.<g>``  URLs enqueued since generation g was committed, one per line (replayed on restart)
+``queue``        every URL of priority level 0 that ever came out of the sieve, one per line, in
+                 first-seen order
+``queue.<ℓ>``    the same for priority level ℓ ≥ 1 (a focused crawl's front queues, seed 001's
+                 Mercator: policies/front_queues.py)
+``pending.<g>``  URLs enqueued since generation g was committed, one per line, ``url`` or
+                 ``url<TAB>level`` (replayed on restart)
 ================ =================================================================================
 
-A flush of generation g appends the new URLs to ``queue``, writes ``fps.<g+1>`` (a streaming
-sorted merge, so memory does not grow with the store), creates ``pending.<g+1>`` and then replaces
-``meta.json``. A crash before the replace leaves generation g intact: ``queue`` is truncated back
-to ``queue_bytes`` and ``pending.<g>`` is replayed, so no URL is lost and none is emitted twice.
-Readers address the queue by byte offset; who has consumed what is the consumer's business.
+A URL keeps the level it was first enqueued with. A flush of generation g appends the new URLs to
+their level's queue, writes ``fps.<g+1>`` (a streaming sorted merge, so memory does not grow with
+the store), creates ``pending.<g+1>`` and then replaces ``meta.json``. A crash before the replace
+leaves generation g intact: every queue is truncated back to its committed bytes and
+``pending.<g>`` is replayed, so no URL is lost and none is emitted twice. Readers address a queue
+by byte offset; who has consumed what is the consumer's business.
 """
 
 from __future__ import annotations
@@ -49,6 +55,18 @@ class ShardFiles:
         self.meta = self.dir / "meta.json"
         self.queue = self.dir / "queue"
 
+    def level_queue(self, level: int) -> Path:
+        """The output queue of priority ``level`` (level 0: ``queue``)."""
+        return self.queue if level == 0 else self.dir / f"queue.{level}"
+
+    def level_queues(self) -> dict[int, Path]:
+        """Level → queue file, for every queue file present."""
+        found = {0: self.queue} if self.queue.exists() else {}
+        for q in self.dir.glob("queue.*"):
+            if q.suffix[1:].isdigit():
+                found[int(q.suffix[1:])] = q
+        return dict(sorted(found.items()))
+
     def fps(self, gen: int) -> Path:
         return self.dir / f"fps.{gen}"
 
@@ -69,9 +87,22 @@ class ShardFiles:
         meta = json.loads(self.meta.read_text())
         return {k: int(meta[k]) for k in ("gen", "fps", "queue_bytes")}
 
-    def write_meta(self, gen: int, fps: int, queue_bytes: int) -> None:
-        """Replace the commit point atomically."""
-        replace_bytes(self.meta, json.dumps({"gen": gen, "fps": fps, "queue_bytes": queue_bytes}).encode())
+    def read_ends(self) -> dict[int, int]:
+        """Level → committed bytes of its queue (level 0 always present)."""
+        if not self.meta.exists():
+            return {0: 0}
+        meta = json.loads(self.meta.read_text())
+        ends = {0: int(meta["queue_bytes"])}
+        ends.update({int(lvl): int(b) for lvl, b in (meta.get("levels") or {}).items()})
+        return ends
+
+    def write_meta(self, gen: int, fps: int, queue_bytes: int | dict[int, int]) -> None:
+        """Replace the commit point atomically (``queue_bytes``: level 0's, or level → bytes)."""
+        ends = queue_bytes if isinstance(queue_bytes, dict) else {0: queue_bytes}
+        meta: dict = {"gen": gen, "fps": fps, "queue_bytes": ends.get(0, 0)}
+        if any(lvl for lvl in ends):
+            meta["levels"] = {str(lvl): b for lvl, b in sorted(ends.items()) if lvl}
+        replace_bytes(self.meta, json.dumps(meta).encode())
 
 
 class SieveStore:
@@ -84,12 +115,14 @@ class SieveStore:
         meta = self.files.read_meta()
         self.gen: int = meta["gen"]
         self.fps: int = meta["fps"]
-        self.queue_bytes: int = meta["queue_bytes"]
-        with open(self.files.queue, "ab") as f:
-            # URLs appended by a flush that never committed: drop them, the pending log has them.
-            if f.tell() > self.queue_bytes:
-                log.info("sieve: dropping %d uncommitted queue bytes", f.tell() - self.queue_bytes)
-            f.truncate(self.queue_bytes)
+        self.ends: dict[int, int] = self.files.read_ends()  # level → committed queue bytes
+        for lvl, path in {**self.files.level_queues(), 0: self.files.queue}.items():
+            committed = self.ends.get(lvl, 0)
+            with open(path, "ab") as f:
+                # URLs appended by a flush that never committed: drop them, the pending log has them.
+                if f.tell() > committed:
+                    log.info("sieve: dropping %d uncommitted queue bytes (level %d)", f.tell() - committed, lvl)
+                f.truncate(committed)
         self._pending = open(self.pending_path(self.gen), "ab")  # noqa: SIM115 - lives as long as the store
 
     def pending_path(self, gen: int) -> Path:
@@ -98,22 +131,38 @@ class SieveStore:
     def fps_path(self, gen: int) -> Path:
         return self.files.fps(gen)
 
+    @property
+    def queue_bytes(self) -> int:
+        """Committed bytes of the level-0 queue."""
+        return self.ends.get(0, 0)
+
+    def end(self, level: int = 0) -> int:
+        return self.ends.get(level, 0)
+
     # --- pending log ---------------------------------------------------------------------------------
-    def log_pending(self, urls: list[str]) -> None:
-        """Append URLs to the pending log (survives a kill of this process once returned)."""
+    def log_pending(self, urls: list[str], levels: list[int] | None = None) -> None:
+        """Append URLs (with their levels) to the pending log (survives a kill of this process once
+        returned)."""
         if urls:
-            self._pending.write(("\n".join(urls) + "\n").encode())
+            lines = urls if levels is None else [f"{u}\t{lvl}" if lvl else u for u, lvl in zip(urls, levels, strict=True)]
+            self._pending.write(("\n".join(lines) + "\n").encode())
             self._pending.flush()
 
-    def read_pending(self) -> list[str]:
-        """URLs logged since the last commit; a torn last line (killed mid-write) is ignored."""
+    def read_pending(self) -> tuple[list[str], list[int]]:
+        """URLs logged since the last commit and their levels; a torn last line (killed mid-write)
+        is ignored."""
         data = self.pending_path(self.gen).read_bytes()
         end = data.rfind(b"\n") + 1
         if end < len(data):
             log.warning("sieve: ignoring a torn pending line")
             with open(self.pending_path(self.gen), "ab") as f:
                 f.truncate(end)
-        return data[:end].decode().splitlines() if end else []
+        urls, levels = [], []
+        for line in data[:end].decode().splitlines() if end else ():
+            url, _, lvl = line.partition("\t")
+            urls.append(url)
+            levels.append(int(lvl) if lvl.isdigit() else 0)
+        return urls, levels
 
     # --- commit --------------------------------------------------------------------------------------
     def merge(self, new_fps: np.ndarray) -> np.ndarray:
@@ -148,35 +197,54 @@ class SieveStore:
         self._next_fps = written
         return fresh
 
-    def commit(self, new_urls: list[str]) -> None:
-        """Append ``new_urls`` to the queue and make generation gen+1 (written by :meth:`merge`)
-        current, atomically with respect to a crash."""
-        with open(self.files.queue, "ab") as f:
-            if new_urls:
-                f.write(("\n".join(new_urls) + "\n").encode())
-            queue_bytes = f.tell()
+    def commit(self, new_urls: list[str], levels: list[int] | None = None) -> None:
+        """Append ``new_urls`` to their levels' queues and make generation gen+1 (written by
+        :meth:`merge`) current, atomically with respect to a crash."""
+        by_level: dict[int, list[str]] = {}
+        if levels is None:
+            by_level[0] = new_urls
+        else:
+            for url, lvl in zip(new_urls, levels, strict=True):
+                by_level.setdefault(lvl, []).append(url)
+        ends = dict(self.ends)
+        for lvl, urls in by_level.items():
+            with open(self.files.level_queue(lvl), "ab") as f:
+                f.truncate(ends.get(lvl, 0))  # nothing uncommitted may stay in front of the new URLs
+                if urls:
+                    f.write(("\n".join(urls) + "\n").encode())
+                ends[lvl] = f.tell()
         gen = self.gen + 1
         self.pending_path(gen).touch()
-        self.files.write_meta(gen, self._next_fps, queue_bytes)  # the commit point
+        self.files.write_meta(gen, self._next_fps, ends)  # the commit point
         self._pending.close()
         for stale in (self.fps_path(self.gen), self.pending_path(self.gen)):
             stale.unlink(missing_ok=True)
-        self.gen, self.fps, self.queue_bytes = gen, self._next_fps, queue_bytes
+        self.gen, self.fps, self.ends = gen, self._next_fps, ends
         self._pending = open(self.pending_path(gen), "ab")  # noqa: SIM115
 
     # --- queue ---------------------------------------------------------------------------------------
-    def read_queue(self, offset: int, n: int) -> tuple[list[str], int]:
-        """Up to ``n`` URLs starting at byte ``offset`` of the committed queue, and the offset
-        just after them."""
-        assert 0 <= offset <= self.queue_bytes, (offset, self.queue_bytes)
+    def read_queue(self, offset: int, n: int, level: int = 0) -> tuple[list[str], int]:
+        """Up to ``n`` URLs starting at byte ``offset`` of the committed queue of ``level``, and
+        the offset just after them."""
+        urls, ends = self.read_queue_ends(offset, n, level)
+        return urls, ends[-1] if ends else offset
+
+    def read_queue_ends(self, offset: int, n: int, level: int = 0) -> tuple[list[str], list[int]]:
+        """:meth:`read_queue`, with the offset just after each URL."""
+        end = self.ends.get(level, 0)
+        assert 0 <= offset <= end, (offset, end, level)
         urls: list[str] = []
-        with open(self.files.queue, "rb") as f:
+        after: list[int] = []
+        if offset >= end:
+            return urls, after
+        with open(self.files.level_queue(level), "rb") as f:
             f.seek(offset)
-            while len(urls) < n and offset < self.queue_bytes:
+            while len(urls) < n and offset < end:
                 line = f.readline()
                 offset += len(line)
                 urls.append(line.decode().rstrip("\n"))
-        return urls, offset
+                after.append(offset)
+        return urls, after
 
     def iter_fps(self) -> Iterator[np.ndarray]:
         if self.fps:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from raycrawl.errors import UserError
+from raycrawl.policies.focus import Classifier, LinearClassifier, TermQuery
 from raycrawl.storage.summaries import DecodedSummaries
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class Relevance:
     truth: np.ndarray  # bool per node
     score: np.ndarray  # float in [0, 1] per node (0 without a summary)
     info: dict = field(default_factory=dict)
+    classifier: Classifier | None = None  # what computed ``score``: a focus policy's classifier
 
 
 def _node_vector(decoded: DecodedSummaries, num_nodes: int, values: np.ndarray, dtype) -> np.ndarray:
@@ -45,8 +47,9 @@ def _node_vector(decoded: DecodedSummaries, num_nodes: int, values: np.ndarray, 
 
 
 def term_query(decoded: DecodedSummaries, num_nodes: int, term_id, words: list[str], min_hits: int = 1,
-               spec: str = "") -> Relevance:
-    """Relevance by a term query; ``term_id(term)`` maps an original term to its archive id."""
+               spec: str = "", terms: list[str] | None = None) -> Relevance:
+    """Relevance by a term query; ``term_id(term)`` maps an original term to its archive id,
+    ``terms`` (the archive's dictionary) lets the classifier score the summaries."""
     from raycrawl import text
 
     if min_hits < 1:
@@ -60,9 +63,11 @@ def term_query(decoded: DecodedSummaries, num_nodes: int, term_id, words: list[s
     doc_of_pair = np.repeat(np.arange(len(decoded.doc_ids)), np.diff(decoded.offsets))
     hits = np.bincount(doc_of_pair[mask], weights=decoded.counts[mask], minlength=len(decoded.doc_ids))
     truth = _node_vector(decoded, num_nodes, hits >= min_hits, bool)
-    score = _node_vector(decoded, num_nodes, hits / (hits + min_hits), np.float64)
+    clf = TermQuery(sorted(set(stems)), min_hits)
+    proba = clf.score_matrix(summary_matrix(decoded, len(terms)), terms) if terms is not None else hits / (hits + min_hits)
+    score = _node_vector(decoded, num_nodes, proba, np.float64)
     return Relevance(spec or f"terms:{','.join(words)}@{min_hits}", truth, score,
-                     {"kind": "term query", "terms": stems, "term_ids": ids, "relevant": int(truth.sum())})
+                     {"kind": "term query", "terms": stems, "term_ids": ids, "relevant": int(truth.sum())}, clf)
 
 
 def summary_matrix(decoded: DecodedSummaries, n_terms: int):
@@ -73,18 +78,19 @@ def summary_matrix(decoded: DecodedSummaries, n_terms: int):
                       shape=(len(decoded.doc_ids), n_terms))
 
 
-def topic_model(decoded: DecodedSummaries, num_nodes: int, n_terms: int, labels: np.ndarray, label,
+def topic_model(decoded: DecodedSummaries, num_nodes: int, terms: list[str], labels: np.ndarray, label,
                 train: int = 200, seed: int = 0, spec: str = "") -> Relevance:
     """Relevance by labels (ground truth) with a naive Bayes classifier trained on ``train`` pages.
 
-    ``labels`` holds one label per node (None / "" for unlabelled nodes).
+    ``labels`` holds one label per node (None / "" for unlabelled nodes); ``terms`` is the
+    archive's dictionary (the classifier keeps its weights by term, for live crawls).
     """
     from sklearn.naive_bayes import MultinomialNB
 
     truth = np.array([lab == label for lab in labels], dtype=bool)
     if not truth.any():
         raise UserError(f"no page has the label {label!r}")
-    X = summary_matrix(decoded, n_terms)  # noqa: N806 — the usual name for a design matrix
+    X = summary_matrix(decoded, len(terms))  # noqa: N806 — the usual name for a design matrix
     doc_labels = labels[decoded.doc_ids]
     labelled = np.flatnonzero(np.array([lab not in (None, "") for lab in doc_labels]))
     rng = np.random.default_rng(seed)
@@ -93,16 +99,17 @@ def topic_model(decoded: DecodedSummaries, num_nodes: int, n_terms: int, labels:
     if y.all() or not y.any():
         raise UserError(f"the {len(pick)} training pages hold a single class; raise --train")
     model = MultinomialNB(alpha=0.1).fit(X[pick], y)
-    proba = model.predict_proba(X)[:, list(model.classes_).index(True)]
+    clf = LinearClassifier.from_naive_bayes(model, terms)
+    proba = clf.score_matrix(X, terms)  # = model.predict_proba(X)[:, True] (tests/test_focus.py)
     score = _node_vector(decoded, num_nodes, proba, np.float64)
     held = np.setdiff1d(labelled, pick)
     acc = float(((proba[held] >= 0.5) == truth[decoded.doc_ids][held]).mean()) if len(held) else float("nan")
     return Relevance(spec or f"topic:{label}", truth, score,
                      {"kind": "naive Bayes on summaries", "label": str(label), "train_pages": int(len(pick)),
-                      "held_out_accuracy": acc, "relevant": int(truth.sum())})
+                      "held_out_accuracy": acc, "relevant": int(truth.sum())}, clf)
 
 
-def from_spec(spec: str, decoded: DecodedSummaries, num_nodes: int, n_terms: int, term_id,
+def from_spec(spec: str, decoded: DecodedSummaries, num_nodes: int, terms: list[str], term_id,
               labels: np.ndarray | None = None, train: int = 200, seed: int = 0) -> Relevance:
     """Parse ``terms:…[@K]`` or ``topic:LABEL`` (see the module docstring)."""
     kind, _, arg = spec.partition(":")
@@ -112,9 +119,9 @@ def from_spec(spec: str, decoded: DecodedSummaries, num_nodes: int, n_terms: int
             min_hits = int(k) if k else 1
         except ValueError:
             raise UserError(f"bad relevance spec {spec!r}: @K must be an integer") from None
-        return term_query(decoded, num_nodes, term_id, [w for w in words.split(",") if w], min_hits, spec)
+        return term_query(decoded, num_nodes, term_id, [w for w in words.split(",") if w], min_hits, spec, terms)
     if kind == "topic" and arg:
         if labels is None:
             raise UserError("topic:LABEL needs page labels: give --truth FILE (url<TAB>label lines)")
-        return topic_model(decoded, num_nodes, n_terms, labels, arg, train, seed, spec)
+        return topic_model(decoded, num_nodes, terms, labels, arg, train, seed, spec)
     raise UserError(f"bad relevance spec {spec!r}: use terms:W1,W2[@K] or topic:LABEL")

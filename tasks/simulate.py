@@ -2,15 +2,17 @@
 
 No network: "fetching" node v means looking up its successors in the graph and its summary in
 the archive. A Mercator frontier (:class:`policies.frontier_policy.MercatorFrontier`: priority
-front queues, per-host back queues, simulated politeness) decides the order; the *policy* decides
-priorities:
+front queues chosen with a randomised bias, per-host back queues, simulated politeness) decides
+the order; a :class:`policies.focus.FocusPolicy` — the object ``raycrawl crawl --focus`` runs —
+decides priorities:
 
 * ``bfs`` — one front queue: breadth-first, the crawl order of a generic crawler;
-* ``best-first`` — a discovered link gets the priority level of the best page it was found on,
-  i.e. the classifier score of that (already fetched) page quantised to ``levels`` levels.
+* ``best-first`` — a discovered link gets the level of the page it was first found on, i.e. the
+  classifier score of that (already fetched) page quantised to ``levels`` levels.
 
-The harvest rate after t pages is (relevant pages among the first t) / t, measured with the
-ground truth of the :class:`tasks.relevance.Relevance`.
+A node keeps the level of its first discovery, as a URL does in the live crawler's sieve. The
+harvest rate after t pages is (relevant pages among the first t) / t, measured with the ground
+truth of the :class:`tasks.relevance.Relevance`.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.errors import UserError
+from raycrawl.policies.focus import POLICIES, FocusPolicy
+from raycrawl.policies.front_queues import DEFAULT_BIAS
 from raycrawl.policies.frontier_policy import MercatorFrontier
 from raycrawl.tasks.relevance import Relevance
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("bfs", "best-first")
+__all__ = ["POLICIES", "Collection", "Curve", "focus_policy", "simulate"]
 
 
 @dataclass
@@ -57,6 +61,7 @@ class Curve:
     sim_time: np.ndarray    # simulated clock at each checkpoint
     elapsed_s: float
     info: dict = field(default_factory=dict)
+    focus: FocusPolicy | None = None  # the policy replayed (what ``crawl --focus`` runs)
 
     @property
     def harvest_rate(self) -> np.ndarray:
@@ -71,15 +76,24 @@ class Curve:
         return 60.0 * self.fetched / max(self.elapsed_s, 1e-9)
 
 
-def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: list[int], *,
-             levels: int = 10, back_queues: int = 64, delay: float = 4.0, checkpoints: int = 200,
-             trace: list | None = None) -> Curve:
-    """Replay ``budget`` fetches from ``seeds`` with ``policy``; returns the harvest curve.
+def focus_policy(rel: Relevance, policy: str, levels: int = 10, bias: float = DEFAULT_BIAS) -> FocusPolicy:
+    """The focus policy ``policy`` over ``rel``'s classifier."""
+    if policy not in POLICIES:
+        raise UserError(f"unknown policy {policy!r} (use {', '.join(POLICIES)})")
+    if rel.classifier is None:
+        raise UserError("this relevance has no classifier a crawl could run")
+    return FocusPolicy(policy, levels, rel.classifier, rel.spec, bias, {"trained": rel.info})
+
+
+def simulate(coll: Collection, rel: Relevance, policy: str | FocusPolicy, budget: int, seeds: list[int], *,
+             levels: int = 10, bias: float = DEFAULT_BIAS, back_queues: int = 64, delay: float = 4.0,
+             checkpoints: int = 200, trace: list | None = None, seed: int = 0) -> Curve:
+    """Replay ``budget`` fetches from ``seeds`` with ``policy`` (a name: built over ``rel``'s
+    classifier with ``levels`` and ``bias``); returns the harvest curve.
 
     ``trace``, if a list, receives (node, simulated time the fetch ended) for every fetch.
     """
-    if policy not in POLICIES:
-        raise UserError(f"unknown policy {policy!r} (use {', '.join(POLICIES)})")
+    fp = policy if isinstance(policy, FocusPolicy) else focus_policy(rel, policy, levels, bias)
     if budget < 1:
         raise UserError("--budget must be ≥ 1")
     if not seeds:
@@ -87,17 +101,17 @@ def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: 
     n = coll.num_nodes
     assert len(rel.truth) == n == len(rel.score) == len(coll.host)
     t0 = time.perf_counter()
-    nlev = levels if policy == "best-first" else 1
     # Level a fetched page passes on to its links (read only after the page is fetched).
-    level_of = np.minimum((rel.score * nlev).astype(np.int64), nlev - 1).tolist() if nlev > 1 else None
+    level_of = fp.link_levels(rel.score).tolist()
     truth = rel.truth.tolist()
     indptr = coll.indptr.tolist()
     indices = coll.indices
-    frontier = MercatorFrontier(coll.host.tolist(), nlev, back_queues, delay)
-    best = [-1] * n  # best level a node was queued with
+    frontier = MercatorFrontier(coll.host.tolist(), fp.levels, back_queues, delay, bias=fp.bias, seed=seed)
+    seen = [False] * n  # discovered: a node keeps its first level (the sieve's rule)
     for s in seeds:
-        best[s] = nlev - 1
-        frontier.add(s, nlev - 1)
+        if not seen[s]:
+            seen[s] = True
+            frontier.add(s, fp.seed_level)
     every = max(1, budget // checkpoints)
     pages, relevant, clock = [], [], []
     fetched = hits = 0
@@ -113,10 +127,10 @@ def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: 
             pages.append(fetched)
             relevant.append(hits)
             clock.append(frontier.now)
-        lvl = level_of[v] if level_of is not None else 0
+        lvl = level_of[v]
         for w in indices[indptr[v] : indptr[v + 1]].tolist():
-            if lvl > best[w]:
-                best[w] = lvl
+            if not seen[w]:
+                seen[w] = True
                 frontier.add(w, lvl)
     if not pages or pages[-1] != fetched:
         pages.append(fetched)
@@ -124,10 +138,10 @@ def simulate(coll: Collection, rel: Relevance, policy: str, budget: int, seeds: 
         clock.append(frontier.now)
     elapsed = time.perf_counter() - t0
     if fetched < budget:
-        log.info("%s: frontier exhausted after %d pages (budget %d)", policy, fetched, budget)
-    return Curve(policy, np.array(pages), np.array(relevant), np.array(clock), elapsed,
-                 {"budget": budget, "seeds": len(seeds), "levels": nlev, "back_queues": back_queues,
-                  "delay": delay})
+        log.info("%s: frontier exhausted after %d pages (budget %d)", fp.policy, fetched, budget)
+    return Curve(fp.policy, np.array(pages), np.array(relevant), np.array(clock), elapsed,
+                 {"budget": budget, "seeds": len(seeds), "levels": fp.levels, "bias": fp.bias,
+                  "back_queues": back_queues, "delay": delay}, fp)
 
 
 # -- loading a crawl ---------------------------------------------------------------------------------
@@ -194,6 +208,15 @@ def read_labels(path: Path, coll: Collection) -> np.ndarray:
     """Per-node labels from a ``url<TAB>label`` file, or page topics (names) from a websim
     manifest (``manifest.jsonl.gz`` or the websim output dir holding it); unknown URLs ignored."""
     labels = np.full(coll.num_nodes, None, dtype=object)
+    for url, label in read_url_labels(path).items():
+        v = coll.id_of(url)
+        if v is not None:
+            labels[v] = label
+    return labels
+
+
+def read_url_labels(path: Path) -> dict[str, str]:
+    """URL → label from a ``url<TAB>label`` file or a websim manifest (page topic names)."""
     path = Path(path)
     if path.is_dir() or path.name.endswith(".jsonl.gz"):
         from raycrawl.websim.manifest import load_manifest
@@ -203,39 +226,32 @@ def read_labels(path: Path, coll: Collection) -> np.ndarray:
         except (OSError, ValueError) as exc:
             raise UserError(f"--truth {path}: not a readable websim manifest ({exc})") from None
         topics = m.meta.get("topics") or []
-        for url, rec in m.pages.items():
-            v = coll.id_of(url)
-            if v is not None and rec.get("topic") is not None and rec["topic"] < len(topics):
-                labels[v] = topics[rec["topic"]]
-        return labels
+        return {url: topics[rec["topic"]] for url, rec in m.pages.items()
+                if rec.get("topic") is not None and rec["topic"] < len(topics)}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UserError(f"--truth {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise UserError(f"--truth {path}: not a UTF-8 url<TAB>label file (a binary file?)") from None
-    bad = 0
-    for line in lines:
-        url, sep, label = line.rstrip("\n").partition("\t")
-        if not sep:
-            bad += 1
-            continue
-        v = coll.id_of(url)
-        if v is not None:
-            labels[v] = label
-    if bad == len(lines):
+    pairs = [line.rstrip("\n").partition("\t") for line in lines]
+    if not any(sep for _, sep, _ in pairs):
         raise UserError(f"--truth {path}: no url<TAB>label lines")
-    return labels
+    return {url: label for url, sep, label in pairs if sep}
 
 
 # -- reporting ---------------------------------------------------------------------------------------
 
 
 def write_results(curves: list[Curve], rel: Relevance, out_dir: Path, title: str = "") -> dict:
-    """``harvest.tsv``, ``harvest.json`` and ``harvest.png`` (matplotlib Agg) in ``out_dir``."""
+    """``harvest.tsv``, ``harvest.json``, ``harvest.png`` (matplotlib Agg) and each policy's
+    model, ``<policy>.focus.json`` (what ``raycrawl crawl --focus`` runs), in ``out_dir``."""
     import json
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    for c in curves:
+        if c.focus is not None:
+            c.focus.save(out_dir / f"{c.policy}.focus.json")
     with open(out_dir / "harvest.tsv", "w") as f:
         f.write("policy\tpages\trelevant\tharvest_rate\tsim_time\n")
         for c in curves:
@@ -248,27 +264,36 @@ def write_results(curves: list[Curve], rel: Relevance, out_dir: Path, title: str
         "policies": {c.policy: {"fetched": c.fetched, "relevant": int(c.relevant[-1]),
                                 "harvest_rate": float(c.harvest_rate[-1]),
                                 "mean_harvest_rate": float(c.harvest_rate.mean()),
-                                "replay_pages_per_minute": c.pages_per_minute, **c.info} for c in curves},
+                                "replay_pages_per_minute": c.pages_per_minute, **c.info,
+                                "model": f"{c.policy}.focus.json" if c.focus is not None else None}
+                     for c in curves},
     }
     (out_dir / "harvest.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plot_harvest([(c.policy, c.pages, c.harvest_rate) for c in curves], out_dir / "harvest.png",
+                 title or f"focused-crawl simulation: {rel.spec}")
+    return summary
+
+
+def plot_harvest(curves: list[tuple[str, np.ndarray, np.ndarray]], path: Path, title: str) -> None:
+    """Harvest rate against pages fetched, one line per (label, pages, rate): the simulator's plot,
+    and the live crawl's (``DIR/focus/harvest.png``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for c in curves:
-        ax.plot(c.pages, c.harvest_rate, label=f"{c.policy} (final {c.harvest_rate[-1]:.3f})")
+    for label, pages, rate in curves:
+        ax.plot(pages, rate, label=f"{label} (final {rate[-1]:.3f})" if len(rate) else label)
     ax.set_xlabel("pages fetched")
     ax.set_ylabel("harvest rate (relevant / fetched)")
     ax.set_ylim(0, 1)
-    ax.set_title(title or f"focused-crawl simulation: {rel.spec}")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out_dir / "harvest.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return summary
 
 
 def format_summary(summary: dict) -> str:

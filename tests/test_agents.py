@@ -357,16 +357,57 @@ def test_redis_restart_mid_crawl(web_and_baseline) -> None:
     check_against_baseline(one, out, requests, manifest, may_refetch=in_flight_at_faults(proc))
 
 
+def focus_model(manifest, path: Path):
+    """A best-first model whose classifier is a term query for the most frequent topic's name."""
+    from raycrawl import text
+    from raycrawl.policies.focus import FocusPolicy, TermQuery
+
+    topic = Counter(p["topic"] for p in manifest.pages.values() if p.get("topic") is not None).most_common(1)[0][0]
+    word = manifest.meta["topics"][topic]
+    policy = FocusPolicy("best-first", 4, TermQuery(text.stems([word], drop_stopwords=False), 1), f"terms:{word}")
+    policy.save(path)
+    return policy
+
+
+def check_levels(out: Path, policy, seeds_file: str) -> None:
+    """Every URL was fetched from a level it was discovered with: the level its linking page's score
+    gives (or its redirect source's level, or the seeds' top level) — whichever agent found it,
+    before or after the resume. Some were high, some low: the check can fail."""
+    from raycrawl.seeds import read_seeds
+
+    recs = {r["url"]: r for r in iter_link_records(out)}
+    found: dict[str, set[int]] = defaultdict(set)
+    for url in read_seeds(seeds_file):
+        found[url].add(policy.seed_level)
+    for r in recs.values():
+        lvl = policy.link_level(r["score"]) if r["score"] is not None else 0
+        for target in r["links"]:
+            found[target].add(lvl)
+        if r["redirect"]:
+            found[r["redirect"]].add(r["level"])
+    checked = Counter()
+    for url, r in recs.items():
+        if r["error"] in ("dns", "forbidden-network"):  # never queued: recorded by the distributor
+            continue
+        assert r["level"] in found[url], (url, r["level"], found[url])
+        checked[r["level"] > 0] += 1
+    assert checked[True] > 20 and checked[False] > 20, checked
+
+
 @pytest.mark.slow
 def test_two_agent_crawl_resumed_by_one_agent(web_and_baseline) -> None:
-    """A 2-agent crawl stopped by its page budget, then resumed by a single agent on a local Ray:
-    the resume gives every shard and host to agent0 (apply_shards) and finishes the crawl with no
-    URL fetched twice and the one-agent crawl's pages."""
+    """A focused 2-agent crawl stopped by its page budget, then resumed by a single agent on a local
+    Ray without naming the model again: the resume gives every shard and host to agent0
+    (apply_shards), keeps the crawl's focus model and every URL's priority level (sent across
+    agents, queued in sieves, visit states and virtual queues), and finishes the crawl with no URL
+    fetched twice and the one-agent crawl's pages."""
     web, one, config, tmp = web_and_baseline
     out = tmp / "reshard"
+    policy = focus_model(web.manifest, tmp / "topic.focus.json")
     web.flush_log()
     n0 = len(web.requests())
-    first = crawl_on_cluster([*crawl_args(web, out, config), "--agents", "2", "--max-pages", "80"], 2, tmp)
+    first = crawl_on_cluster([*crawl_args(web, out, config), "--agents", "2", "--max-pages", "80",
+                              "--focus", str(tmp / "topic.focus.json")], 2, tmp)
     assert first.returncode == 0, first.stderr[-3000:]
     rep = json.loads((out / "report.json").read_text())
     assert rep["stopped"] == "budget spent" and rep["frontier"]["queued"] > 0
@@ -374,8 +415,10 @@ def test_two_agent_crawl_resumed_by_one_agent(web_and_baseline) -> None:
     second = subprocess.run([sys.executable, "-m", "raycrawl", *args, "--resume"], capture_output=True, text=True,
                             timeout=600, cwd=REPO, env=dict(os.environ, RAY_AUTH_MODE="disabled"))
     assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming with the focus model" in second.stderr
     web.flush_log()
     check_against_baseline(one, out, web.requests()[n0:], web.manifest, may_refetch=set())
+    check_levels(out, policy, str(web.seeds_file))
     status = subprocess.run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json"],
                             capture_output=True, text=True, timeout=120, cwd=REPO)
     assert json.loads(status.stdout)["shards"] == {"agent0": 64}

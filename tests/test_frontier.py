@@ -47,7 +47,7 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
     over = 0
     max_len = 0
     while True:
-        res = dist.step(sieve.read, resolve)
+        res = dist.step(sieve.read_front, resolve)
         failed += res.failed
         over += res.over_host_limit
         got, _ = wb.acquire(1e12, 3)
@@ -55,7 +55,7 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
             fetched.append(host + path)
             wb.release([Release(host, ip, end=1.0)])
         max_len = max([max_len] + [wb.frontier.queue_length(h) for h in hosts])
-        if not got and res.taken == 0 and res.refilled == 0 and sieve.exhausted(wb.frontier.sieve_offsets(dist.shards)):
+        if not got and res.taken == 0 and res.refilled == 0 and sieve.exhausted(wb.frontier.sieve_offsets(dist.queues)):
             break
     first_seen = list(dict.fromkeys(stream))
     assert virt.spilled > 0 and virt.refilled == virt.spilled
@@ -93,8 +93,8 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
         dist = Distributor(wb, Virtualizer(tmp_path / "virt", wb.frontier, budget=100), front_size=1000)
         restarts = []
 
-        def read_then_restart(offsets, n):
-            got = sieve.read(offsets, n)
+        def read_then_restart(offsets, n, levels, bias):
+            got = sieve.read_front(offsets, n, levels, bias)
             if not restarts:
                 server.stop()
                 server.start()
@@ -104,8 +104,8 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
         resolve = lambda names: dict.fromkeys(names, "127.0.0.2")  # noqa: E731
         first = dist.step(read_then_restart, resolve)
         assert restarts and first.taken == 0 and wb.frontier.counts()["queued"] == 0
-        while not sieve.exhausted(wb.frontier.sieve_offsets(dist.shards)):
-            dist.step(sieve.read, resolve)
+        while not sieve.exhausted(wb.frontier.sieve_offsets(dist.queues)):
+            dist.step(sieve.read_front, resolve)
         queued = [h + p.decode() for h in hosts for p in client.lrange("t:vs:" + h, 0, -1)]
         assert sorted(u for u in queued if not u.endswith(ROBOTS)) == sorted(urls)
         client.close()

@@ -80,6 +80,10 @@ def settings_from_args(args: argparse.Namespace):
         from raycrawl.actors.dns import parse_hosts_file
 
         parse_hosts_file(s.resolve)
+    if s.focus:
+        from raycrawl.policies.focus import FocusPolicy
+
+        FocusPolicy.load(s.focus)  # a missing or foreign model is a one-line error now, not in an actor
     if s.address and s.address != "auto":
         _check_ray_address(s.address)
     if s.resume and not (layout(Path(s.out)).sieve).is_dir():
@@ -103,6 +107,14 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     print(json.dumps(report, indent=2) if args.json else format_report(report))
+    if settings.focus:
+        from raycrawl.policies.focus import FocusPolicy
+        from raycrawl.tasks.focus_harvest import write_live_harvest
+
+        h = write_live_harvest(Path(settings.out), FocusPolicy.load(settings.focus))
+        print(f"focus: {h['fetched']} pages fetched, {h['relevant_judged']} judged relevant "
+              f"(harvest {h['harvest_judged']:.3f}); pages per level {h['fetched_per_level']} "
+              f"-> {settings.out}/focus/harvest.{{tsv,json,png}}", file=sys.stderr if args.json else sys.stdout)
     if report.get("stopped") == "interrupted":
         print(f"raycrawl crawl: interrupted; everything fetched is stored and committed: continue with "
               f"--resume --out {settings.out}", file=sys.stderr)

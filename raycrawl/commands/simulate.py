@@ -1,6 +1,9 @@
 """``raycrawl simulate``: replay focused crawls over a crawl's graph and summaries (no network).
 
     raycrawl simulate DIR --relevance SPEC [--policy bfs,best-first] [--budget N] [--truth FILE]
+
+Writes the harvest curves and, per policy, the model ``<policy>.focus.json`` that
+``raycrawl crawl --focus`` runs live (docs/focused-crawling.md).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import logging
 from pathlib import Path
 
 from raycrawl.errors import UserError
+from raycrawl.policies.front_queues import DEFAULT_BIAS
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +29,8 @@ def register(subparsers) -> None:
     p.add_argument("--truth", type=Path, help="url<TAB>label file: ground truth for topic:LABEL")
     p.add_argument("--train", type=int, default=200, help="labelled pages the topic classifier learns from")
     p.add_argument("--levels", type=int, default=10, help="front queues (priority levels) for best-first")
+    p.add_argument("--bias", type=float, default=DEFAULT_BIAS,
+                   help=f"front-queue bias: level l is drawn with weight bias**l (default {DEFAULT_BIAS:g})")
     p.add_argument("--back-queues", type=int, default=64, help="Mercator back queues (hosts in flight)")
     p.add_argument("--delay", type=float, default=4.0, help="simulated host delay, in fetch times")
     p.add_argument("--seed", type=int, default=0, help="random seed (training sample)")
@@ -34,7 +40,7 @@ def register(subparsers) -> None:
 
 def run(crawl_dir: Path, relevance: str, policies: list[str], budget: int, seeds: str = "",
         truth: Path | None = None, train: int = 200, levels: int = 10, back_queues: int = 64,
-        delay: float = 4.0, seed: int = 0, out: Path | None = None) -> dict:
+        delay: float = 4.0, seed: int = 0, out: Path | None = None, bias: float = DEFAULT_BIAS) -> dict:
     """Run the simulations and write ``harvest.{tsv,json,png}``; returns the JSON summary."""
     from raycrawl.storage.summaries import SummaryArchive
     from raycrawl.tasks import relevance as rel_mod
@@ -48,6 +54,8 @@ def run(crawl_dir: Path, relevance: str, policies: list[str], budget: int, seeds
             raise UserError(f"unknown policy {p!r} (use {', '.join(sim.POLICIES)})")
     if levels < 1 or back_queues < 1 or delay < 0 or budget < 1:
         raise UserError("--levels, --back-queues, --budget must be ≥ 1 and --delay ≥ 0")
+    if not bias >= 1:
+        raise UserError("--bias must be ≥ 1 (1: no preference among levels)")
     archive = SummaryArchive.open(crawl_dir)
     coll = sim.load_collection(crawl_dir)
     if coll.num_nodes != archive.num_nodes:
@@ -55,7 +63,7 @@ def run(crawl_dir: Path, relevance: str, policies: list[str], budget: int, seeds
                         "rebuild the archive (raycrawl summaries build)")
     decoded = archive.decode_all()
     labels = sim.read_labels(truth, coll) if truth else None
-    rel = rel_mod.from_spec(relevance, decoded, coll.num_nodes, len(archive.terms), archive.term_id,
+    rel = rel_mod.from_spec(relevance, decoded, coll.num_nodes, list(archive.terms), archive.term_id,
                             labels, train, seed)
     if seeds:
         seed_ids = []
@@ -66,8 +74,8 @@ def run(crawl_dir: Path, relevance: str, policies: list[str], budget: int, seeds
             seed_ids.append(v)
     else:
         seed_ids = sim.default_seeds(crawl_dir, coll)
-    curves = [sim.simulate(coll, rel, p, budget, seed_ids, levels=levels, back_queues=back_queues, delay=delay)
-              for p in policies]
+    curves = [sim.simulate(coll, rel, p, budget, seed_ids, levels=levels, bias=bias, back_queues=back_queues,
+                           delay=delay, seed=seed) for p in policies]
     return sim.write_results(curves, rel, out or crawl_dir / "simulate")
 
 
@@ -76,9 +84,10 @@ def _run(args) -> int:
 
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     summary = run(args.dir, args.relevance, policies, args.budget, args.seeds, args.truth, args.train,
-                  args.levels, args.back_queues, args.delay, args.seed, args.out)
+                  args.levels, args.back_queues, args.delay, args.seed, args.out, args.bias)
     print(format_summary(summary))
-    print(f"-> {(args.out or args.dir / 'simulate')}/harvest.{{tsv,json,png}}")
+    out = args.out or args.dir / "simulate"
+    print(f"-> {out}/harvest.{{tsv,json,png}}; models {', '.join(f'{out}/{p}.focus.json' for p in policies)}")
     return 0
 
 

@@ -42,10 +42,8 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix) -> dict:
         meta = f.meta()
         from collections import Counter
 
-        from raycrawl.policies.assignment import SHARDS
-
         return {"frontier": f.counts(), "stats": f.stats(),
-                "sieve_bytes_distributed": sum(f.sieve_offsets(list(range(SHARDS))).values()),
+                "sieve_bytes_distributed": sum(f.all_sieve_offsets().values()),  # every front queue's
                 "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
                 "started": float(meta.get("started", 0))}
     except redis.ConnectionError as exc:
