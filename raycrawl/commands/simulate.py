@@ -112,8 +112,10 @@ def demo_stage(crawl_dir: Path) -> str:
         topics = [t for t, c in counts.most_common() if c >= 10]
         if topics:
             topic = topics[min(3, len(topics) - 1)]
+            # 8 back queues: on a web this small, 64 hosts at once leave priorities little to choose
+            # (docs/focused-crawling.md)
             summary = run(crawl_dir, f"topic:{topic}", ["bfs", "best-first"], budget=max(archive.num_nodes // 4, 1),
-                          truth=manifest, train=min(200, archive.documents // 4))
+                          truth=manifest, train=min(200, archive.documents // 4), back_queues=8)
             return format_summary(summary) + f"\n-> {crawl_dir / 'simulate'}/harvest.{{tsv,json,png}}"
     n = max(archive.documents, 1)
     frac = archive.df / n
