@@ -90,11 +90,12 @@ def resume_focus(settings: Settings, f: RedisFrontier) -> None:
                             "(a model with the same number of levels)")
         settings.focus = stored
         log.warning("resuming with the focus model the crawl started with: %s", stored)
-    new = FocusPolicy.load(settings.focus).levels
-    old = FocusPolicy.load(stored).levels if Path(stored).is_file() else new
-    if old != new:
-        raise UserError(f"--resume: this crawl's front queues have {old} levels ({stored}); --focus "
-                        f"{settings.focus} has {new}")
+        return
+    if Path(stored).is_file():  # (gone: the levels cannot be compared; the given model is taken)
+        old, new = FocusPolicy.load(stored).levels, FocusPolicy.load(settings.focus).levels
+        if old != new:
+            raise UserError(f"--resume: this crawl's front queues have {old} levels ({stored}); --focus "
+                            f"{settings.focus} has {new}")
 
 
 @contextlib.contextmanager

@@ -101,12 +101,13 @@ class Sieve:
         log.debug("sieve flush: %d offered, %d new, store %d", len(batch), len(new_urls), self.store.fps)
         return len(new_urls)
 
-    def read(self, offset: int, n: int, level: int = 0) -> tuple[list[str], int]:
-        """Up to ``n`` URLs of the output queue of ``level`` from byte ``offset``, and the next
-        offset. Flushes first when the committed queue is exhausted and the batch is not empty."""
-        if offset >= self.store.end(level) and self.batch:
+    def read(self, offset: int, n: int) -> tuple[list[str], int]:
+        """Up to ``n`` URLs of the level-0 output queue from byte ``offset``, and the next offset
+        (levels: :meth:`actors.sieve_shards.SieveShards.read_front`). Flushes first when the
+        committed queue is exhausted and the batch is not empty."""
+        if offset >= self.store.queue_bytes and self.batch:
             self.flush()
-        return self.store.read_queue(offset, n, level)
+        return self.store.read_queue(offset, n)
 
     @property
     def end(self) -> int:

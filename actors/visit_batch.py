@@ -87,7 +87,7 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
         pr = parsed.get(fr.url)
         rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))
         rec["redirect"] = fr.redirect
-        rec["level"] = getattr(o, "level", 0)
+        rec["level"] = o.level
         revisit = None
         link_level = 0
         if pr is not None:

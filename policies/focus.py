@@ -45,13 +45,10 @@ class TermQuery:
     min_hits: int = 1
 
     def score_counts(self, counts: Mapping[str, int]) -> float:
-        hits = sum(counts.get(s, 0) for s in self.stems)
-        return hits / (hits + self.min_hits)
+        return self.score_hits(sum(counts.get(s, 0) for s in self.stems))
 
-    def score_matrix(self, matrix, terms: Sequence[str]) -> np.ndarray:
-        """Scores of the rows of a documents × terms count matrix whose columns are ``terms``."""
-        want = set(self.stems)
-        hits = np.asarray(matrix @ np.array([t in want for t in terms], dtype=np.float64)).ravel()
+    def score_hits(self, hits):
+        """The score of pages with ``hits`` query-term occurrences (a number or an array)."""
         return hits / (hits + self.min_hits)
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,8 +4,8 @@ Every fetched URL has a link record with the time its response ended, the level 
 from and the classifier's score of the page (:mod:`storage.link_records`). In fetch order, the
 harvest rate after t records is (relevant pages among them) / t — every record counts, as every
 node counts in the simulator and every record counts against ``--max-pages``. "Relevant" is the
-classifier's judgement (score ≥ ½) unless ground truth is given: ``topic:LABEL`` pages of a
-websim manifest or a ``url<TAB>label`` file, as ``raycrawl simulate --truth`` reads them.
+classifier's judgement (score ≥ ½); a caller with ground truth passes its own rule to
+:func:`harvest_curve` (benchmarks/focus_live.py does, with websim's page topics).
 
 ``DIR/focus/harvest.{tsv,json,png}`` are written at the end of a focused crawl, and plotted as
 the simulator plots its curves (:func:`tasks.simulate.plot_harvest`).
@@ -34,18 +34,6 @@ def judged_relevant(rec: dict) -> bool:
     return rec["score"] is not None and rec["score"] >= 0.5
 
 
-def truth_of(spec: str, truth: Path | None) -> Callable[[dict], bool] | None:
-    """Ground truth for ``topic:LABEL`` (labels from ``truth``: a websim manifest or url<TAB>label
-    file); None when the classifier's judgement is the truth (a term query: its rule is both)."""
-    kind, _, label = spec.partition(":")
-    if kind != "topic" or truth is None:
-        return None
-    from raycrawl.tasks.simulate import read_url_labels
-
-    labels = read_url_labels(truth)
-    return lambda rec: labels.get(rec["url"]) == label
-
-
 def harvest_curve(recs: list[dict], relevant: Callable[[dict], bool], checkpoints: int = 200
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(pages fetched, relevant among them) at up to ``checkpoints`` points, the last one the end."""
@@ -58,32 +46,25 @@ def harvest_curve(recs: list[dict], relevant: Callable[[dict], bool], checkpoint
     return pages, cum[pages - 1] if len(pages) else np.zeros(0, dtype=np.int64)
 
 
-def write_live_harvest(crawl_dir: Path, focus, truth: Path | None = None) -> dict:
-    """``DIR/focus/harvest.{tsv,json,png}`` of a focused crawl (``focus``: its policy); returns
-    the JSON summary."""
+def write_live_harvest(crawl_dir: Path, focus) -> dict:
+    """``DIR/focus/harvest.{tsv,json,png}`` of a focused crawl (``focus``: its policy), relevance as
+    its classifier judges; returns the JSON summary."""
     from raycrawl.tasks.simulate import plot_harvest
 
     crawl_dir = Path(crawl_dir)
     recs = fetch_order(crawl_dir)
-    judge = truth_of(focus.relevance, truth)
+    pages, rel = harvest_curve(recs, judged_relevant)
     out = crawl_dir / "focus"
     out.mkdir(parents=True, exist_ok=True)
-    curves = {"judged": harvest_curve(recs, judged_relevant)}
-    if judge is not None:
-        curves["truth"] = harvest_curve(recs, judge)
     with open(out / "harvest.tsv", "w") as f:
-        f.write("relevance\tpages\trelevant\tharvest_rate\n")
-        for name, (pages, rel) in curves.items():
-            for p, r in zip(pages.tolist(), rel.tolist(), strict=True):
-                f.write(f"{name}\t{p}\t{r}\t{r / p:.6f}\n")
+        f.write("pages\trelevant\tharvest_rate\n")
+        for p, r in zip(pages.tolist(), rel.tolist(), strict=True):
+            f.write(f"{p}\t{r}\t{r / p:.6f}\n")
     levels = np.bincount([r["level"] for r in recs], minlength=focus.levels).tolist() if recs else []
     summary = {"policy": focus.policy, "levels": focus.levels, "relevance": focus.relevance, "fetched": len(recs),
-               "fetched_per_level": levels,
-               **{f"relevant_{name}": int(rel[-1]) if len(rel) else 0 for name, (_, rel) in curves.items()},
-               **{f"harvest_{name}": float(rel[-1] / pages[-1]) if len(rel) else 0.0
-                  for name, (pages, rel) in curves.items()}}
+               "fetched_per_level": levels, "relevant_judged": int(rel[-1]) if len(rel) else 0,
+               "harvest_judged": float(rel[-1] / pages[-1]) if len(rel) else 0.0}
     (out / "harvest.json").write_text(json.dumps(summary, indent=1) + "\n")
-    plot_harvest([(f"{focus.policy} live ({name})", pages, rel / np.maximum(pages, 1))
-                  for name, (pages, rel) in curves.items()], out / "harvest.png",
-                 f"live focused crawl: {focus.relevance}")
+    plot_harvest([(f"{focus.policy} live (classifier's judgement)", pages, rel / np.maximum(pages, 1))],
+                 out / "harvest.png", f"live focused crawl: {focus.relevance}")
     return summary

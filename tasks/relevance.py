@@ -47,9 +47,8 @@ def _node_vector(decoded: DecodedSummaries, num_nodes: int, values: np.ndarray, 
 
 
 def term_query(decoded: DecodedSummaries, num_nodes: int, term_id, words: list[str], min_hits: int = 1,
-               spec: str = "", terms: list[str] | None = None) -> Relevance:
-    """Relevance by a term query; ``term_id(term)`` maps an original term to its archive id,
-    ``terms`` (the archive's dictionary) lets the classifier score the summaries."""
+               spec: str = "") -> Relevance:
+    """Relevance by a term query; ``term_id(term)`` maps an original term to its archive id."""
     from raycrawl import text
 
     if min_hits < 1:
@@ -64,8 +63,7 @@ def term_query(decoded: DecodedSummaries, num_nodes: int, term_id, words: list[s
     hits = np.bincount(doc_of_pair[mask], weights=decoded.counts[mask], minlength=len(decoded.doc_ids))
     truth = _node_vector(decoded, num_nodes, hits >= min_hits, bool)
     clf = TermQuery(sorted(set(stems)), min_hits)
-    proba = clf.score_matrix(summary_matrix(decoded, len(terms)), terms) if terms is not None else hits / (hits + min_hits)
-    score = _node_vector(decoded, num_nodes, proba, np.float64)
+    score = _node_vector(decoded, num_nodes, clf.score_hits(hits), np.float64)
     return Relevance(spec or f"terms:{','.join(words)}@{min_hits}", truth, score,
                      {"kind": "term query", "terms": stems, "term_ids": ids, "relevant": int(truth.sum())}, clf)
 
@@ -100,7 +98,7 @@ def topic_model(decoded: DecodedSummaries, num_nodes: int, terms: list[str], lab
         raise UserError(f"the {len(pick)} training pages hold a single class; raise --train")
     model = MultinomialNB(alpha=0.1).fit(X[pick], y)
     clf = LinearClassifier.from_naive_bayes(model, terms)
-    proba = clf.score_matrix(X, terms)  # = model.predict_proba(X)[:, True] (tests/test_focus.py)
+    proba = clf.score_matrix(X, terms)  # = model.predict_proba(X)[:, True] (tests/test_front_queues.py)
     score = _node_vector(decoded, num_nodes, proba, np.float64)
     held = np.setdiff1d(labelled, pick)
     acc = float(((proba[held] >= 0.5) == truth[decoded.doc_ids][held]).mean()) if len(held) else float("nan")
@@ -119,7 +117,7 @@ def from_spec(spec: str, decoded: DecodedSummaries, num_nodes: int, terms: list[
             min_hits = int(k) if k else 1
         except ValueError:
             raise UserError(f"bad relevance spec {spec!r}: @K must be an integer") from None
-        return term_query(decoded, num_nodes, term_id, [w for w in words.split(",") if w], min_hits, spec, terms)
+        return term_query(decoded, num_nodes, term_id, [w for w in words.split(",") if w], min_hits, spec)
     if kind == "topic" and arg:
         if labels is None:
             raise UserError("topic:LABEL needs page labels: give --truth FILE (url<TAB>label lines)")
