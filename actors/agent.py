@@ -27,6 +27,7 @@ from raycrawl.actors.batch_commit import BatchCommitter
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.distributor import Distributor
 from raycrawl.actors.link_router import LinkRouter
+from raycrawl.actors.periodic import queue_revisits
 from raycrawl.actors.shingler import near_dup_index
 from raycrawl.actors.termination import Termination
 from raycrawl.actors.virtualizer import Virtualizer
@@ -89,6 +90,7 @@ class Agent:
         self.stop_requested = threading.Event()  # Ctrl-C: stop at the next batch boundary
         self.termination = Termination(self.f, name)
         self.redis_run_id: str | None = None
+        self.epoch = self.f.epoch()  # a periodic crawl's pass (actors/periodic.py); 0: the first crawl
 
     @property
     def run_pages(self) -> int:
@@ -101,15 +103,17 @@ class Agent:
         s = self.s
         seeds = [u for u in read_seeds(s.seeds) if self.filters[0](u) and self.router.owner(u) == self.name
                  ] if s.seeds else []
-        if self.share is None and s.max_pages:
-            self.share = max(0, s.max_pages - self.f.stats().get("pages", 0))
+        if self.share is None and s.max_pages:  # (a periodic crawl's pass has a budget of its own)
+            self.share = max(0, s.max_pages - self.f.pass_pages())
         self.crew = Crew(s, self.redis_url, self.name, self.share)
         gate = gate_for(s)
         if gate is not None:  # what it blocked before a resume, or another agent's gate
             gate.blocked.update(self.f.spam_blocked())
         self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, self.near, gate,
-                                        budgeted=bool(s.max_pages), focus=self.focus)
+                                        budgeted=bool(s.max_pages), focus=self.focus, epoch=self.epoch)
         self.redis_run_id = self.client.info("server")["run_id"]
+        if self.epoch:
+            queue_revisits(self.out, self.epoch, self.crew.sieve, lambda u: self.router.owner(u) == self.name)
         if seeds:  # a focused crawl starts from its top level
             ray.get(self.crew.sieve.enqueue.remote(seeds, [self.focus.seed_level if self.focus else 0] * len(seeds)))
 
@@ -131,7 +135,8 @@ class Agent:
             self._shutdown()
             self.finished.set()
             report = build_report(self.f.stats(), elapsed=elapsed, run_pages=self.run_pages, stopped=stopped,
-                                  frontier=self.f.counts(), extra={"required_front": self.distributor.required_front})
+                                  frontier=self.f.counts(), extra={"required_front": self.distributor.required_front,
+                                                                   "pass": self.epoch})
             try:
                 write_report(layout(self.out).report, report)
             except OSError as exc:  # a full disk: the report is in Redis's counters too

@@ -53,13 +53,16 @@ class Written:
 
 class BatchCommitter:
     def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, filters: tuple[Any, Any],
-                 near: Any = None, spam_gate: Any = None, budgeted: bool = False, focus: Any = None) -> None:
+                 near: Any = None, spam_gate: Any = None, budgeted: bool = False, focus: Any = None,
+                 epoch: int = 0) -> None:
         """``filters``: (prefetch, postfetch) of policies/filters.py; ``near``: the near-duplicate
         index (actors/shingler.py) or None; ``budgeted``: failures count against a page budget;
-        ``focus``: a focused crawl's policy (policies/focus.py) or None."""
+        ``focus``: a focused crawl's policy (policies/focus.py) or None; ``epoch``: the pass of a
+        periodic crawl (actors/periodic.py) its link records are tagged with."""
         self.f, self.crew, self.router = frontier, crew, router
         self.prefetch, self.postfetch = filters
         self.near, self.spam_gate, self.budgeted, self.focus = near, spam_gate, budgeted, focus
+        self.epoch = epoch
         self.pages = 0  # committed by this agent in this run
         # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links,
         # their levels, latencies).
@@ -104,7 +107,8 @@ class BatchCommitter:
                     dup_of[url] = (rep, "near")
         gate = self.spam_gate
         known = len(gate.blocked) if gate is not None else 0
-        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate, self.focus)
+        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate, self.focus,
+                          self.epoch)
         if gate is not None and len(gate.blocked) > known:
             # Published, so that fetch actors skip the URLs of these hosts already queued (in Redis,
             # on disk, in the sieve), not only the links found from now on; and a resume keeps them.
@@ -157,7 +161,7 @@ class BatchCommitter:
         if self.budgeted:  # failures count against the page budget like fetched pages
             ray.get(self.crew.fetchers[0].consume_budget.remote(len(failed)))
         now = time.time()
-        records = [link_record(url, 0, "", now, "", 0, error=kind) for url, kind in failed]
+        records = [link_record(url, 0, "", now, "", 0, error=kind) | {"epoch": self.epoch} for url, kind in failed]
         # Noted first, so that a crash between the records and their commit is seen as in flight
         # by the resume's consistency check (storage/crawl_check.py), not as a Redis that lost writes.
         self.f.note_failing(dict(failed))

@@ -126,6 +126,10 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
                 resume_focus(settings, RedisFrontier(client, settings.redis_prefix, register=False))
+                if settings.revisit:
+                    from raycrawl.actors.periodic import begin_pass
+
+                    begin_pass(out, RedisFrontier(client, settings.redis_prefix, register=False), settings)
         started_ray = start_ray(settings.address, log_to_driver=True)
         try:
             if settings.agents > 1 or settings.elastic:

@@ -51,6 +51,9 @@ class Outcome:
     fr: FetchResult
     attempts: int = 1
     level: int = 0
+    prior: list | None = None
+    """A revisited page's last capture (``storage.crawl_epochs.Capture.to_list``): the fetch was a
+    conditional GET, and an unchanged answer is a WARC revisit of that capture."""
 
 
 class FetchLoop:
@@ -71,6 +74,9 @@ class FetchLoop:
         self.waited = 0  # loop rounds with free slots and nothing ready (distributor feedback)
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0}
         self.spam_blocked: set[str] = set()  # host names the spam gate blocked (P spamblocked)
+        # A periodic crawl's pass: the last captures of the URLs acquired (conditional GETs).
+        self.epoch = self.wb.frontier.epoch()
+        self.priors: dict[str, list] = {}
         self._spam_checked = 0.0
         self._wake = asyncio.Event()
         self._stop = False
@@ -186,12 +192,22 @@ class FetchLoop:
         got, self.earliest = self.wb.release_and_acquire(releases, time.time(), slots)
         if len(got) < slots and (self.earliest is None or self.earliest > time.time()):
             self.waited += 1
+        if self.epoch:
+            self._load_priors([(host, path) for host, ip, path in got if path != ROBOTS])
         for host, ip, path in got:
             if path != ROBOTS and self.budget is not None:
                 self.budget -= 1
             task = asyncio.create_task(self._visit(host, ip, path))
             self.tasks.add(task)
             task.add_done_callback(self._done)
+
+    def _load_priors(self, entries: list[tuple[str, str]]) -> None:
+        """One round trip for the last captures of the URLs a revisit pass just acquired."""
+        keys = [host + entry for host, entry in entries]
+        urls = [host + split_level(entry)[0] for host, entry in entries]
+        for key, raw in zip(keys, self.wb.frontier.priors(urls), strict=True):
+            if raw is not None:
+                self.priors[key] = json.loads(raw)
 
     def _done(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)
@@ -245,7 +261,8 @@ class FetchLoop:
             self.done.append(Outcome(key, "page", FetchResult(url=url, ip=ip, started=now, ended=now, error=kind),
                                      level=level))
             return
-        fr = await self.fetcher.fetch(url, ip)
+        prior = self.priors.get(key)
+        fr = await self.fetcher.fetch(url, ip, headers=conditional_headers(prior))
         self.counters["requests"] += 1
         attempt = self.attempts.get(key, 0) + 1
         if fr.transient and attempt <= self.s.max_retries:
@@ -258,8 +275,9 @@ class FetchLoop:
                                   not_before=self.politeness.retry_next(_end(fr), attempt, crawl_delay)))
             return
         self.attempts.pop(key, None)
+        self.priors.pop(key, None)
         self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay))
-        self.done.append(Outcome(key, "page", fr, attempt, level))
+        self.done.append(Outcome(key, "page", fr, attempt, level, prior))
 
     async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
         """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.
@@ -356,6 +374,21 @@ CUT_GRACE = 1.0
 """Seconds added to the end of an exchange WE cut (timeout, body or decompressed-size cap): the
 server may still be sending when we stop reading, and its response ends only when it notices."""
 CUT_ERRORS = frozenset({"timeout", "too-large", "bomb"})
+
+
+def conditional_headers(prior: list | None) -> dict[str, str] | None:
+    """The validators of a revisit's conditional GET (RFC 9110 §13.1): If-None-Match with the
+    last capture's ETag, If-Modified-Since with its Last-Modified (a server given both decides by
+    the ETag)."""
+    if not prior:
+        return None
+    etag, modified = prior[3], prior[4]
+    headers = {}
+    if etag:
+        headers["If-None-Match"] = etag
+    if modified:
+        headers["If-Modified-Since"] = modified
+    return headers or None
 
 
 def _end(fr: FetchResult) -> float:

@@ -226,8 +226,10 @@ class Fetcher:
             self._session._retry_connection = False
         return self._session
 
-    async def fetch(self, url: str, ip: str, *, max_body: int | None = None) -> FetchResult:
-        """GET ``url`` by dialing ``ip``. Never raises (except on cancellation); see the module doc."""
+    async def fetch(self, url: str, ip: str, *, max_body: int | None = None,
+                    headers: dict[str, str] | None = None) -> FetchResult:
+        """GET ``url`` by dialing ``ip``, with ``headers`` added to the session's (a revisit's
+        validators). Never raises (except on cancellation); see the module doc."""
         max_body = self.max_body if max_body is None else max_body
         fr = FetchResult(url=url, ip=ip, started=time.time())
         try:
@@ -249,7 +251,7 @@ class Fetcher:
         try:
             self.requests += 1
             async with self._get_session().get(
-                yarl.URL(url, encoded=True), allow_redirects=False, read_until_eof=True
+                yarl.URL(url, encoded=True), allow_redirects=False, read_until_eof=True, headers=headers
             ) as resp:
                 fr.request_head = self._request_head(parts, resp.request_info.headers)
                 self._take_head(fr, resp)

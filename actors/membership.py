@@ -85,7 +85,7 @@ class Membership:
         return name
 
     def _budgets(self, names: list[str]) -> dict[str, int | None]:
-        left = max(0, self.s.max_pages - self.f.stats().get("pages", 0)) if self.s.max_pages else None
+        left = max(0, self.s.max_pages - self.f.pass_pages()) if self.s.max_pages else None
         return dict(zip(names, split_budget(left, len(names)), strict=True))
 
     def _spawn(self, name: str, node: str, budget: int | None) -> None:

@@ -87,6 +87,20 @@ class SieveShards:
             self.flush()
         return sum(len(b) for b, _ in by_shard.values())
 
+    def requeue(self, urls: list[str], levels: list[int], tag: int) -> int:
+        """Put seen URLs of owned shards (a periodic crawl's revisits) in their queues again, once
+        for pass ``tag`` per shard (:meth:`storage.sieve_store.SieveStore.requeue`). Returns how
+        many were queued now (0: queued before, e.g. by the run a crash ended)."""
+        by_shard: dict[int, tuple[list[str], list[int]]] = {s: ([], []) for s in self.sieves}
+        for url, level in zip(urls, levels, strict=True):
+            shard = shard_of(split_host(url)[0])
+            if shard not in by_shard:
+                raise ValueError(f"URL of shard {shard} sent to an agent that does not own it")
+            by_shard[shard][0].append(url)
+            by_shard[shard][1].append(level)
+        return sum(len(batch) for s, (batch, lvls) in by_shard.items()
+                   if self.sieves[s].store.requeue(batch, lvls, tag))
+
     def batched(self) -> int:
         return sum(len(s.batch) for s in self.sieves.values())
 
@@ -216,6 +230,9 @@ def actor_class():
 
         def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
             return self.sieve.enqueue(urls, levels)
+
+        def requeue(self, urls: list[str], levels: list[int], tag: int) -> int:
+            return self.sieve.requeue(urls, levels, tag)
 
         def read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
             return self.sieve.read(offsets, n)

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from raycrawl.exchange import FetchResult
+from raycrawl.storage.warc import sha1_b32
 
 
 @dataclass
@@ -43,7 +44,8 @@ def link_record(url: str, status: int, ctype: str, t: float, ip: str, size: int,
     """A link record (fields in storage/link_records.py) with nothing found in the page yet."""
     return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
             "dup_of": None, "dup_kind": None, "links": [], "redirect": None, "error": error, "title": "",
-            "warc": None, "epoch": 0, "canonical": None, "level": 0, "score": None}
+            "warc": None, "epoch": 0, "canonical": None, "level": 0, "score": None,
+            "sha1": None, "etag": None, "modified": None, "revisit_of": None}
 
 
 def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
@@ -63,14 +65,30 @@ def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
     return dup_of, revisit_of
 
 
+def unchanged(fr: FetchResult, prior: list | None) -> tuple[str, str, str | None] | None:
+    """The WARC revisit a revisited page's answer is (storage/crawl_epochs.py), or None: a 304 to
+    our conditional GET → (captured URL, its date, None: profile server-not-modified); a whole 200
+    whose payload SHA-1 is the last capture's → (URL, date, digest: identical-payload-digest).
+    ``prior``: the page's last capture (``Capture.to_list``) when the fetch was a revisit."""
+    if prior is None:
+        return None
+    url, date, sha1 = prior[0], prior[1], prior[2]
+    if fr.status == 304:
+        return url, date, None
+    if fr.status == 200 and not fr.truncated and not fr.error and sha1_b32(fr.body) == sha1:
+        return url, date, sha1
+    return None
+
+
 def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, str]],
            revisit_of: dict[str, tuple[str, str, str]], explain: Callable[[str], str | None],
-           spam_gate: Any = None, focus: Any = None) -> BatchDecision:
+           spam_gate: Any = None, focus: Any = None, epoch: int = 0) -> BatchDecision:
     """The decision over ``outcomes`` (actors.fetch_loop.Outcome) given the parse results by URL,
     the duplicates found and the prefetch filters' ``explain`` (None: the URL passes). The spam
     gate, if any, observes every HTML page and blocks the links to its hosts. A focus policy
     (policies/focus.py) gives the links of a page the level of its score; a redirect target
-    keeps the level its source was queued with."""
+    keeps the level its source was queued with. ``epoch``: the pass of a periodic crawl; a
+    revisited page that did not change is a WARC revisit of its last capture (:func:`unchanged`)."""
     d = BatchDecision()
     counters = d.counters
     links: list[tuple[str, int]] = []
@@ -87,8 +105,15 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
         pr = parsed.get(fr.url)
         rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))
         rec["redirect"] = fr.redirect
-        rec["level"] = o.level
-        revisit = None
+        rec["level"], rec["epoch"] = o.level, epoch
+        rec["etag"], rec["modified"] = fr.headers.get("etag"), fr.headers.get("last-modified")
+        if fr.status > 0 and fr.status != 304:
+            rec["sha1"] = sha1_b32(fr.body)
+        revisit = unchanged(fr, o.prior)
+        if revisit is not None:
+            counters["revisit:not-modified" if revisit[2] is None else "revisit:identical"] += 1
+        elif o.prior is not None:
+            counters["revisit:changed"] += 1
         link_level = 0
         if pr is not None:
             rec["digest"], rec["title"], rec["canonical"] = pr.digest, pr.title, pr.canonical
@@ -99,9 +124,9 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
                 counters["focus:relevant"] += pr.score >= 0.5  # the live harvest, as the classifier judges
             if fr.url in dup_of:  # a duplicate's links are not followed (they are its original's)
                 rec["dup_of"], rec["dup_kind"] = dup_of[fr.url]
-                revisit = revisit_of.get(fr.url)
                 counters[f"dup:{rec['dup_kind']}"] += 1
-                if revisit is not None:
+                if revisit is None and fr.url in revisit_of:
+                    revisit = revisit_of[fr.url]
                     counters["dup:revisit-records"] += 1
             else:
                 rec["links"] = pr.links
@@ -109,6 +134,8 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
                 host = (urlsplit(fr.url).hostname or "").lower()
                 if spam_gate.observe(host, spam_gate.page_features(fr.body, host)):
                     counters["spam:gated_pages"] += 1
+        if revisit is not None:
+            rec["revisit_of"] = [revisit[0], revisit[1]]
         if fr.redirect:
             counters["redirects"] += 1
             links.append((fr.redirect, rec["level"]))

@@ -54,7 +54,7 @@ class Settings:
     max_pages: int = knob(0, BUDGET,
         "Stop after this many fetched-URL records (0 = until the frontier is empty).")
     max_urls_per_host: int = knob(10_000, BUDGET,
-        "URLs ever scheduled per host; later ones are dropped (counted as filtered).")
+        "URLs ever scheduled per host (per pass of a periodic crawl); later ones are dropped (counted as filtered).")
 
     # --- politeness -------------------------------------------------------------------------------
     host_delay: float = knob(2.0, POLITENESS,
@@ -121,6 +121,13 @@ class Settings:
         "A focus model (``*.focus.json`` written by ``raycrawl simulate``): the parser scores every page and "
         "its links get the priority level of the score (front queues, docs/focused-crawling.md); the front "
         "then stays at ``front_size`` hosts. None = an unfocused, breadth-first crawl.")
+    revisit: bool = knob(False, PRIORITY,
+        "Run the next pass of a periodic crawl over the crawl in ``out``: the pages whose estimated "
+        "change rate makes them due are fetched again with conditional GETs, through the same frontier "
+        "and politeness, and new links are followed (docs/periodic-crawling.md). Implies ``resume``; "
+        "``max_pages`` is then the pass's budget.")
+    revisit_max_interval: int = knob(8, PRIORITY,
+        "Most passes between two visits of a page that never changes (the schedule of policies/revisit.py).")
 
     # --- agent sizing -----------------------------------------------------------------------------
     agents: int = knob(1, SIZING,
@@ -167,6 +174,7 @@ class Settings:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
         for name in ("agents", "fetch_actors", "fetch_concurrency", "max_uncommitted", "front_size", "workbench_urls_per_host", "sieve_batch",
+                     "revisit_max_interval",
                      "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
@@ -178,6 +186,8 @@ class Settings:
             parse_hostport(self.dns_server)
         if self.focus is not None:
             self.focus = str(Path(self.focus).resolve())  # actors, and a --resume elsewhere, find it
+        if self.revisit:
+            self.resume = True  # a pass continues the crawl in out: its Redis, sieve and archive
         if self.allow_networks:
             for cidr in self.allow_networks.split(","):
                 try:

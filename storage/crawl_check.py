@@ -289,7 +289,11 @@ def rebuild_shard(shard: Path) -> int:
         if stale != files.fps(gen):
             stale.unlink()
     files.pending(gen).touch()
-    files.write_meta(gen, len(fps), ends)
+    try:  # the pass whose revisits are queued already (a damaged meta: the queues hold them anyway)
+        requeued = files.read_requeued()
+    except (ValueError, TypeError, UnicodeDecodeError, AttributeError):
+        requeued = 0
+    files.write_meta(gen, len(fps), ends, requeued)
     SieveStore(shard).close()  # truncates the queues to the commit point, as a reopen would
     return len(urls)
 

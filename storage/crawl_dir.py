@@ -45,7 +45,8 @@ ID_NAME = "crawl-id"
 PARTS = {"warc": "warc", "links": "links", "sieve": "sieve", "virtualizer": "virtualizer", "redis": "redis",
          "redis_url": "redis-url", "report": "report.json", "crawl_id": ID_NAME, "lock": LOCK_NAME,
          "workers": WORKERS_NAME,
-         "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index"}
+         "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index",
+         "revisit": "revisit"}
 
 
 class Layout:
@@ -71,6 +72,7 @@ class Layout:
     spam: Path
     dedup: Path
     index: Path
+    revisit: Path
 
 
 def layout(out: str | Path) -> Layout:

@@ -11,7 +11,7 @@ crash is one page: its first record.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from fastwarc.warc import WarcRecordType
 
 from raycrawl.storage.crawl_dir import layout
-from raycrawl.storage.warc import DUPLICATE_OF, iter_records, torn
+from raycrawl.storage.warc import DUPLICATE_OF, iter_records, read_record_at, torn
 
 log = logging.getLogger(__name__)
 
@@ -68,3 +68,21 @@ def iter_pages(crawl_dir: str | Path) -> Iterator[Page]:
             continue
         seen.add(url)
         yield Page(url, body, rec.http_charset, (name, offset))
+
+
+def snapshot_pages(crawl_dir: str | Path, records: Iterable[dict[str, Any]]) -> Iterator[Page]:
+    """The pages among ``records`` (one pass's snapshot, storage/crawl_epochs.py), read from the
+    WARC at the records' positions."""
+    warc_dir = layout(Path(crawl_dir)).warc
+    for rec in records:
+        if not is_page_record(rec):
+            continue
+        name, offset = rec["warc"]
+        try:
+            url, headers, body = read_record_at(warc_dir, name, int(offset))
+        except (OSError, ValueError) as exc:
+            log.warning("%s@%s: unreadable record of %s skipped (%s)", name, offset, rec["url"], exc)
+            continue
+        charset = next((p.split("=", 1)[1].strip().strip('"') for p in headers.get("content-type", "").split(";")[1:]
+                        if p.strip().lower().startswith("charset=")), None)
+        yield Page(url, body, charset, (name, int(offset)))

@@ -23,14 +23,21 @@ redirect    str|nil    canonical target of a 3xx Location
 error       str|nil    error kind: "dns", "connect", "timeout", "reset", "too-large", "bomb",
                        "robots", "filtered", "http-5xx", "bad-content", ...
 title       str        <title> text (HTML only, else "")
-warc        list|nil   [warc file name, byte offset] of the response record (a revisit record only
-                       when the payload is byte-identical to the representative's)
+warc        list|nil   [warc file name, byte offset] of the response or revisit record
 canonical   str|nil    the page's ``<link rel=canonical>`` (canonical form), recorded, not followed
-epoch       int        crawl epoch/version tag (0 unless the crawl sets one)
+epoch       int        the pass of a periodic crawl that fetched it (0: the first crawl; ``raycrawl
+                       crawl --revisit`` runs pass 1, 2, …: storage/crawl_epochs.py)
 level       int        priority level (front queue) the URL was fetched from: 0 unless the crawl is
                        focused (policies/focus.py)
 score       float|nil  the focused crawl's classifier score of the page (nil: not focused, or not
                        parsed)
+sha1        str|nil    payload digest of the body received ("sha1:BASE32", as WARC-Payload-Digest;
+                       nil: no answer, or a 304)
+etag        str|nil    the response's ETag header
+modified    str|nil    the response's Last-Modified header
+revisit_of  list|nil   [URL, WARC-Date] of the capture its WARC revisit record refers to: a 304 to
+                       a conditional GET, a payload byte-identical to the page's last capture, or
+                       an exact duplicate's byte-identical payload (nil: a full response record)
 =========== ========== ==========================================================================
 """
 

@@ -29,14 +29,19 @@ key                  type    content
 ``P failing``        hash    URL → error kind, failures being recorded but not yet committed
                              (storage/crawl_check.py counts them as in flight)
 ``P queued``         string  number of paths in all visit states
-``P hcount``         hash    host → URLs ever scheduled (for max-urls-per-host)
+``P hcount``         hash    host → URLs ever scheduled (for max-urls-per-host; in a periodic crawl,
+                             in the current pass)
 ``P voff``           hash    host → byte offset already read from its virtual queue
 ``P vend``           hash    host → committed end (bytes) of its virtual queue
 ``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
 ``P robots``         hash    host → robots.txt rules (JSON of RobotsRules.to_dict), until expiry
 ``P digest``         hash    content digest (hex) → first URL with it (exact duplicates)
 ``P meta``           hash    started, settings, crawl_id of the crawl; unconfirmed: URLs fetched
-                             but never committed, as of the last resume (storage/crawl_check.py)
+                             but never committed, as of the last resume (storage/crawl_check.py);
+                             epoch: the current pass of a periodic crawl, pass_pages: pages
+                             committed before it began (its budget counts from there)
+``P prior``          hash    URL → its last capture (JSON of storage.crawl_epochs.Capture) for the
+                             URLs the current pass revisits: the validators of the conditional GET
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
 ``P dedup:…``        …       the near-duplicate index's sketches (storage/sketch_store.py's keys)
@@ -88,6 +93,7 @@ class Keys:
         self.voff, self.vend, self.stats, self.robots = p + "voff", p + "vend", p + "stats", p + "robots"
         self.digest, self.meta, self.activity, self.idle = p + "digest", p + "meta", p + "activity", p + "idle"
         self.sieve_offset_prefix, self.spam_blocked = p + "soff:", p + "spamblocked"
+        self.prior = p + "prior"
         self.near_dup = p + "dedup"  # the prefix of actors/shingler.py's sketch store (storage/sketch_store.py)
         self.virt, self.active, self.wb = v + "virt", v + "active", v + "wb"  # this view's
         self._vs, self._ent = p + "vs:", v + "ent:"
@@ -249,6 +255,28 @@ class RedisFrontier:
 
     def start_crawl(self, crawl_id: str, settings_json: str, now: float) -> None:
         self.r.hset(self.k.meta, mapping={"started": now, "crawl_id": crawl_id, "settings": settings_json})
+
+    # --- the passes of a periodic crawl (storage/crawl_epochs.py) ---------------------------------------
+    def epoch(self) -> int:
+        """The current pass (0: the first crawl)."""
+        return int(self.r.hget(self.k.meta, "epoch") or 0)
+
+    def pass_pages(self) -> int:
+        """Pages committed in the current pass (the pass's own budget counts these)."""
+        return self.stats().get("pages", 0) - int(self.r.hget(self.k.meta, "pass_pages") or 0)
+
+    def begin_pass(self, epoch: int, priors: dict[str, str], batch: int = 5000) -> None:
+        """Make ``epoch`` the current pass, with the last captures of the URLs it revisits; the
+        per-host scheduling counts (``max_urls_per_host``) start again."""
+        self.r.delete(self.k.prior, self.k.hcount)
+        items = list(priors.items())
+        for i in range(0, len(items), batch):
+            self.r.hset(self.k.prior, mapping=dict(items[i : i + batch]))
+        self.r.hset(self.k.meta, mapping={"epoch": epoch, "pass_pages": self.stats().get("pages", 0)})
+
+    def priors(self, urls: list[str]) -> list[bytes | None]:
+        """The last capture (JSON) of each URL the current pass revisits; None for the others."""
+        return self.r.hmget(self.k.prior, urls) if urls else []
 
     def confirm_resume(self, unconfirmed: int) -> None:
         """The resume goes ahead: ``unconfirmed`` URLs fetched but never committed are allowed to be

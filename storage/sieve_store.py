@@ -5,8 +5,10 @@ Layout under ``SIEVE_DIR`` (all written only by :class:`actors.sieve.Sieve`):
 ================ =================================================================================
 file             content
 ================ =================================================================================
-``meta.json``    the commit point: ``{"gen": g, "fps": n, "queue_bytes": b, "levels": {ℓ: b_ℓ}}``,
-                 replaced atomically (``levels``: the committed bytes of the queues of levels ≥ 1)
+``meta.json``    the commit point: ``{"gen": g, "fps": n, "queue_bytes": b, "levels": {ℓ: b_ℓ},
+                 "requeued": k}``, replaced atomically (``levels``: the committed bytes of the
+                 queues of levels ≥ 1; ``requeued``: the last pass of a periodic crawl whose
+                 revisits were put in the queues)
 ``fps.<g>``      n sorted distinct 64-bit fingerprints (xxh3_64 of the URL), little-endian uint64
 ``queue``        every URL of priority level 0 that ever came out of the sieve, one per line, in
                  first-seen order
@@ -22,6 +24,11 @@ the store), creates ``pending.<g+1>`` and then replaces ``meta.json``. A crash b
 leaves generation g intact: every queue is truncated back to its committed bytes and
 ``pending.<g>`` is replayed, so no URL is lost and none is emitted twice. Readers address a queue
 by byte offset; who has consumed what is the consumer's business.
+
+A periodic crawl's pass puts the URLs it revisits — seen, so the fingerprints would stop them —
+straight into the queues (:meth:`SieveStore.requeue`), committed with the pass number in the same
+``meta.json`` replace: once per pass whatever crashes, and a link to such a URL found during the
+pass is still a repeat.
 """
 
 from __future__ import annotations
@@ -96,12 +103,18 @@ class ShardFiles:
         ends.update({int(lvl): int(b) for lvl, b in (meta.get("levels") or {}).items()})
         return ends
 
-    def write_meta(self, gen: int, fps: int, queue_bytes: int | dict[int, int]) -> None:
+    def read_requeued(self) -> int:
+        """The last pass whose revisits were queued (0: none)."""
+        return int(json.loads(self.meta.read_text()).get("requeued", 0)) if self.meta.exists() else 0
+
+    def write_meta(self, gen: int, fps: int, queue_bytes: int | dict[int, int], requeued: int = 0) -> None:
         """Replace the commit point atomically (``queue_bytes``: level 0's, or level → bytes)."""
         ends = queue_bytes if isinstance(queue_bytes, dict) else {0: queue_bytes}
         meta: dict = {"gen": gen, "fps": fps, "queue_bytes": ends.get(0, 0)}
         if any(lvl for lvl in ends):
             meta["levels"] = {str(lvl): b for lvl, b in sorted(ends.items()) if lvl}
+        if requeued:
+            meta["requeued"] = requeued
         replace_bytes(self.meta, json.dumps(meta).encode())
 
 
@@ -116,6 +129,7 @@ class SieveStore:
         self.gen: int = meta["gen"]
         self.fps: int = meta["fps"]
         self.ends: dict[int, int] = self.files.read_ends()  # level → committed queue bytes
+        self.requeued = self.files.read_requeued()
         for lvl, path in {**self.files.level_queues(), 0: self.files.queue}.items():
             committed = self.ends.get(lvl, 0)
             with open(path, "ab") as f:
@@ -197,25 +211,40 @@ class SieveStore:
         self._next_fps = written
         return fresh
 
+    def _append(self, urls: list[str], levels: list[int] | None) -> dict[int, int]:
+        """Append URLs to their levels' queues (not committed); the queues' new ends."""
+        by_level: dict[int, list[str]] = {}
+        if levels is None:
+            by_level[0] = urls
+        else:
+            for url, lvl in zip(urls, levels, strict=True):
+                by_level.setdefault(lvl, []).append(url)
+        ends = dict(self.ends)
+        for lvl, batch in by_level.items():
+            with open(self.files.level_queue(lvl), "ab") as f:
+                f.truncate(ends.get(lvl, 0))  # nothing uncommitted may stay in front of the new URLs
+                if batch:
+                    f.write(("\n".join(batch) + "\n").encode())
+                ends[lvl] = f.tell()
+        return ends
+
+    def requeue(self, urls: list[str], levels: list[int], tag: int) -> bool:
+        """Put seen URLs in their levels' queues again, once for pass ``tag`` (False: that pass's
+        were queued already), committed atomically with the tag."""
+        if tag <= self.requeued:
+            return False
+        ends = self._append(urls, levels)
+        self.files.write_meta(self.gen, self.fps, ends, tag)
+        self.ends, self.requeued = ends, tag
+        return True
+
     def commit(self, new_urls: list[str], levels: list[int] | None = None) -> None:
         """Append ``new_urls`` to their levels' queues and make generation gen+1 (written by
         :meth:`merge`) current, atomically with respect to a crash."""
-        by_level: dict[int, list[str]] = {}
-        if levels is None:
-            by_level[0] = new_urls
-        else:
-            for url, lvl in zip(new_urls, levels, strict=True):
-                by_level.setdefault(lvl, []).append(url)
-        ends = dict(self.ends)
-        for lvl, urls in by_level.items():
-            with open(self.files.level_queue(lvl), "ab") as f:
-                f.truncate(ends.get(lvl, 0))  # nothing uncommitted may stay in front of the new URLs
-                if urls:
-                    f.write(("\n".join(urls) + "\n").encode())
-                ends[lvl] = f.tell()
+        ends = self._append(new_urls, levels)
         gen = self.gen + 1
         self.pending_path(gen).touch()
-        self.files.write_meta(gen, self._next_fps, ends)  # the commit point
+        self.files.write_meta(gen, self._next_fps, ends, self.requeued)  # the commit point
         self._pending.close()
         for stale in (self.fps_path(self.gen), self.pending_path(self.gen)):
             stale.unlink(missing_ok=True)

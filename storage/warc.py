@@ -4,7 +4,10 @@ Layout: ``WARC_DIR/<prefix>-<seq:05d>.warc.gz``. Each file starts with a ``warci
 each fetch adds a ``request`` record and then a ``response`` record. The archive never claims
 what is not true of its bytes: a ``revisit`` record (HTTP headers only, profile
 ``identical-payload-digest``, pointing at the original URL and date) is written only for a payload
-byte-identical to the one referred to — ``write`` checks the SHA-1 and refuses otherwise. A page the
+byte-identical to the one referred to — ``write`` checks the SHA-1 and refuses otherwise. A
+``304 Not Modified`` answer to a periodic crawl's conditional GET is a ``revisit`` with profile
+``server-not-modified`` (WARC 1.1 §6.7.3): the server's 304 head, the capture it revalidated
+(``WARC-Refers-To-*``), and no payload digest — the crawler holds no payload to vouch for. A page the
 crawler found to duplicate another by its visible text or by MinHash keeps its full ``response``
 record, marked with the extension fields ``Raycrawl-Duplicate-Of`` (the representative's URL) and
 ``Raycrawl-Duplicate-Kind`` (``exact`` or ``near``). ``write`` returns the file name and byte offset
@@ -49,6 +52,7 @@ GZIP_LEVEL = 6
 
 SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 DUPLICATE_OF = "Raycrawl-Duplicate-Of"
 DUPLICATE_KIND = "Raycrawl-Duplicate-Kind"
 _RENAMED = {b"content-encoding": b"X-Crawler-Content-Encoding", b"transfer-encoding": b"X-Crawler-Transfer-Encoding",
@@ -150,7 +154,8 @@ class WarcStore:
 
         ``revisit_of`` = (original URL, original WARC-Date, original payload digest) stores a
         revisit record instead of the full response; ValueError unless ``fr.body`` has that very
-        digest (and is not truncated). ``duplicate_of`` = (representative URL, "exact" | "near")
+        digest (and is not truncated). With digest None it is a 304's server-not-modified revisit
+        (ValueError unless ``fr`` is a 304). ``duplicate_of`` = (representative URL, "exact" | "near")
         marks a full response as a crawl-time duplicate. Returns (file name, offset of the
         response/revisit record). The bytes are handed to the OS before returning (a process crash
         loses nothing written).
@@ -158,7 +163,10 @@ class WarcStore:
         if fr.status <= 0:
             raise ValueError(f"no response to store for {fr.url} (error {fr.error})")
         payload_digest = sha1_b32(fr.body)
-        if revisit_of is not None and (revisit_of[2] != payload_digest or fr.truncated):
+        not_modified = revisit_of is not None and revisit_of[2] is None
+        if not_modified and fr.status != 304:
+            raise ValueError(f"not-modified revisit of {revisit_of[0]} refused for {fr.url}: the answer is {fr.status}")
+        if revisit_of is not None and not not_modified and (revisit_of[2] != payload_digest or fr.truncated):
             raise ValueError(f"revisit of {revisit_of[0]} refused for {fr.url}: payload not byte-identical")
         f = self._open()
         date = warc_date(fr.ended or fr.started)
@@ -180,8 +188,10 @@ class WarcStore:
             rec = self._record(WarcRecordType.response, block, headers, record_id=response_id)
         else:
             original_url, original_date, _ = revisit_of
-            headers = {**common, "WARC-Payload-Digest": payload_digest, "WARC-Profile": REVISIT_PROFILE,
+            headers = {**common, "WARC-Profile": NOT_MODIFIED_PROFILE if not_modified else REVISIT_PROFILE,
                        "WARC-Refers-To-Target-URI": original_url, "WARC-Refers-To-Date": original_date}
+            if not not_modified:
+                headers["WARC-Payload-Digest"] = payload_digest
             rec = self._record(WarcRecordType.revisit, head, headers, record_id=response_id)
         offset = self._emit(rec)
         f.flush()

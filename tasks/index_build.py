@@ -40,21 +40,36 @@ def _snippet(body: bytes | str) -> str:
 
 
 def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | None = None) -> Versions:
-    """Versions of every 200 HTML page of each crawl; crawl i (in the order given) is epoch i.
-    ``snippets`` (if given) receives the start of each URL's latest visible text."""
+    """Versions of every 200 HTML page of each crawl, oldest first: a crawl is one epoch, a periodic
+    crawl (``crawl --revisit``) one epoch per pass (storage/crawl_epochs.py: an unchanged page keeps
+    its version). ``snippets`` (if given) receives the start of each URL's latest visible text."""
     from raycrawl.actors.parser import decode_body
-    from raycrawl.storage.crawl_pages import iter_pages
+    from raycrawl.storage.crawl_epochs import snapshots, view_name, views
+    from raycrawl.storage.crawl_pages import iter_pages, snapshot_pages
 
     out: Versions = {}
-    for epoch, crawl in enumerate(crawl_dirs):
-        # Decoded as the crawler and the summaries decode them (HTTP charset, BOM, <meta charset>):
-        # read as UTF-8 bytes, a windows-1251 page lost its Cyrillic words.
-        bodies = {page.url: decode_body(page.body, page.charset)[0] for page in iter_pages(crawl)}
-        for url, body in bodies.items():
-            out.setdefault(url, {})[epoch] = terms(body)
+    snaps: dict[Path, dict] = {}
+    done: dict[tuple[Path, str, int], tuple[dict, str]] = {}  # a capture read once for all its epochs
+    for epoch, (crawl, k) in enumerate(views(crawl_dirs)):
+        if k is None:
+            pages = iter_pages(crawl)
+        else:
+            if crawl not in snaps:
+                snaps[crawl] = snapshots(crawl)
+            pages = snapshot_pages(crawl, snaps[crawl][k].values())
+        n = 0
+        for page in pages:
+            key = (crawl, *page.warc)
+            if key not in done:
+                # Decoded as the crawler and the summaries decode them (HTTP charset, BOM, <meta
+                # charset>): read as UTF-8 bytes, a windows-1251 page lost its Cyrillic words.
+                body = decode_body(page.body, page.charset)[0]
+                done[key] = (terms(body), _snippet(body) if snippets is not None else "")
+            out.setdefault(page.url, {})[epoch], snippet = done[key]
             if snippets is not None:
-                snippets[url] = _snippet(body)
-        log.info("%s (epoch %d): %d HTML pages", crawl, epoch, len(bodies))
+                snippets[page.url] = snippet
+            n += 1
+        log.info("%s (epoch %d): %d HTML pages", view_name(crawl, k), epoch, n)
     return out
 
 

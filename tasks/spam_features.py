@@ -134,10 +134,15 @@ def scan_crawl(crawl_dir: str | Path, max_pages: int = 400) -> tuple[dict[str, H
     crawl_dir = Path(crawl_dir)
     if not (layout(crawl_dir).links).is_dir():
         raise FileNotFoundError(f"{crawl_dir}/links: no link records (is this a crawl directory?)")
+    return scan_records(iter_link_records(crawl_dir), max_pages)
+
+
+def scan_records(records, max_pages: int = 400) -> tuple[dict[str, HostPages], list[tuple[str, list[str]]]]:
+    """:func:`scan_crawl` over some link records (one pass of a periodic crawl: storage/crawl_epochs.py)."""
     hosts: dict[str, HostPages] = {}
     graph: list[tuple[str, list[str]]] = []
     seen: set[str] = set()
-    for rec in iter_link_records(crawl_dir):
+    for rec in records:
         url = rec.get("url")
         if not url or url in seen:
             continue  # a URL fetched again after a crash counts once (its first fetch)

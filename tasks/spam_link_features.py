@@ -24,6 +24,7 @@ pr_per_indeg       pagerank / (indeg + 1)
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -43,13 +44,15 @@ def ensure_ray() -> None:
     start_ray()
 
 
-def host_graph(crawl_dir: str | Path) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
-    """(hosts sorted, src, dst, hosts in first-fetch order) of the crawl's host graph."""
+def host_graph(crawl_dir: str | Path, records: Iterable[dict] | None = None
+               ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+    """(hosts sorted, src, dst, hosts in first-fetch order) of the crawl's host graph (of
+    ``records`` if given: one pass of a periodic crawl, storage/crawl_epochs.py)."""
     from raycrawl.policies.spam_page import host_name
 
     first: dict[str, float] = {}
     arcs: set[tuple[str, str]] = set()
-    for rec in iter_link_records(crawl_dir):
+    for rec in iter_link_records(crawl_dir) if records is None else records:
         url = rec.get("url")
         if not url:
             continue

@@ -26,9 +26,16 @@ from raycrawl.errors import UserError
 log = logging.getLogger(__name__)
 
 
-def read_terms(crawl_dir: Path) -> dict[str, Counter]:
+def read_terms(crawl_dir: Path, records: list[dict] | None = None, max_pages: int = 400) -> dict[str, Counter]:
+    """Each host's term counts in a crawl (``raycrawl spam features DIR`` stored them), or in one
+    pass of a periodic crawl (``records``: its snapshot), counted here as spam features counts them."""
     from raycrawl.tasks.spam_pipeline import load_terms
 
+    if records is not None:
+        from raycrawl.tasks.spam_features import count_batch, scan_records
+
+        hosts, _ = scan_records(records, max_pages)
+        return count_batch(str(crawl_dir), list(hosts.values()))[3]
     try:
         return load_terms(crawl_dir)
     except UserError as e:
@@ -39,21 +46,27 @@ def temporal_features(crawl_dirs: Sequence[Path], fingerprints: int = 100, seed:
                       max_terms: int = 10_000) -> dict:
     """{hosts, snapshots (per host), link: {set: {feature: values}}, content: (vocab, {group: matrix},
     missing) or None, seconds: {set: s}} over the crawls, oldest first."""
+    from raycrawl.storage.crawl_epochs import snapshots, view_name, views
     from raycrawl.tasks.spam_link_features import host_graph
     from raycrawl.tasks.spam_temporal import temporal_link_features
     from raycrawl.tasks.spam_temporal_content import temporal_content_features
 
     dirs = [Path(d) for d in crawl_dirs]
-    if len(dirs) < 2:
-        raise UserError("temporal features need at least two crawl directories, oldest first")
     for d in dirs:
         if not d.is_dir():
             raise UserError(f"crawl directory not found: {d}")
+    # A periodic crawl (crawl --revisit) is one snapshot per pass.
+    vs = views(dirs)
+    snaps = {d: snapshots(d) for d in dict.fromkeys(d for d, k in vs if k is not None)}
+    shots = [(d, None if k is None else list(snaps[d][k].values())) for d, k in vs]
+    if len(shots) < 2:
+        raise UserError("temporal features need at least two snapshots: two crawl directories of one web, "
+                        "oldest first, or a crawl revisited by 'raycrawl crawl --revisit'")
     graphs = []
-    for d in dirs:
-        hosts, src, dst, _ = host_graph(d)
+    for (d, records), (_, k) in zip(shots, vs, strict=True):
+        hosts, src, dst, _ = host_graph(d, records)
         if not hosts:
-            raise UserError(f"{d}: no link records (is it a crawl directory?)")
+            raise UserError(f"{view_name(d, k)}: no link records (is it a crawl directory?)")
         graphs.append((hosts, src, dst))
     seconds: dict[str, float] = {}
     hosts, link = temporal_link_features(graphs, fingerprints, seed, seconds=seconds)
@@ -64,9 +77,9 @@ def temporal_features(crawl_dirs: Sequence[Path], fingerprints: int = 100, seed:
     out = {"hosts": hosts, "snapshots": [seen[h] for h in hosts], "link": link, "content": None,
            "seconds": seconds}
     if content:
-        snaps = [read_terms(d) for d in dirs]
+        host_terms = [read_terms(d, records) for d, records in shots]
         t0 = time.perf_counter()
-        c_hosts, vocab, groups, missing = temporal_content_features(snaps, max_terms)
+        c_hosts, vocab, groups, missing = temporal_content_features(host_terms, max_terms)
         seconds["temporal_content"] = time.perf_counter() - t0
         out["content"] = (c_hosts, vocab, groups, missing)
     return out

@@ -44,11 +44,12 @@ class TemporalHit:
 
 
 def epoch_links(crawl_dir: str | Path, id_of: dict[str, int]) -> set[tuple[int, int]]:
-    """Arcs (u, v) between indexed pages in one crawl's link records (self-loops dropped)."""
-    from raycrawl.storage.link_records import iter_link_records
+    """Arcs (u, v) between indexed pages in one crawl's link records (self-loops dropped);
+    ``crawl_dir`` may name one pass of a periodic crawl (``DIR@K``, storage/crawl_epochs.py)."""
+    from raycrawl.storage.crawl_epochs import parse_view, view_records
 
     arcs = set()
-    for r in iter_link_records(crawl_dir):
+    for r in view_records(*parse_view(crawl_dir)):
         u = id_of.get(r.get("url", ""))
         if u is None or r.get("status") != 200:
             continue

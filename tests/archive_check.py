@@ -51,16 +51,33 @@ def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
     from raycrawl.websim.render import Renderer
 
     responses, revisits = read_archive(warc_dir)
-    # 1. a revisit claims a byte-identical payload: its referent has that very payload digest
+    # 1. a revisit claims a byte-identical payload (its referent has that very payload digest), or
+    #    answers a 304 to a conditional GET (its referent is in the archive; checked against websim
+    #    below)
     for rv in revisits:
-        assert rv["profile"].endswith("/identical-payload-digest"), rv["uri"]
         originals = responses.get(rv["refers_to"], [])
+        if rv["profile"].endswith("/server-not-modified"):
+            assert rv["payload_digest"] is None, rv["uri"]  # no payload to vouch for
+            assert any(o["date"] == rv["refers_date"] for o in originals), (
+                f"revisit {rv['uri']} refers to {rv['refers_to']} of {rv['refers_date']}, not in the archive")
+            continue
+        assert rv["profile"].endswith("/identical-payload-digest"), rv["uri"]
         assert any(o["payload_digest"] == rv["payload_digest"] == sha1_b32(o["body"]) for o in originals), (
             f"revisit {rv['uri']} claims the payload of {rv['refers_to']}, which the archive does not hold")
-    # 2. every page websim answered with 200 is archived byte for byte (as websim rendered it)
+    # 2. every page websim answered with 200 is archived byte for byte (as websim rendered it), and
+    #    every 304 it answered is a revisit of a capture holding the bytes it would have sent
     model = WebModel.generate(**params)
     renderer = Renderer(model, web.port)
-    checked = 0
+    checked = not_modified = 0
+    for r in web.requests():
+        if r.status != 304:
+            continue
+        url = canonicalize(f"http://{r.host}{r.target}")
+        host = model.by_name[r.host.rsplit(":", 1)[0]]
+        expected = renderer.response(host, host.pages[r.target]).body
+        held = [responses_body(responses, rv) for rv in revisits if rv["uri"] == url and rv["payload_digest"] is None]
+        assert expected in held, f"{url}: 304 from websim, but no revisit of a capture with the bytes it serves"
+        not_modified += 1
     for r in web.requests():
         if r.status != 200:
             continue
@@ -75,12 +92,16 @@ def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
         assert expected in stored, f"{url}: served {len(expected)} bytes, archived {[len(b) for b in stored]}"
         checked += 1
     return {"responses": sum(map(len, responses.values())), "revisits": len(revisits), "pages_checked": checked,
+            "not_modified_checked": not_modified,
             "duplicates_kept_whole": sum(1 for es in responses.values() for e in es if e["duplicate_of"])}
 
 
 def responses_body(responses: dict[str, list[dict]], revisit: dict) -> bytes | None:
-    """The payload a revisit stands for: its referent's body with the same digest."""
+    """The payload a revisit stands for: its referent's body with the same digest (a 304's
+    server-not-modified revisit: the referent of that date)."""
     for o in responses.get(revisit["refers_to"], []):
-        if o["payload_digest"] == revisit["payload_digest"]:
+        if revisit["payload_digest"] is None and o["date"] == revisit["refers_date"]:
+            return o["body"]
+        if revisit["payload_digest"] is not None and o["payload_digest"] == revisit["payload_digest"]:
             return o["body"]
     return None

@@ -34,10 +34,11 @@ class Websim:
 
     def __init__(self, hosts: int = 50, ips: int = 5, seed: int = 1, epoch: int = 0, out_dir: str | Path = "websim-out",
                  pages_per_host_mean: float = 25.0, port: int = 0, slow_delay: float | None = None,
-                 prerender: bool = False, start_timeout: float = 120.0, clean: bool = False) -> None:
+                 prerender: bool = False, start_timeout: float = 120.0, clean: bool = False,
+                 change_rates: bool = False) -> None:
         self.params = {"hosts": hosts, "ips": ips, "seed": seed, "epoch": epoch,
                        "pages_per_host_mean": pages_per_host_mean, "port": port, "slow_delay": slow_delay,
-                       "prerender": prerender, "clean": clean}
+                       "prerender": prerender, "clean": clean, "change_rates": change_rates}
         self.out_dir = Path(out_dir)
         self.start_timeout = start_timeout
         self._proc: subprocess.Popen | None = None
@@ -60,6 +61,8 @@ class Websim:
             cmd.append("--prerender")
         if p["clean"]:
             cmd.append("--clean")
+        if p["change_rates"]:
+            cmd.append("--change-rates")
         if p["slow_delay"] is not None:
             cmd += ["--slow-delay", str(p["slow_delay"])]
         self._stderr = open(self.out_dir / "websim.stderr", "wb")  # noqa: SIM115 - lives as long as the process

@@ -11,7 +11,8 @@ File: ``manifest.jsonl.gz`` — gzip'd JSON lines, each an object with a ``type`
   png, binary, redirect, error, reset, oversized, bomb), status (expected; 0 = connection
   reset), ctype, topic, links (canonical out-link URLs, unique, document order), allowed
   (robots verdict for ``raycrawl``), labels, location (redirects), cluster (duplicate cluster
-  id or null), changed (epochs in which the page changed), removed_in, canonical (its
+  id or null), changed (epochs in which the page changed), removed_in, change_p (its chance of
+  changing per epoch, see websim.model), canonical (its
   ``<link rel=canonical>`` URL or null).
 * ``cluster``: id, kind (``exact``: same visible text; ``near``: mirror with small edits;
   ``near_miss``: heavier edits — *not* duplicates), urls (first is the original), jaccard
@@ -60,6 +61,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
     records: list[dict] = [{
         "type": "meta", "hosts": model.n_hosts, "ips": model.n_ips, "seed": model.seed, "epoch": model.epoch,
         "port": renderer.port, "pages_per_host_mean": model.pages_per_host_mean, "clean": model.clean,
+        "change_rates": model.change_rates,
         "seeds": [url(h, p) for h, p in model.seeds()], "user_agent": USER_AGENT,
         "topics": [model.vocab.topic_name(t) for t in range(model.vocab.topics)],
         "popular_terms": list(model.vocab.popular_terms), "nxdomain_hosts": model.nxdomain_hosts,
@@ -115,7 +117,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
                 "links": list(dict.fromkeys(url(h, p) for h, p in page.links)),
                 "allowed": allowed(rules, page.path), "labels": page.labels,
                 "location": url(*page.location) if page.location else None, "cluster": cluster_of.get(u),
-                "changed": page.changed, "removed_in": page.removed_in,
+                "changed": page.changed, "removed_in": page.removed_in, "change_p": page.change_p,
                 "canonical": renderer.canonical(host, page) if page.kind == "html" else None,
             })
     records.extend(clusters)

@@ -12,7 +12,11 @@ Nothing here knows the port or renders HTML (see :mod:`websim.render`). Structur
 * Special hosts (roles) carry the traps, faults, duplicates and spam; special resources (redirect
   chains, 5xx, oversized pages…) are sprinkled on plain hosts.
 * Epoch K = epoch K-1 plus edits, link changes, new and removed pages, each drawn from a random
-  stream of its own, so epoch 0 is identical whatever K is asked for.
+  stream of its own, so epoch 0 is identical whatever K is asked for. Every evolving page changes
+  with the same chance per epoch (0.13) unless ``change_rates``: then each page has a chance of its
+  own, log-uniform in [0.03, 0.8] (stream "change-rate", keyed by host and path), which the
+  manifest gives as ``change_p`` — the ground truth of a periodic crawl's change-rate estimates.
+  The epoch streams are read the same way either way.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class Page:
     charset: str = "utf-8"
     changed: list[int] = field(default_factory=list)  # epochs in which the content changed
     removed_in: int | None = None
+    change_p: float = 0.13                           # chance of an edit or link change per epoch
 
 
 @dataclass(slots=True)
@@ -144,21 +149,27 @@ class WebModel:
         self.nxdomain_hosts: list[str] = []
         self.n_seeds = 0
         self.clean = False
+        self.change_rates = False
 
     # ------------------------------------------------------------------ public
     @classmethod
     def generate(cls, hosts: int = 1000, ips: int = 100, seed: int = 7, epoch: int = 0,
-                 pages_per_host_mean: float = 25.0, clean: bool = False) -> WebModel:
+                 pages_per_host_mean: float = 25.0, clean: bool = False, change_rates: bool = False) -> WebModel:
         """The web for these parameters (same arguments, same web). ``clean``: a web for measuring
         throughput — plain hosts only (no traps, faults, spam or mirrors), robots.txt allowing
-        everything with no Crawl-delay, no special resources and no browser cases."""
+        everything with no Crawl-delay, no special resources and no browser cases.
+        ``change_rates``: each page changes with a chance per epoch of its own (module doc)."""
         if hosts < 1 or ips < 1 or epoch < 0 or pages_per_host_mean < 1:
             raise ValueError("hosts, ips and pages_per_host_mean must be >= 1 and epoch >= 0")
         if ips > 254 * 254:
             raise ValueError("at most 64516 loopback addresses")
         model = cls(hosts, ips, seed, epoch, pages_per_host_mean, build_vocabulary(seed))
-        model.clean = clean
+        model.clean, model.change_rates = clean, change_rates
         model._build()
+        if change_rates:
+            for host in model.hosts:
+                for page in host.pages.values():
+                    page.change_p = model._change_p(host, page.path)
         for k in range(1, epoch + 1):
             model._evolve(k)
         model._finalize()
@@ -619,6 +630,13 @@ class WebModel:
                 if page.links != before and page.changed[-1:] != [k]:
                     page.changed.append(k)
 
+    CHANGE_P_RANGE = (0.03, 0.8)
+
+    def _change_p(self, host: Host, path: str) -> float:
+        """A page's own chance of changing per epoch (log-uniform in CHANGE_P_RANGE)."""
+        lo, hi = self.CHANGE_P_RANGE
+        return lo * (hi / lo) ** self._rng("change-rate", host.name, path).random()
+
     def _evolve_pages(self, k: int) -> None:
         rng = self._rng("epoch", k)
         for host in self.hosts:
@@ -628,10 +646,14 @@ class WebModel:
             for path in paths:
                 page = host.pages[path]
                 r = rng.random()
-                if r < 0.08 and page.paras:
+                # The edit / link-change / removal thresholds, scaled to the page's own chance
+                # (0.08 / 0.13 / 0.135 when every page has the same).
+                p = page.change_p
+                edit, link, gone = (0.08, 0.13, 0.135) if not self.change_rates else (p * 8 / 13, p, p + 0.005)
+                if r < edit and page.paras:
                     page.paras[rng.randrange(len(page.paras))] += 1
                     page.changed.append(k)
-                elif r < 0.13:
+                elif r < link:
                     before = list(page.links)
                     removable = [t for t in page.links if t[0] == host.name and host.pages.get(t[1]) is not None
                                  and host.pages[t[1]].parent != path]
@@ -642,7 +664,7 @@ class WebModel:
                         page.links.append(target)
                     if page.links != before:
                         page.changed.append(k)
-                elif r < 0.135 and path != "/" and not any(
+                elif r < gone and path != "/" and not any(
                         q.parent == path for q in host.pages.values() if q.removed_in is None):
                     page.removed_in, page.status = k, 404
             n_new = sum(1 for _ in range(len(paths)) if rng.random() < 0.03)
@@ -654,6 +676,8 @@ class WebModel:
                     continue
                 host.pages[path] = Page(path, topic=host.topic, paras=[k] * rng.randint(2, 4), parent=parent,
                                         changed=[k])
+                if self.change_rates:
+                    host.pages[path].change_p = self._change_p(host, path)
                 host.pages[parent].links.append((host.name, path))
                 host.pages[parent].changed.append(k)
 

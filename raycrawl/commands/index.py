@@ -2,7 +2,8 @@
 
 ``raycrawl index build DIR [--crawl OLDER ...] [--policy local|global|none] [-w 100] [-b 5]``
 indexes every 200 HTML page of the crawls, oldest first: each ``--crawl`` directory in the order
-given, then DIR itself (the i-th crawl is epoch i). The index lands in ``DIR/index/`` (or ``--out``).
+given, then DIR itself (the i-th crawl is epoch i; a periodic crawl revisited by ``crawl --revisit``
+gives one epoch per pass). The index lands in ``DIR/index/`` (or ``--out``).
 ``raycrawl index stats DIR`` prints what an index holds. See docs/search.md.
 """
 
@@ -51,6 +52,7 @@ def _check_crawl(d: Path) -> None:
 def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "global", w: int = 100, b: int = 5,
           out: Path | None = None) -> dict:
     """Build and save the index; returns its stats (plus ``seconds`` and ``index_dir``)."""
+    from raycrawl.storage.crawl_epochs import view_name, views
     from raycrawl.tasks.index_build import build_index, crawl_versions, page_scores
 
     if w < 1 or b < 1 or b > w:
@@ -68,7 +70,7 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
     out = out or layout(crawl_dir).index
     index.save(out)
     stats = dict(index.stats, seconds=round(time.perf_counter() - t0, 2), index_dir=str(out),
-                 crawls=[str(c.resolve()) for c in crawls])
+                 crawls=[view_name(c.resolve(), k) for c, k in views(crawls)])
     (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     return stats
 

@@ -99,7 +99,9 @@ def run_temporal(index, index_dir: Path, query: str, e1: int, e2: int, k: int, m
         raise UserError(f"--hits-c must be >= 0, got {hits_c}")
     stats_file = index_dir / "stats.json"
     crawls = json.loads(stats_file.read_text()).get("crawls", []) if stats_file.exists() else []
-    if len(crawls) <= max(e1, e2) or not all(Path(crawls[e]).is_dir() for e in (e1, e2)):
+    from raycrawl.storage.crawl_epochs import parse_view
+
+    if len(crawls) <= max(e1, e2) or not all(parse_view(crawls[e])[0].is_dir() for e in (e1, e2)):
         raise UserError(f"{index_dir}: the crawl directories of epochs {e1} and {e2} are not available")
     return temporal_search(index, crawls, qterms, e1, e2, k=k, alpha=alpha, method=method, hits_c=hits_c), qterms
 

@@ -63,11 +63,13 @@ def register(subparsers) -> None:
     s.add_argument("--top", type=int, default=10, help="print this many highest-scoring hosts")
     s.set_defaults(func=handle_score)
     tp = sub.add_parser("temporal", help="temporal link and content features over crawls of one web (seed 003 §3)")
-    tp.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="crawl directories, oldest first (at least two)")
+    tp.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="crawl directories, oldest first (at least two; or one revisited by "
+                    "'crawl --revisit': one snapshot per pass)")
     tp.add_argument("--fingerprints", type=int, default=100, help="PSimRank walk pairs per host (default 100)")
     tp.add_argument("--seed", type=int, default=0, help="seed of the PSimRank permutations")
     tp.add_argument("--no-content", action="store_true",
-                    help="link features only (content ones need 'raycrawl spam features' on every DIR)")
+                    help="link features only (content ones need 'raycrawl spam features' on every DIR "
+                         "that is not a periodic crawl)")
     tp.set_defaults(func=handle_temporal)
 
 

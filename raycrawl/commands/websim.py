@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--clean", action="store_true",
                    help="a web for throughput: plain hosts, robots.txt allowing all, no traps, faults, "
                         "spam, crawl-delays or special resources")
+    s.add_argument("--change-rates", action="store_true",
+                   help="each page changes from epoch to epoch with a chance of its own (the manifest's "
+                        "change_p), not all with the same: the web a periodic crawl (crawl --revisit) is for")
     s.add_argument("--prerender", action="store_true",
                    help="render every page before serving (slower start, no rendering during a crawl)")
     s.add_argument("--out", type=Path, required=True, help="directory for manifest, request log, hosts and seeds files")
@@ -62,7 +65,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--ips: at most 64516 loopback addresses")
     if not 0 <= args.port < 65536 or not 0 <= args.dns_port < 65536:
         raise UserError("--port/--dns-port must be in 0..65535")
-    model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean)
+    model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
+                              args.change_rates)
 
     def announce(info: dict) -> None:
         if args.quiet:
