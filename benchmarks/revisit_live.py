@@ -142,7 +142,7 @@ def analyse(out: Path, manifest, passes: int) -> dict:
     from raycrawl.storage.crawl_epochs import histories
 
     hs = histories(out)
-    rates, visits = [], []
+    rates, visits, fresh, changes = [], [], [], []
     for url, page in manifest.pages.items():
         h = hs.get(url)
         if h is None or not h.visits or h.visits[0].epoch != 0 or page["kind"] != "html":
@@ -151,11 +151,26 @@ def analyse(out: Path, manifest, passes: int) -> dict:
             continue
         rates.append(page["change_p"])
         visits.append(sum(1 for v in h.visits if v.epoch > 0))
+        fresh.append(sorted({v.epoch for v in h.visits}))
+        changes.append(set(page["changed"]))
     rates_a, visits_a = np.array(rates), np.array(visits)
     rho = spearmanr(rates_a, visits_a).statistic
     qs = np.quantile(rates_a, [0.25, 0.5, 0.75])
     bins = np.digitize(rates_a, qs)
+    # Freshness (Cho & Garcia-Molina): the share of (page, pass) pairs after which the archive holds
+    # the page's current version, i.e. no change since its last visit. A uniform schedule with the
+    # same number of fetches visits every page every `every` passes, staggered.
+    every = max(1, round(len(rates) * passes / max(1, int(visits_a.sum()))))
+
+    def freshness(visit_sets) -> float:
+        ok = [not any(last < c <= k for c in ch) for vs, ch in zip(visit_sets, changes, strict=True)
+              for k in range(1, passes + 1) for last in [max(e for e in vs if e <= k)]]
+        return round(float(np.mean(ok)), 3)
+
+    uniform_same = [sorted({0} | {k for k in range(1, passes + 1) if (k + i) % every == 0}) for i in range(len(rates))]
     return {"pages": len(rates), "passes": passes, "spearman_rate_vs_revisits": round(float(rho), 3),
+            "freshness": freshness(fresh), "freshness_uniform_same_fetches": freshness(uniform_same),
+            "uniform_interval_same_fetches": every, "freshness_never_revisited": freshness([[0]] * len(rates)),
             "mean_revisits_by_rate_quartile": [round(float(visits_a[bins == b].mean()), 2) for b in range(4)],
             "quartile_rate_ranges": [round(float(x), 3) for x in qs],
             "revisits": int(visits_a.sum()), "uniform_revisits": len(rates) * passes}

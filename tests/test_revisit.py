@@ -204,5 +204,8 @@ def test_two_pass_periodic_crawl_of_an_evolving_web(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     stats = json.loads((out / "index" / "stats.json").read_text())
     assert stats["crawls"] == [f"{out.resolve()}@0", f"{out.resolve()}@1"]
+    word = manifest.meta["popular_terms"][0]
+    proc = run([sys.executable, "-m", "raycrawl", "search", str(out), word, "--temporal", "0", "1", "--json"])
+    assert proc.returncode == 0 and json.loads(proc.stdout)["results"], proc.stderr[-2000:]
     proc = run([sys.executable, "-m", "raycrawl", "spam", "temporal", str(out), "--fingerprints", "10"])
     assert proc.returncode == 0, proc.stderr[-2000:]
