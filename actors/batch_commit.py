@@ -94,7 +94,9 @@ class BatchCommitter:
         # date and payload SHA-1 come along, so that a duplicate whose bytes are the owner's can be a
         # WARC revisit (and only then).
         with_digest = [(fr, parsed[fr.url]) for fr in to_parse if parsed[fr.url].digest]
-        payloads = [(fr, sha1_b32(fr.body)) for fr, _ in with_digest]
+        # Each payload's SHA-1 once: the digest table, the link records and the revisit decision read it.
+        sha1s = {o.fr.url: sha1_b32(o.fr.body) for o in pages if o.fr.status > 0 and o.fr.status != 304}
+        payloads = [(fr, sha1s[fr.url]) for fr, _ in with_digest]
         owners = self.f.claim_digests([(pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended), payload]))
                                        for (fr, pr), (_, payload) in zip(with_digest, payloads, strict=True)])
         dup_of, revisit_of = exact_duplicates(payloads, owners)
@@ -108,7 +110,7 @@ class BatchCommitter:
         gate = self.spam_gate
         known = len(gate.blocked) if gate is not None else 0
         decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate, self.focus,
-                          self.epoch)
+                          self.epoch, sha1s)
         if gate is not None and len(gate.blocked) > known:
             # Published, so that fetch actors skip the URLs of these hosts already queued (in Redis,
             # on disk, in the sieve), not only the links found from now on; and a resume keeps them.

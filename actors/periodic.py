@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 
 from raycrawl.atomic import replace_bytes
-from raycrawl.policies.revisit import due, next_interval
+from raycrawl.policies.revisit import due
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.crawl_epochs import histories
@@ -37,14 +37,13 @@ def due_path(out: Path, epoch: int) -> Path:
 
 
 def begin_pass(out: Path, f: RedisFrontier, settings: Settings) -> dict[str, int]:
-    """Plan and begin the next pass over the crawl in ``out``; its numbers for the report."""
+    """Plan and begin the next pass over the crawl in ``out``; returns (and logs) what it planned."""
     epoch = f.epoch() + 1
-    pages = histories(out)
-    rows, priors, intervals = [], {}, []
-    for url, h in pages.items():
+    rows, priors, known = [], {}, 0
+    for url, h in histories(out).items():
         if not h.visits:
             continue  # never answered (DNS, connection, robots): nothing to revisit
-        intervals.append(next_interval(h.visits, max_interval=settings.revisit_max_interval))
+        known += 1
         if due(h.visits, epoch, max_interval=settings.revisit_max_interval):
             rows.append(f"{url}\t{h.level}\n")
             if h.capture is not None:
@@ -53,9 +52,9 @@ def begin_pass(out: Path, f: RedisFrontier, settings: Settings) -> dict[str, int
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_bytes(path, "".join(rows).encode())
     f.begin_pass(epoch, priors)
-    plan = {"pass": epoch, "due": len(rows), "conditional": len(priors), "known": len(intervals)}
+    plan = {"pass": epoch, "due": len(rows), "conditional": len(priors), "known": known}
     log.warning("pass %d: %d of %d pages due (%d with validators for a conditional GET)",
-                epoch, len(rows), len(intervals), len(priors))
+                epoch, len(rows), known, len(priors))
     return plan
 
 

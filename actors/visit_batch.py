@@ -65,30 +65,33 @@ def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
     return dup_of, revisit_of
 
 
-def unchanged(fr: FetchResult, prior: list | None) -> tuple[str, str, str | None] | None:
+def unchanged(fr: FetchResult, prior: list | None, sha1: str | None) -> tuple[str, str, str | None] | None:
     """The WARC revisit a revisited page's answer is (storage/crawl_epochs.py), or None: a 304 to
     our conditional GET → (captured URL, its date, None: profile server-not-modified); a whole 200
     whose payload SHA-1 is the last capture's → (URL, date, digest: identical-payload-digest).
-    ``prior``: the page's last capture (``Capture.to_list``) when the fetch was a revisit."""
+    ``prior``: the page's last capture (``Capture.to_list``) when the fetch was a revisit;
+    ``sha1``: the payload digest of ``fr.body``."""
     if prior is None:
         return None
-    url, date, sha1 = prior[0], prior[1], prior[2]
+    url, date, last = prior[0], prior[1], prior[2]
     if fr.status == 304:
         return url, date, None
-    if fr.status == 200 and not fr.truncated and not fr.error and sha1_b32(fr.body) == sha1:
-        return url, date, sha1
+    if fr.status == 200 and not fr.truncated and not fr.error and sha1 == last:
+        return url, date, last
     return None
 
 
 def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, str]],
            revisit_of: dict[str, tuple[str, str, str]], explain: Callable[[str], str | None],
-           spam_gate: Any = None, focus: Any = None, epoch: int = 0) -> BatchDecision:
+           spam_gate: Any = None, focus: Any = None, epoch: int = 0,
+           sha1s: dict[str, str] | None = None) -> BatchDecision:
     """The decision over ``outcomes`` (actors.fetch_loop.Outcome) given the parse results by URL,
     the duplicates found and the prefetch filters' ``explain`` (None: the URL passes). The spam
     gate, if any, observes every HTML page and blocks the links to its hosts. A focus policy
     (policies/focus.py) gives the links of a page the level of its score; a redirect target
     keeps the level its source was queued with. ``epoch``: the pass of a periodic crawl; a
-    revisited page that did not change is a WARC revisit of its last capture (:func:`unchanged`)."""
+    revisited page that did not change is a WARC revisit of its last capture (:func:`unchanged`).
+    ``sha1s``: payload digests already computed, by URL (the others are computed here)."""
     d = BatchDecision()
     counters = d.counters
     links: list[tuple[str, int]] = []
@@ -108,8 +111,8 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
         rec["level"], rec["epoch"] = o.level, epoch
         rec["etag"], rec["modified"] = fr.headers.get("etag"), fr.headers.get("last-modified")
         if fr.status > 0 and fr.status != 304:
-            rec["sha1"] = sha1_b32(fr.body)
-        revisit = unchanged(fr, o.prior)
+            rec["sha1"] = (sha1s or {}).get(fr.url) or sha1_b32(fr.body)
+        revisit = unchanged(fr, o.prior, rec["sha1"])
         if revisit is not None:
             counters["revisit:not-modified" if revisit[2] is None else "revisit:identical"] += 1
         elif o.prior is not None:

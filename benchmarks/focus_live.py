@@ -20,9 +20,7 @@ selector) give the spread.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,17 +31,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from _crawl import crawl_cli  # noqa: E402 - benchmarks/ is on the path when run as a script
 
 
 def crawl(env, web, out: Path, *extra: str, host_delay: float, ip_delay: float) -> dict:
-    cmd = [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
-           "--resolve", str(web.hosts_file), "--allow-networks", "127.0.0.0/8", "--host-delay", str(host_delay),
-           "--ip-delay", str(ip_delay), "--json", *extra]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode:
-        sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit(f"crawl failed: {' '.join(cmd)}")
-    return json.loads(proc.stdout)
+    return crawl_cli(env, web, out, "--seeds", str(web.seeds_file), *extra, host_delay=host_delay, ip_delay=ip_delay)
 
 
 def main() -> int:

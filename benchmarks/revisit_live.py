@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,23 +32,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def crawl(env, web, out: Path, *extra: str, host_delay: float, ip_delay: float) -> dict:
-    cmd = [sys.executable, "-m", "raycrawl", "crawl", "--out", str(out), "--resolve", str(web.hosts_file),
-           "--allow-networks", "127.0.0.0/8", "--host-delay", str(host_delay), "--ip-delay", str(ip_delay),
-           "--json", *extra]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode:
-        sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit(f"crawl failed: {' '.join(cmd)}")
-    return json.loads(proc.stdout)
+from _crawl import crawl_cli as crawl  # noqa: E402 - benchmarks/ is on the path when run as a script
 
 
 def check_pass(out: Path, epoch: int, params: dict, port: int) -> dict:
@@ -104,6 +86,7 @@ def main() -> int:
     ap.add_argument("--ip-delay", type=float, default=0.01)
     args = ap.parse_args()
 
+    from raycrawl.redis_server import free_port
     from raycrawl.websim import Websim
     from raycrawl.websim.audit import audit
 

@@ -46,6 +46,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+    from raycrawl.storage.crawl_epochs import views
     from raycrawl.tasks.index_build import build_index, crawl_versions
     from raycrawl.tasks.query import QueryProcessor
     from raycrawl.tasks.spam_websim import write_model_crawl
@@ -60,7 +61,7 @@ def main() -> int:
         web = WebModel.generate(hosts=args.hosts, ips=args.ips, seed=args.seed, epoch=e, pages_per_host_mean=args.pages)
         dirs.append(root / f"e{e}")
         write_model_crawl(web, dirs[-1], PORT)
-    index = build_index(crawl_versions(dirs))
+    index = build_index(crawl_versions(views(dirs)))
     indexed = set(index.urls)
     having, changed = websim_truth(args.hosts, args.ips, args.seed, 0, args.e2, args.pages, PORT)
     having = {t: us & indexed for t, us in having.items()}

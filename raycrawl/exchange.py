@@ -40,8 +40,13 @@ class FetchResult:
     @property
     def charset(self) -> str | None:
         """The ``charset`` parameter of Content-Type, if any (not validated)."""
-        for param in self.headers.get("content-type", "").split(";")[1:]:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "charset" and value.strip():
-                return value.strip().strip("\"'").lower()
-        return None
+        return content_type_charset(self.headers.get("content-type", ""))
+
+
+def content_type_charset(content_type: str) -> str | None:
+    """The ``charset`` parameter of a Content-Type value, if any (not validated)."""
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip():
+            return value.strip().strip("\"'").lower()
+    return None

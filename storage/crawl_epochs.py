@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from raycrawl.policies.revisit import Visit
 from raycrawl.storage.link_records import iter_link_records
@@ -151,14 +151,31 @@ def snapshots(crawl_dir: str | Path) -> dict[int, dict[str, Record]]:
     return out
 
 
-def views(crawl_dirs: Iterable[str | Path]) -> list[tuple[Path, int | None]]:
+class View(NamedTuple):
+    """One version of the web a list of crawl directories holds."""
+
+    dir: Path
+    epoch: int | None  # a pass of a periodic crawl; None: a directory read whole, as before
+    snapshot: dict[str, Record] | None  # that pass's snapshot (None with epoch None)
+
+    @property
+    def name(self) -> str:
+        return view_name(self.dir, self.epoch)
+
+    def records(self) -> Iterable[Record]:
+        return iter_link_records(self.dir) if self.snapshot is None else self.snapshot.values()
+
+
+def views(crawl_dirs: Iterable[str | Path]) -> list[View]:
     """The versions a list of crawl directories (oldest first) holds: a directory revisited by
-    ``--revisit`` passes (records of several epochs) gives one (directory, epoch) per pass; any
-    other gives (directory, None)."""
-    out: list[tuple[Path, int | None]] = []
-    for d in crawl_dirs:
-        ks = epochs(d)
-        out += [(Path(d), k) for k in ks] if len(ks) > 1 else [(Path(d), None)]
+    ``--revisit`` passes (records of several epochs) gives one view per pass, with its snapshot;
+    any other gives one view of the whole directory."""
+    out: list[View] = []
+    for d in map(Path, crawl_dirs):
+        if len(epochs(d)) > 1:
+            out += [View(d, k, snap) for k, snap in snapshots(d).items()]
+        else:
+            out.append(View(d, None, None))
     return out
 
 

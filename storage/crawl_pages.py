@@ -18,6 +18,7 @@ from typing import Any
 
 from fastwarc.warc import WarcRecordType
 
+from raycrawl.exchange import content_type_charset
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.warc import DUPLICATE_OF, iter_records, read_record_at, torn
 
@@ -83,6 +84,4 @@ def snapshot_pages(crawl_dir: str | Path, records: Iterable[dict[str, Any]]) -> 
         except (OSError, ValueError) as exc:
             log.warning("%s@%s: unreadable record of %s skipped (%s)", name, offset, rec["url"], exc)
             continue
-        charset = next((p.split("=", 1)[1].strip().strip('"') for p in headers.get("content-type", "").split(";")[1:]
-                        if p.strip().lower().startswith("charset=")), None)
-        yield Page(url, body, charset, (name, int(offset)))
+        yield Page(url, body, content_type_charset(headers.get("content-type", "")), (name, int(offset)))

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.crawl_epochs import View
 from raycrawl.storage.fragment_index import FragmentIndex, FragmentIndexBuilder
 from raycrawl.text import terms
 from raycrawl.winnowing import DEFAULT_B, DEFAULT_W
@@ -39,27 +40,21 @@ def _snippet(body: bytes | str) -> str:
     return " ".join(visible_text(body).split())[:SNIPPET_CHARS]
 
 
-def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | None = None) -> Versions:
-    """Versions of every 200 HTML page of each crawl, oldest first: a crawl is one epoch, a periodic
-    crawl (``crawl --revisit``) one epoch per pass (storage/crawl_epochs.py: an unchanged page keeps
-    its version). ``snippets`` (if given) receives the start of each URL's latest visible text."""
+def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None = None) -> Versions:
+    """Versions of every 200 HTML page of each view (``storage.crawl_epochs.views`` of the crawls,
+    oldest first): a crawl is one epoch, a periodic crawl (``crawl --revisit``) one epoch per pass
+    (an unchanged page keeps its version). ``snippets`` (if given) receives the start of each URL's
+    latest visible text."""
     from raycrawl.actors.parser import decode_body
-    from raycrawl.storage.crawl_epochs import snapshots, view_name, views
     from raycrawl.storage.crawl_pages import iter_pages, snapshot_pages
 
     out: Versions = {}
-    snaps: dict[Path, dict] = {}
-    done: dict[tuple[Path, str, int], tuple[dict, str]] = {}  # a capture read once for all its epochs
-    for epoch, (crawl, k) in enumerate(views(crawl_dirs)):
-        if k is None:
-            pages = iter_pages(crawl)
-        else:
-            if crawl not in snaps:
-                snaps[crawl] = snapshots(crawl)
-            pages = snapshot_pages(crawl, snaps[crawl][k].values())
+    done: dict[tuple[Path, str, int], tuple[list[str], str]] = {}  # a capture read once for all its epochs
+    for epoch, view in enumerate(crawl_views):
+        pages = iter_pages(view.dir) if view.snapshot is None else snapshot_pages(view.dir, view.records())
         n = 0
         for page in pages:
-            key = (crawl, *page.warc)
+            key = (view.dir, *page.warc)
             if key not in done:
                 # Decoded as the crawler and the summaries decode them (HTTP charset, BOM, <meta
                 # charset>): read as UTF-8 bytes, a windows-1251 page lost its Cyrillic words.
@@ -69,7 +64,7 @@ def crawl_versions(crawl_dirs: Iterable[str | Path], snippets: dict[str, str] | 
             if snippets is not None:
                 snippets[page.url] = snippet
             n += 1
-        log.info("%s (epoch %d): %d HTML pages", view_name(crawl, k), epoch, n)
+        log.info("%s (epoch %d): %d HTML pages", view.name, epoch, n)
     return out
 
 

@@ -22,22 +22,23 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.errors import UserError
+from raycrawl.storage.crawl_epochs import View, views
 
 log = logging.getLogger(__name__)
 
 
-def read_terms(crawl_dir: Path, records: list[dict] | None = None, max_pages: int = 400) -> dict[str, Counter]:
+def read_terms(view: View, max_pages: int = 400) -> dict[str, Counter]:
     """Each host's term counts in a crawl (``raycrawl spam features DIR`` stored them), or in one
-    pass of a periodic crawl (``records``: its snapshot), counted here as spam features counts them."""
+    pass of a periodic crawl (its snapshot), counted here as spam features counts them."""
     from raycrawl.tasks.spam_pipeline import load_terms
 
-    if records is not None:
+    if view.snapshot is not None:
         from raycrawl.tasks.spam_features import count_batch, scan_records
 
-        hosts, _ = scan_records(records, max_pages)
-        return count_batch(str(crawl_dir), list(hosts.values()))[3]
+        hosts, _ = scan_records(view.records(), max_pages)
+        return count_batch(str(view.dir), list(hosts.values()))[3]
     try:
-        return load_terms(crawl_dir)
+        return load_terms(view.dir)
     except UserError as e:
         raise UserError(f"{e} (or --no-content)") from None
 
@@ -46,7 +47,6 @@ def temporal_features(crawl_dirs: Sequence[Path], fingerprints: int = 100, seed:
                       max_terms: int = 10_000) -> dict:
     """{hosts, snapshots (per host), link: {set: {feature: values}}, content: (vocab, {group: matrix},
     missing) or None, seconds: {set: s}} over the crawls, oldest first."""
-    from raycrawl.storage.crawl_epochs import snapshots, view_name, views
     from raycrawl.tasks.spam_link_features import host_graph
     from raycrawl.tasks.spam_temporal import temporal_link_features
     from raycrawl.tasks.spam_temporal_content import temporal_content_features
@@ -56,17 +56,15 @@ def temporal_features(crawl_dirs: Sequence[Path], fingerprints: int = 100, seed:
         if not d.is_dir():
             raise UserError(f"crawl directory not found: {d}")
     # A periodic crawl (crawl --revisit) is one snapshot per pass.
-    vs = views(dirs)
-    snaps = {d: snapshots(d) for d in dict.fromkeys(d for d, k in vs if k is not None)}
-    shots = [(d, None if k is None else list(snaps[d][k].values())) for d, k in vs]
+    shots = views(dirs)
     if len(shots) < 2:
         raise UserError("temporal features need at least two snapshots: two crawl directories of one web, "
                         "oldest first, or a crawl revisited by 'raycrawl crawl --revisit'")
     graphs = []
-    for (d, records), (_, k) in zip(shots, vs, strict=True):
-        hosts, src, dst, _ = host_graph(d, records)
+    for shot in shots:
+        hosts, src, dst, _ = host_graph(shot.dir, shot.records())
         if not hosts:
-            raise UserError(f"{view_name(d, k)}: no link records (is it a crawl directory?)")
+            raise UserError(f"{shot.name}: no link records (is it a crawl directory?)")
         graphs.append((hosts, src, dst))
     seconds: dict[str, float] = {}
     hosts, link = temporal_link_features(graphs, fingerprints, seed, seconds=seconds)
@@ -77,7 +75,7 @@ def temporal_features(crawl_dirs: Sequence[Path], fingerprints: int = 100, seed:
     out = {"hosts": hosts, "snapshots": [seen[h] for h in hosts], "link": link, "content": None,
            "seconds": seconds}
     if content:
-        host_terms = [read_terms(d, records) for d, records in shots]
+        host_terms = [read_terms(shot) for shot in shots]
         t0 = time.perf_counter()
         c_hosts, vocab, groups, missing = temporal_content_features(host_terms, max_terms)
         seconds["temporal_content"] = time.perf_counter() - t0

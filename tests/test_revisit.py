@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import socket
 import sys
 from pathlib import Path
 
@@ -96,7 +95,7 @@ def test_histories_and_snapshots(tmp_path: Path) -> None:
     assert h[a].capture is not None and (h[a].capture.sha1, h[a].capture.etag) == ("sha1:B", None)
     assert [(v.epoch, v.changed) for v in h[b].visits] == [(0, None), (3, True)]
     assert h[b].capture is None  # nothing a conditional GET could revalidate
-    assert epochs(tmp_path) == [0, 1, 2, 3] and views([tmp_path]) == [(tmp_path, k) for k in range(4)]
+    assert epochs(tmp_path) == [0, 1, 2, 3] and [(v.dir, v.epoch) for v in views([tmp_path])] == [(tmp_path, k) for k in range(4)]
     snaps = snapshots(tmp_path)
     assert snaps[1][a] == first  # the 304 stands for the capture it revalidated
     assert snaps[2][a]["links"] == ["http://a.test/y"] and snaps[3][a] == snaps[2][a]
@@ -148,12 +147,6 @@ def test_warc_not_modified_revisit(tmp_path: Path) -> None:
     assert rv.get_header("WARC-Refers-To-Date") == "1970-01-01T00:00:02.000000Z"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_pass_periodic_crawl_of_an_evolving_web(tmp_path: Path) -> None:
     """Pass 0 crawls epoch 0; websim moves to epoch 1 (same port, same URLs); ``crawl --revisit``
@@ -165,6 +158,7 @@ def test_two_pass_periodic_crawl_of_an_evolving_web(tmp_path: Path) -> None:
     from archive_check import check_archive
     from test_crawl import run
 
+    from raycrawl.redis_server import free_port
     from raycrawl.storage.link_records import iter_link_records
     from raycrawl.urls import canonicalize
     from raycrawl.websim import Websim

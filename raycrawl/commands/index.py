@@ -62,7 +62,8 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
         _check_crawl(d)
     t0 = time.perf_counter()
     snippets: dict[str, str] = {}
-    versions = crawl_versions(crawls, snippets)
+    crawl_views = views(crawls)
+    versions = crawl_versions(crawl_views, snippets)
     if not versions:
         raise UserError(f"{crawl_dir}: no HTML pages with status 200 to index")
     pr, spam = page_scores(crawl_dir)
@@ -70,7 +71,7 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
     out = out or layout(crawl_dir).index
     index.save(out)
     stats = dict(index.stats, seconds=round(time.perf_counter() - t0, 2), index_dir=str(out),
-                 crawls=[view_name(c.resolve(), k) for c, k in views(crawls)])
+                 crawls=[view_name(v.dir.resolve(), v.epoch) for v in crawl_views])
     (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     return stats
 
