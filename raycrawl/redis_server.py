@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -51,14 +52,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _terminate_with_parent() -> None:
-    """In the child, before exec: ask Linux for SIGKILL when the parent dies (PR_SET_PDEATHSIG)."""
-    import ctypes
-    import signal
-
-    # Not Linux (no libc.so.6): the server outlives a killed driver (stop it by hand before --resume).
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+# Runs as ``python -c _EXEC_WITH_PDEATHSIG PARENT_PID SERVER ARGS…``: asks Linux for SIGKILL when
+# the parent dies (PR_SET_PDEATHSIG, kept across execve), then becomes the server. A helper process
+# rather than Popen's preexec_fn: Python code between fork and exec can deadlock in a threaded parent
+# (a lock held by another thread at the fork: the loader's for ctypes, the allocator's), and then
+# Popen waits forever for the exec; the crawl's parents are threaded (Ray, the Redis supervisor).
+# Not Linux (no libc.so.6): the server outlives a killed driver (stop it by hand before --resume).
+_EXEC_WITH_PDEATHSIG = """
+import contextlib, ctypes, os, signal, sys
+with contextlib.suppress(OSError):
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)  # the parent died before the request took effect
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
 
 class EmbeddedRedis:
@@ -114,8 +121,8 @@ class EmbeddedRedis:
         # the server must stop answering the orphaned fetchers at once (the AOF's last second is
         # what crash recovery already allows for). Linux ties PDEATHSIG to the *thread* that
         # started the child: a restart is spawned by the supervisor thread, which lives until stop().
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True, preexec_fn=_terminate_with_parent)
+        proc = subprocess.Popen([sys.executable, "-c", _EXEC_WITH_PDEATHSIG, str(os.getpid()), *args],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         self.proc = proc
         client = redis.Redis(host="127.0.0.1", port=self.port)
         deadline = time.monotonic() + timeout

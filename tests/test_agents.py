@@ -147,9 +147,14 @@ def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (
         result = []
         try:
             if {change!r}:  # Cluster.add_node must run in the main thread: the crawl runs in another
-                crawl = threading.Thread(target=lambda: result.append(main({args!r})))
+                crawl = threading.Thread(target=lambda: result.append(main({args!r})), daemon=True)
                 crawl.start()
-                change_later({out!r}, {change!r}, {after})
+                try:
+                    change_later({out!r}, {change!r}, {after})
+                except BaseException:  # the harness failed, not the crawl: say so, do not wait for it
+                    import traceback
+                    traceback.print_exc()
+                    os._exit(3)
                 crawl.join()
                 rc = result[0] if result else 1
             else:
@@ -163,8 +168,26 @@ def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (
         """
     )
     env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env,
-                          cwd=cwd)
+    return run_or_dump([sys.executable, "-c", script], env, cwd)
+
+
+def run_or_dump(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 420) -> subprocess.CompletedProcess:
+    """Run the crawl driver; if it outlives ``timeout`` (well inside pytest's own limit), fail with
+    what it said and where each of its threads was (py-spy), not with pytest's bare timeout."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:  # py-spy comes with ray[default]
+            spy = subprocess.run([str(Path(sys.executable).with_name("py-spy")), "dump", "--pid", str(proc.pid)],
+                                 capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            spy = subprocess.CompletedProcess([], 1, "", str(exc))
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"crawl driver still running after {timeout:.0f} s\n--- stdout\n{out[-2000:]}\n"
+                    f"--- stderr\n{err[-6000:]}\n--- py-spy\n{spy.stdout[-8000:]}{spy.stderr[-500:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def fetched(out: Path) -> set[str]:
