@@ -4,7 +4,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export RAY_AUTH_MODE ?= disabled
 
-.PHONY: setup chromium demo test test-fast lint docs bench clean
+PYWB_VENV := .venv-pywb
+PYWB_STAMP := $(PYWB_VENV)/.installed-stamp
+
+.PHONY: setup chromium pywb demo test test-fast lint docs bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,6 +26,16 @@ chromium:
 
 setup: $(STAMP) chromium
 
+# pywb (the replay tool tests/test_pywb_replay.py drives) in a venv of its own: it pins redis==2.10.6,
+# which the crawler's redis-py cannot share a venv with.
+$(PYWB_STAMP):
+	python3 -m venv $(PYWB_VENV)
+	$(PYWB_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PYWB_VENV)/bin/python -m pip install -q 'pywb==2.10.0'
+	touch $(PYWB_STAMP)
+
+pywb: $(PYWB_STAMP)
+
 demo: setup
 	$(VENV)/bin/raycrawl demo --out demo-out
 
@@ -33,11 +46,11 @@ lint: setup
 # crawls mostly wait on politeness delays, so 2 cores carry two. The 25 slowest tests are listed.
 PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
-test: setup lint
+test: setup pywb lint
 	$(PYTEST) --durations=25
 
 # The edit loop: everything but the tests marked slow (whole crawls, clusters, faults).
-test-fast: setup
+test-fast: setup pywb
 	$(PYTEST) -m "not slow"
 
 # docs/settings.md is generated from raycrawl/settings.py (tests/test_settings.py checks it is current).
@@ -48,4 +61,4 @@ bench: setup
 	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf demo-out .pytest_cache build *.egg-info
+	rm -rf demo-out .pytest_cache build *.egg-info $(PYWB_VENV)

@@ -46,7 +46,7 @@ class Crew:
         self.parser = parser.actor_class().options(name=f"raycrawl-parser-{tag}",
                                                    scheduling_strategy=here).remote(s.user_agent, s.focus)
         self.store = store_writer.actor_class().options(name=f"raycrawl-store-{tag}", scheduling_strategy=here).remote(
-            str(out), name, s.warc_max_bytes)
+            str(out), name, s)
         self.summary_writer = None
         if s.summaries_at_crawl:
             self.summary_writer = summary_writer.actor_class().options(

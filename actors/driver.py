@@ -109,6 +109,16 @@ def _checked(settings: Settings):
     yield
 
 
+def _write_crawl_log(out: Path) -> None:
+    """OUT/crawl.log, Heritrix's format, rewritten from the link records at the end of every run."""
+    from raycrawl.storage.crawl_log import write_text
+
+    try:
+        write_text(out, layout(out).crawl_log, "heritrix")
+    except OSError as exc:  # the crawl's own files are complete; only this derived view is missing
+        log.warning("crawl.log not written (%s); `raycrawl log %s > crawl.log` writes it later", exc, out)
+
+
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
@@ -135,10 +145,14 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             if settings.agents > 1 or settings.elastic:
                 from raycrawl.actors.membership import run_agents
 
-                return run_agents(settings, url)
-            agent = Agent(settings, url, progress)
-            with _interrupt_stops(agent):
-                return agent.run()
+                report = run_agents(settings, url)
+            else:
+                agent = Agent(settings, url, progress)
+                with _interrupt_stops(agent):
+                    report = agent.run()
+            if settings.crawl_log:
+                _write_crawl_log(out)
+            return report
         except (redis.RedisError, OSError, ray.exceptions.RayTaskError) as exc:
             stop = storage_failure(exc)
             if stop is None:

@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from raycrawl.exchange import FetchResult
+from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run, layout
 from raycrawl.storage.link_records import LinkRecordWriter
-from raycrawl.storage.warc import WarcStore
+from raycrawl.storage.warc import WarcStore, warc_info
 
 log = logging.getLogger(__name__)
 
 
 class StoreWriter:
-    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", max_file_bytes: int = 1 << 30) -> None:
-        self.warc = WarcStore(layout(Path(crawl_dir)).warc, writer, max_file_bytes)
+    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", max_file_bytes: int = 1 << 30,
+                 info: dict[str, str] | None = None, prefix: str = "") -> None:
+        self.warc = WarcStore(layout(Path(crawl_dir)).warc, f"{prefix}-{writer}" if prefix else writer, max_file_bytes,
+                              info=info)
         self.links = LinkRecordWriter(crawl_dir, writer)
 
     def write_batch(self, items: list[tuple[FetchResult, tuple[str, str, str] | None, dict[str, Any] | None]]) -> int:
@@ -55,9 +58,13 @@ def actor_class():
     # batch; the agent commits only after the call returns, so nothing is lost.
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class StoreActor:
-        def __init__(self, crawl_dir: str, writer: str, max_file_bytes: int) -> None:
+        def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
-            self.store = StoreWriter(crawl_dir, writer, max_file_bytes)
+            self.store = StoreWriter(crawl_dir, writer, settings.warc_max_bytes,
+                                     warc_info(settings, Path(crawl_dir).resolve().name), settings.warc_prefix)
+
+        def __repr__(self) -> str:
+            return f"StoreActor({self.store.warc.prefix})"
 
         def write_batch(self, items):
             return self.store.write_batch(items)

@@ -25,6 +25,7 @@ COMMANDS = (
     "websim",
     "status",
     "check",
+    "log",
     "dedup",
     "graph",
     "summaries",
@@ -34,6 +35,7 @@ COMMANDS = (
     "index",
     "search",
     "serve",
+    "warc",
 )
 
 log = logging.getLogger("raycrawl")

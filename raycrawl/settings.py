@@ -49,6 +49,13 @@ class Settings:
         "Key prefix of every frontier key, so several crawls can share one Redis.")
     address: str | None = knob(None, IO,
         "Ray cluster address; None = a local Ray instance.")
+    operator: str = knob("", IO,
+        "Who runs the crawl (a name and contact): the ``operator`` field of every WARC file's warcinfo record.")
+    crawl_log: bool = knob(True, IO,
+        "Write ``out/crawl.log`` (one line per URL in Heritrix's crawl.log format, from the link records) "
+        "at the end of every run; ``raycrawl log`` writes it, or a TSV/parquet table, on demand.")
+    warc_prefix: str = knob("", IO,
+        "Prefix of the WARC file names (``PREFIX-agent0-TIMESTAMP-SERIAL-PID~HOST.warc.gz``; empty = none).")
 
     # --- budget -----------------------------------------------------------------------------------
     max_pages: int = knob(0, BUDGET,
@@ -227,7 +234,7 @@ def default_of(f: dataclasses.Field) -> Any:
 
 def show_default(f: dataclasses.Field) -> str:
     value = default_of(f)
-    if value is None:
+    if value is None or value == "":
         return "none"
     if isinstance(value, bool):
         return "on" if value else "off"

@@ -46,7 +46,7 @@ PARTS = {"warc": "warc", "links": "links", "sieve": "sieve", "virtualizer": "vir
          "redis_url": "redis-url", "report": "report.json", "crawl_id": ID_NAME, "lock": LOCK_NAME,
          "workers": WORKERS_NAME,
          "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index",
-         "revisit": "revisit"}
+         "revisit": "revisit", "indexes": "indexes", "crawl_log": "crawl.log"}
 
 
 class Layout:
@@ -73,6 +73,8 @@ class Layout:
     dedup: Path
     index: Path
     revisit: Path
+    indexes: Path
+    crawl_log: Path
 
 
 def layout(out: str | Path) -> Layout:

@@ -1,7 +1,11 @@
 """WARC store: every exchange as WARC/1.1 records, one gzip member per record, rotated files.
 
-Layout: ``WARC_DIR/<prefix>-<seq:05d>.warc.gz``. Each file starts with a ``warcinfo`` record;
-each fetch adds a ``request`` record and then a ``response`` record. The archive never claims
+Layout: ``WARC_DIR/PREFIX-TIMESTAMP-SERIAL-PID~HOST.warc.gz``, Heritrix's pattern (PREFIX is the
+writer, e.g. ``agent0``, TIMESTAMP the file's opening in UTC to the millisecond, SERIAL the writer's
+file count), so the files of many crawls can share one pywb collection without a name clash. Each
+file starts with a ``warcinfo`` record saying what an archivist must know (software and version,
+operator, user agent, robots policy, the crawl's settings: ``warc_info``); each fetch adds a
+``request`` record and then a ``response`` record. The archive never claims
 what is not true of its bytes: a ``revisit`` record (HTTP headers only, profile
 ``identical-payload-digest``, pointing at the original URL and date) is written only for a payload
 byte-identical to the one referred to — ``write`` checks the SHA-1 and refuses otherwise. A
@@ -28,15 +32,21 @@ last member, which readers here skip with a warning. A restarted store opens a n
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
+import json
 import logging
 import os
+import re
 import socket
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from fastwarc.stream_io import GzipWriter
@@ -57,6 +67,48 @@ DUPLICATE_OF = "Raycrawl-Duplicate-Of"
 DUPLICATE_KIND = "Raycrawl-Duplicate-Kind"
 _RENAMED = {b"content-encoding": b"X-Crawler-Content-Encoding", b"transfer-encoding": b"X-Crawler-Transfer-Encoding",
             b"content-length": b"X-Crawler-Content-Length"}
+
+
+def warc_name(prefix: str, serial: int, when: float | None = None) -> str:
+    """``PREFIX-TIMESTAMP-SERIAL-PID~HOST.warc.gz`` (Heritrix 3's default template)."""
+    stamp = datetime.fromtimestamp(time.time() if when is None else when, UTC).strftime("%Y%m%d%H%M%S%f")[:17]
+    host = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "localhost"
+    return f"{prefix}-{stamp}-{serial:05d}-{os.getpid()}~{host}{SUFFIX}"
+
+
+def next_serial(warc_dir: Path, prefix: str) -> int:
+    """One more than the highest serial among ``prefix``'s files (named as above, or
+    ``PREFIX-SERIAL.warc.gz`` as crawls before Heritrix names were)."""
+    serials = [-1]
+    for path in warc_dir.glob(f"{prefix}-*{SUFFIX}"):
+        parts = path.name[len(prefix) + 1 : -len(SUFFIX)].split("-")
+        field = parts[1] if len(parts) >= 3 and len(parts[0]) == 17 else parts[0]
+        if field.isdigit():
+            serials.append(int(field))
+    return max(serials) + 1
+
+
+def base_info() -> dict[str, str]:
+    """The warcinfo fields every file gets (the writer adds the crawl's own: ``warc_info``)."""
+    import fastwarc
+
+    from raycrawl import __version__
+
+    return {"software": f"raycrawl/{__version__} (fastwarc/{getattr(fastwarc, '__version__', '?')}; "
+                        f"Python/{sys.version.split()[0]})",
+            "format": "WARC File Format 1.1",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+            "hostname": socket.gethostname()}
+
+
+def warc_info(settings: Any, crawl: str) -> dict[str, str]:
+    """A crawl's warcinfo fields: who ran it, as whom, under which robots policy and settings."""
+    values = dataclasses.asdict(settings)
+    return {"operator": settings.operator, "isPartOf": crawl,
+            "description": f"raycrawl crawl {crawl}" + (" (periodic pass)" if settings.revisit else ""),
+            "http-header-user-agent": settings.user_agent,
+            "robots": "obey (RFC 9309; Crawl-delay honoured up to max_crawl_delay)",
+            "raycrawl-settings": json.dumps(values, sort_keys=True, default=str)}
 
 
 def sha1_b32(data: bytes) -> str:
@@ -85,38 +137,32 @@ class WarcStore:
     """Appends exchanges to rotated ``.warc.gz`` files. Not thread-safe: one per writer."""
 
     def __init__(self, warc_dir: str | Path, prefix: str, max_file_bytes: int = 1 << 30, *,
-                 software: str = "raycrawl/0.1", operator: str = "") -> None:
+                 info: dict[str, str] | None = None) -> None:
         assert max_file_bytes > 0 and "/" not in prefix
         self.dir = Path(warc_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
         self.max_file_bytes = max_file_bytes
-        self.software = software
-        self.operator = operator
-        existing = sorted(self.dir.glob(f"{prefix}-*{SUFFIX}"))
+        self.info = {**base_info(), **(info or {})}
         # Never append after a possibly torn tail left by a kill: resume in a fresh file.
-        self.seq = int(existing[-1].name[len(prefix) + 1 : -len(SUFFIX)]) + 1 if existing else 0
+        self.serial = next_serial(self.dir, prefix)
+        self.name = ""
         self._file: io.BufferedWriter | None = None
         self._warcinfo_id = ""
         self.records = 0
         self.bytes = 0
 
-    @property
-    def name(self) -> str:
-        return f"{self.prefix}-{self.seq:05d}{SUFFIX}"
-
     def _open(self) -> io.BufferedWriter:
         if self._file is not None and self._file.tell() >= self.max_file_bytes:
             self._file.close()
             self._file = None
-            self.seq += 1
+            self.serial += 1
         if self._file is None:
-            self._file = open(self.dir / self.name, "ab")  # noqa: SIM115 - kept open across writes
-            info = (f"software: {self.software}\r\nformat: WARC File Format 1.1\r\n"
-                    f"conformsTo: https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
-                    f"hostname: {socket.gethostname()}\r\n" + (f"operator: {self.operator}\r\n" if self.operator else ""))
+            self.name = warc_name(self.prefix, self.serial)
+            self._file = open(self.dir / self.name, "xb")  # noqa: SIM115 - kept open across writes
+            fields = "".join(f"{k}: {v}\r\n" for k, v in self.info.items() if v)
             self._warcinfo_id = _record_id()
-            rec = self._record(WarcRecordType.warcinfo, info.encode("utf-8"), {
+            rec = self._record(WarcRecordType.warcinfo, fields.encode("utf-8"), {
                 "WARC-Filename": self.name, "Content-Type": "application/warc-fields"}, http=False,
                 record_id=self._warcinfo_id)
             self._emit(rec)

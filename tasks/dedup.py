@@ -420,8 +420,26 @@ def write_clusters(out: Path, result: Clustering, flagged: set[int], summary: di
             }
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     tmp.replace(out / "clusters.jsonl")
+    write_members_parquet(out / "clusters.parquet", result, flagged)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "report.txt").write_text(format_report(summary, result))
+
+
+def write_members_parquet(path: Path, result: Clustering, flagged: set[int]) -> None:
+    """One row per clustered page (cluster, size, url, representative, flagged at crawl time):
+    the clusters as a table for duckdb/pandas users, beside clusters.jsonl."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [(n, len(members), result.urls[m], i == 0, m in flagged)
+            for n, members in enumerate(result.clusters) for i, m in enumerate(members)]
+    cols = list(zip(*rows, strict=True)) if rows else [[]] * 5
+    table = pa.table({"cluster": pa.array(cols[0], pa.int32()), "size": pa.array(cols[1], pa.int32()),
+                      "url": pa.array(cols[2], pa.string()), "representative": pa.array(cols[3], pa.bool_()),
+                      "crawl_time": pa.array(cols[4], pa.bool_())})
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
 
 
 def format_report(summary: dict, result: Clustering | None = None, top: int = 5) -> str:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from urllib.parse import urljoin, urlsplit
 
 import pytest
 from aiohttp import web
@@ -118,7 +119,6 @@ class MiniWeb:
 
 def reachable(port: int) -> set[str]:
     """Independent BFS over the site model (robots obeyed, the trap and /dup's links excluded)."""
-    from urllib.parse import urljoin, urlsplit
 
     seen, todo = set(), [f"http://h0.test:{port}/"]
     while todo:
@@ -248,6 +248,49 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     assert st.returncode == 0, st.stderr
     status = json.loads(st.stdout)
     assert status["stats"]["pages"] == report["pages"] and status["frontier"]["queued"] == 0
+    check_crawl_log(out, records, port)
+
+
+def check_crawl_log(out: Path, records: list[dict], port: int) -> None:
+    """OUT/crawl.log has one Heritrix line per link record, with its facts; each ``via`` really links
+    to (or redirects to) the URL in the site model, and only the seed has none; `raycrawl log
+    --format parquet|tsv` give the same rows."""
+    import pyarrow.parquet as pq
+
+    by_url = {r["url"]: r for r in records}
+    lines = (out / "crawl.log").read_text().splitlines()
+    assert len(lines) == len(records)
+    seen = set()
+    for line in lines:
+        f = line.split()
+        assert len(f) == 13, line
+        rec = by_url[f[3]]
+        seen.add(f[3])
+        extra = json.loads(f[12])
+        assert int(f[1]) == (rec["status"] or {"robots": -9998}.get(rec["error"])) and int(f[2]) == rec["size"]
+        assert f[6] == (rec["ctype"] or "-") and f[9] == (rec["sha1"] or "-")
+        assert [extra.get("warcFilename"), extra.get("warcFileOffset")] == (rec["warc"] or [None, None])
+        assert extra.get("duplicateOf") == rec["dup_of"]
+        if f[5] == "-":
+            assert f[3] == f"http://h0.test:{port}/" and f[4] == "-"
+            continue
+        via = urlsplit(f[5])
+        targets = {urljoin(f[5], t.format(port=port)) for t in page_links(via.hostname, via.path) or ()}
+        assert f[3] in targets | {by_url[f[5]]["redirect"]}, (f[3], f[5])
+        assert set(f[4]) <= {"L", "R"} and f[4].endswith("R" if f[3] == by_url[f[5]]["redirect"] else "L")
+    assert seen == set(by_url)
+    r = run([sys.executable, "-m", "raycrawl", "log", str(out), "--format", "parquet"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    table = {row["url"]: row for row in pq.read_table(out / "crawl-log.parquet").to_pylist()}
+    assert set(table) == set(by_url)
+    for url, rec in by_url.items():
+        row = table[url]
+        assert (row["http_status"], row["size"], row["digest"], row["duplicate_of"], row["error"]) == (
+            rec["status"], rec["size"], rec["sha1"], rec["dup_of"], rec["error"])
+        assert [row["warc_filename"], row["warc_offset"]] == (rec["warc"] or [None, None])
+    r = run([sys.executable, "-m", "raycrawl", "log", str(out), "--format", "tsv"], timeout=60)
+    tsv = r.stdout.splitlines()
+    assert tsv[0].split("\t")[:4] == ["time", "status", "size", "url"] and len(tsv) == len(records) + 1
 
 
 def test_crawl_user_errors(tmp_path: Path, capsys) -> None:
@@ -478,6 +521,16 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     assert expected and all(canon[u] == c for u, c in expected.items()), [
         (u, canon[u], c) for u, c in expected.items() if canon[u] != c][:5]
     assert any(expected.values())
+    # pywb replays every capture from the CDXJ index written beside the crawl, duplicates included
+    from pywb_replay import captures, check_replay, pywb
+
+    proc = run([sys.executable, "-m", "raycrawl", "warc", "index", str(out), "--pywb",
+                str(tmp_path / "pywb" / "collections" / "crawl")])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    replayable, revisits = captures(out / "warc")
+    assert revisits > 0 and len(replayable) > 0.95 * archive["pages_checked"], (revisits, len(replayable))
+    with pywb(tmp_path / "pywb") as port:
+        check_replay(port, "crawl", replayable)
 
 
 def test_progress_line_and_report_format(tmp_path: Path) -> None:

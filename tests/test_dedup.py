@@ -146,6 +146,15 @@ def test_dedup_command_end_to_end(tmp_path, capsys):
     assert summary["duplicate_pages"] == sum(len(m) - 1 for m in expected)
     assert summary["crawl_time_duplicates"] == {"near": 2}
     assert sum(c["crawl_time"] for c in clusters) == 2
+    import pyarrow.parquet as pq  # the same clusters as a table, one row per page
+
+    table = pq.read_table(crawl / "dedup" / "clusters.parquet").to_pylist()
+    by_cluster: dict[int, set[str]] = {}
+    for row in table:
+        by_cluster.setdefault(row["cluster"], set()).add(row["url"])
+    assert {frozenset(m) for m in by_cluster.values()} == expected
+    assert {r["url"] for r in table if r["representative"]} == {c["representative"] for c in clusters}
+    assert sum(r["crawl_time"] for r in table) == 2
 
     from raycrawl.commands.dedup import demo_stage
 

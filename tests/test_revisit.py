@@ -203,3 +203,16 @@ def test_two_pass_periodic_crawl_of_an_evolving_web(tmp_path: Path) -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout)["results"], proc.stderr[-2000:]
     proc = run([sys.executable, "-m", "raycrawl", "spam", "temporal", str(out), "--fingerprints", "10"])
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # both passes replay through pywb; the 304 revisits are left out of the index, not replayed as 304s
+    from pywb_replay import captures, check_replay, pywb
+
+    proc = run([sys.executable, "-m", "raycrawl", "warc", "index", str(out), "--pywb",
+                str(tmp_path / "pywb" / "collections" / "passes")])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    replayable, _ = captures(out / "warc")
+    lines = (tmp_path / "pywb" / "collections" / "passes" / "indexes" / "crawl.cdxj").read_text().splitlines()
+    pages = [line for line in lines if not line.split(" ", 1)[0].endswith("/robots.txt")]  # robots.txt: no link record
+    assert len(pages) == len([r for r in iter_link_records(out) if r.get("warc") and r["status"] != 304]) > 0
+    assert not any('"status": "304"' in line for line in lines)
+    with pywb(tmp_path / "pywb") as pywb_port:
+        check_replay(pywb_port, "passes", replayable)

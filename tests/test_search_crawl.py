@@ -64,6 +64,22 @@ def test_two_crawled_epochs(tmp_path, capsys):
             truth.setdefault(rec["url"], {})[epoch] = (stems(renderer.words(host, page)) if page.kind == "html"
                                                        else terms(browser_text(renderer.response(host, page).body)))
     assert sum(len(v) > 1 for v in truth.values()) >= 10  # many pages crawled in both epochs
+    # Both crawls in ONE pywb collection: their WARC names do not clash, and each capture of a page
+    # crawled twice replays as that crawl stored it.
+    from pywb_replay import captures, check_replay, pywb
+
+    coll = tmp_path / "pywb" / "collections" / "both"
+    expected: dict = {}
+    for epoch in (0, 1):
+        assert cli(capsys, "warc", "index", tmp_path / f"e{epoch}", "--pywb", coll).returncode == 0
+        expected.update(captures(tmp_path / f"e{epoch}" / "warc")[0])
+    assert len(list((coll / "archive").iterdir())) == sum(
+        len(list((tmp_path / f"e{e}" / "warc").glob("*.warc.gz"))) for e in (0, 1))
+    assert sorted(p.name for p in (coll / "indexes").iterdir()) == ["e0.cdxj", "e1.cdxj"]
+    twice = {url for url, _ in expected if sum(u == url for u, _ in expected) == 2}
+    assert len(twice) >= 10
+    with pywb(tmp_path / "pywb") as pywb_port:
+        check_replay(pywb_port, "both", expected)
     r = cli(capsys, "index", "build", tmp_path / "e1", "--crawl", tmp_path / "e0")
     assert r.returncode == 0, r.stderr
     stats = json.loads((tmp_path / "e1" / "index" / "stats.json").read_text())

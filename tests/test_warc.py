@@ -303,3 +303,41 @@ async def test_resolve_fetch_parse_store_pipeline(tmp_path):
     assert stored == arcs  # what is archived parses to what was crawled
     assert arcs[f"http://a.test:{port}/one"] == [f"http://a.test:{port}/", f"http://a.test:{port}/two?x=1"]
     assert arcs[f"http://b.test:{port}/"] == [f"http://a.test:{port}/one", f"http://b.test:{port}/self"]
+
+
+def test_heritrix_names_and_warcinfo_of_an_archivist(tmp_path):
+    """Files are named PREFIX-TIMESTAMP-SERIAL-PID~HOST.warc.gz (two crawls' files never clash in one
+    collection; a resumed writer continues the serials, old-style names included); the warcinfo
+    record says who crawled, as whom, under which robots policy and settings, with which software."""
+    import json
+    import os
+    import re
+
+    from raycrawl import __version__
+    from raycrawl.settings import Settings
+    from raycrawl.storage.warc import warc_info
+
+    s = Settings(operator="Jo Archivist <jo@archive.test>", user_agent="testbot/2 (+http://bot.test/)",
+                 host_delay=1.5)
+    (tmp_path / "agent0-00004.warc.gz").write_bytes(b"")  # a file of a crawl from before Heritrix names
+    names = set()
+    for crawl in ("one", "two"):
+        store = WarcStore(tmp_path, "agent0", info=warc_info(s, crawl))
+        name, _ = store.write(exchange("http://a.test/x"))
+        store.close()
+        names.add(name)
+        m = re.fullmatch(r"agent0-(\d{17})-(\d{5})-(\d+)~([A-Za-z0-9._]+)\.warc\.gz", name)
+        assert m and int(m[3]) == os.getpid(), name
+    assert sorted(int(re.split("-", n)[2]) for n in names) == [5, 6]
+    info = {}
+    with open(tmp_path / sorted(names)[1], "rb") as f:
+        rec = next(iter(WarcioIterator(f)))
+        assert rec.rec_type == "warcinfo" and rec.rec_headers.get_header("WARC-Filename") == sorted(names)[1]
+        for line in rec.content_stream().read().decode().splitlines():
+            key, _, value = line.partition(": ")
+            info[key] = value
+    assert info["operator"] == "Jo Archivist <jo@archive.test>"
+    assert info["http-header-user-agent"] == "testbot/2 (+http://bot.test/)"
+    assert info["robots"].startswith("obey") and info["isPartOf"] == "two"
+    assert info["software"].startswith(f"raycrawl/{__version__} ")
+    assert json.loads(info["raycrawl-settings"])["host_delay"] == 1.5

@@ -1,0 +1,55 @@
+"""``raycrawl warc index DIR``: the CDXJ index replay tools read (storage/cdxj.py), optionally with
+the crawl's WARC files linked into a pywb collection."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("warc", help="WARC tools: the CDXJ index for pywb replay",
+                              description="Tools over a crawl's WARC files (docs/archiving.md).")
+    sub = p.add_subparsers(dest="warc_command", metavar="SUBCOMMAND", required=True)
+    ix = sub.add_parser(
+        "index", help="write the CDXJ index of a crawl's WARC files (DIR/indexes/index.cdxj)",
+        description="Index every capture (response and revisit records) of DIR/warc/ into a sorted CDXJ file, "
+        "the format pywb replays from. With --pywb COLLECTION (a pywb collection directory, "
+        "e.g. collections/mycrawls) the WARC files are linked into COLLECTION/archive/ and the index written "
+        "as COLLECTION/indexes/NAME.cdxj (NAME: the crawl directory's name), so `wayback` replays the crawl "
+        "without `wb-manager reindex`; several crawls can share one collection.")
+    ix.add_argument("dir", type=Path, help="crawl directory")
+    ix.add_argument("-o", "--out", type=Path, help="index file (default DIR/indexes/index.cdxj)")
+    ix.add_argument("--pywb", type=Path, metavar="COLLECTION", help="a pywb collection directory to add the crawl to")
+    ix.add_argument("--not-modified", action="store_true",
+                    help="index the 304 (server-not-modified) revisits of periodic passes too; pywb replays them as "
+                    "304 with no body, so they are left out by default")
+    ix.set_defaults(func=handle_index)
+
+
+def handle_index(args: argparse.Namespace) -> int:
+    from raycrawl.storage.cdxj import write_index
+    from raycrawl.storage.crawl_dir import layout
+    from raycrawl.storage.warc import warc_files
+
+    if not layout(args.dir).warc.is_dir():
+        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    out = args.out
+    if args.pywb is not None:
+        if out is not None:
+            raise UserError("--out and --pywb are exclusive (--pywb writes COLLECTION/indexes/NAME.cdxj)")
+        archive = args.pywb / "archive"
+        archive.mkdir(parents=True, exist_ok=True)
+        for path in warc_files(layout(args.dir).warc):
+            link = archive / path.name
+            if link.is_symlink() and link.resolve() == path.resolve():
+                continue
+            if link.exists() or link.is_symlink():
+                raise UserError(f"{link} exists and is another file: WARC names must be unique in a collection")
+            link.symlink_to(path.resolve())
+        out = args.pywb / "indexes" / f"{args.dir.resolve().name}.cdxj"
+    path, lines = write_index(args.dir, out, args.not_modified)
+    print(f"{lines} captures indexed in {path}")
+    return 0

@@ -1,0 +1,67 @@
+"""The CDXJ index of a crawl's WARC files: what replay tools (pywb, and any CDXJ reader) look
+captures up in, so a crawl replays without being indexed again.
+
+One line per capture (``response`` and ``revisit`` records): ``SURT TIMESTAMP {json}``, the JSON
+giving url, mime, status, digest, length, offset and filename (the bare WARC file name, which
+Heritrix-style names keep unique across crawls: storage/warc.py). Lines are sorted, as pywb's
+binary search requires. Written by webrecorder's ``cdxj-indexer`` (the format's reference
+implementation, on warcio), one WARC file at a time: a file that cannot be read to its end (a
+crawl killed mid-record leaves a torn last member) keeps the entries read before the damage, with
+a warning, as every other reader of the archive here does.
+
+A periodic crawl's ``server-not-modified`` revisits (a 304 to a conditional GET) are left out, as
+web archives leave 304s out of replay indexes: replayed, they would answer 304 with no body (pywb
+takes the revisit's own HTTP head). Replay at their time falls to the nearest capture, which for
+an unchanged page is the one they revalidated. ``include_not_modified`` keeps them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+
+from raycrawl.errors import UserError
+from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.warc import warc_files
+
+log = logging.getLogger(__name__)
+INDEX_NAME = "index.cdxj"
+
+
+def _not_modified(line: str) -> bool:
+    fields = json.loads(line.split(" ", 2)[2])
+    return fields.get("mime") == "warc/revisit" and fields.get("status") == "304"
+
+
+def file_lines(path: Path, include_not_modified: bool = False) -> list[str]:
+    """The CDXJ lines of one WARC file (unsorted), as far as it can be read."""
+    from cdxj_indexer.main import CDXJIndexer
+
+    out = io.StringIO()
+    indexer = CDXJIndexer(output=out, inputs=[])
+    indexer.output = out
+    try:
+        with open(path, "rb") as f:
+            indexer.process_one(f, out, str(path))
+    except Exception as exc:  # noqa: BLE001 - warcio's errors for a damaged file vary
+        log.warning("%s: indexed up to a damaged record (%s)", path.name, str(exc)[:200])
+    return [line for line in out.getvalue().splitlines(keepends=True)
+            if line.strip() and (include_not_modified or not _not_modified(line))]
+
+
+def write_index(crawl_dir: str | Path, out: str | Path | None = None,
+                include_not_modified: bool = False) -> tuple[Path, int]:
+    """Index every WARC file of ``crawl_dir`` into ``out`` (default ``DIR/indexes/index.cdxj``),
+    replacing it atomically. Returns (path, lines)."""
+    files = warc_files(layout(crawl_dir).warc)
+    if not files:
+        raise UserError(f"no WARC files in {layout(crawl_dir).warc}")
+    target = Path(out) if out else layout(crawl_dir).indexes / INDEX_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lines = sorted(line for path in files for line in file_lines(path, include_not_modified))
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text("".join(lines))
+    tmp.replace(target)
+    return target, len(lines)

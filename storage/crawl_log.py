@@ -1,0 +1,164 @@
+"""The crawl log: one line per URL the crawl visited, as Heritrix writes its ``crawl.log``, derived
+from the link records (which stay the internal format) — for people whose tools read Heritrix logs,
+and, as a table (TSV, parquet), for duckdb and pandas.
+
+Heritrix's columns, in order (docs/archiving.md has the table): log time, fetch status, size, URL,
+discovery path, via, MIME type, worker, fetch time, digest, source tag, annotations, and a JSON
+"extra info" with ``warcFilename``/``warcFileOffset`` (as Heritrix 3's extraInfo) and what
+raycrawl adds (``duplicateOf``, ``revisitOf``, ``epoch``, ``error``). Errors get Heritrix's
+negative status codes (``-6`` DNS, ``-2`` connect, ``-4`` timeout, ``-9998`` robots, …); the HTTP
+status stays in the table as ``http_status``.
+
+The link records do not carry who discovered a URL, so ``via`` is reconstructed: the page fetched
+earliest among those linking to it (or redirecting to it: ``R``), provided it was fetched before
+it; a URL without one is a seed (discovery path ``-``). The discovery path follows ``via``s back to
+a seed, one letter per hop (``L`` link, ``R`` redirect), as Heritrix's does. For a one-agent crawl
+this is the page whose parse first queued the URL, up to the order of a batch; with several agents
+it is the earliest linking page in time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
+
+# Heritrix's FetchStatusCodes for the error kinds of the link records.
+HERITRIX_CODES = {"dns": -6, "connect": -2, "reset": -3, "timeout": -4, "robots": -9998, "filtered": -5000,
+                  "spam": -5002, "too-large": -5, "bomb": -5, "bad-content": -5}
+COLUMNS = ("time", "status", "size", "url", "discovery_path", "via", "mime", "worker", "fetch_time", "digest",
+           "source", "annotations", "warc_filename", "warc_offset", "duplicate_of", "duplicate_kind", "revisit_of",
+           "http_status", "error", "epoch", "title")
+
+
+def _stamp(t: float, sep: bool) -> str:
+    d = datetime.fromtimestamp(t, UTC)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if sep else d.strftime("%Y%m%d%H%M%S%f")[:-3]
+
+
+def _records(crawl_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted((crawl_dir / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
+        worker = path.name[: -len(SUFFIX)].rsplit("-", 1)[0]
+        out.extend((worker, rec) for rec in read_link_file(path))
+    out.sort(key=lambda wr: wr[1].get("time") or 0.0)
+    return out
+
+
+def _discovery(records: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, str], dict[str, str]]:
+    """(via, hop letter) of every URL that has a discoverer (see the module doc)."""
+    fetched = {}
+    for _, rec in records:
+        fetched.setdefault(rec["url"], rec.get("time") or 0.0)
+    via: dict[str, str] = {}
+    hop: dict[str, str] = {}
+    for _, rec in records:  # in time order: the first linker seen is the earliest
+        t = rec.get("time") or 0.0
+        targets = [(u, "L") for u in rec.get("links") or ()]
+        if rec.get("redirect"):
+            targets.append((rec["redirect"], "R"))
+        for url, letter in targets:
+            if url not in via and url != rec["url"] and fetched.get(url, math.inf) > t:
+                via[url], hop[url] = rec["url"], letter
+    return via, hop
+
+
+def _path(url: str, via: dict[str, str], hop: dict[str, str], memo: dict[str, str]) -> str:
+    chain = []
+    while url in via and url not in memo:
+        chain.append(url)
+        url = via[url]
+    path = memo.get(url, "")
+    for u in reversed(chain):
+        path += hop[u]
+        memo[u] = path
+    return path
+
+
+def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """One dict per link record (columns ``COLUMNS``), in fetch time order."""
+    records = _records(layout(crawl_dir).out)
+    via, hop = _discovery(records)
+    memo: dict[str, str] = {}
+    for worker, rec in records:
+        t = rec.get("time") or 0.0
+        http = rec.get("status") or 0
+        err = rec.get("error")
+        status = http if http else HERITRIX_CODES.get(err or "", -5)
+        warc = rec.get("warc") or (None, None)
+        notes = []
+        if rec.get("dup_of"):
+            notes.append(f"duplicate:{rec.get('dup_kind') or 'exact'}")
+        if rec.get("revisit_of"):
+            notes.append("warcRevisit:" + ("notModified" if http == 304 else "digest"))
+        if err and http:
+            notes.append(f"err={err}")
+        yield {"time": t, "status": status, "size": rec.get("size") or 0, "url": rec["url"],
+               "discovery_path": _path(rec["url"], via, hop, memo), "via": via.get(rec["url"]),
+               "mime": rec.get("ctype") or None, "worker": worker, "fetch_time": t, "digest": rec.get("sha1"),
+               "source": None, "annotations": ",".join(notes) or None, "warc_filename": warc[0],
+               "warc_offset": warc[1], "duplicate_of": rec.get("dup_of"), "duplicate_kind": rec.get("dup_kind"),
+               "revisit_of": (rec.get("revisit_of") or [None])[0], "http_status": http, "error": err,
+               "epoch": rec.get("epoch", 0), "title": rec.get("title") or None}
+
+
+def heritrix_line(row: dict[str, Any]) -> str:
+    """A row as a Heritrix crawl.log line (space-separated, ``-`` for empty)."""
+    extra = {k: v for k, v in (("warcFilename", row["warc_filename"]), ("warcFileOffset", row["warc_offset"]),
+                               ("duplicateOf", row["duplicate_of"]), ("revisitOf", row["revisit_of"]),
+                               ("epoch", row["epoch"]), ("error", row["error"])) if v is not None}
+    fields = [_stamp(row["time"], True), f"{row['status']:>5}", f"{row['size']:>10}", row["url"],
+              row["discovery_path"] or "-", row["via"] or "-", row["mime"] or "-", f"#{row['worker']}",
+              _stamp(row["fetch_time"], False) + "+-", row["digest"] or "-", "-", row["annotations"] or "-",
+              json.dumps(extra, separators=(",", ":"))]
+    return " ".join(fields)
+
+
+def tsv_line(row: dict[str, Any]) -> str:
+    def cell(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return _stamp(v, True)
+        return str(v).replace("\t", " ").replace("\n", " ")
+    return "\t".join(cell(row[c]) for c in COLUMNS)
+
+
+def write_text(crawl_dir: str | Path, out: Path, fmt: str) -> int:
+    """Write the log as ``heritrix`` lines or a ``tsv`` table with a header; returns rows written."""
+    n = 0
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        if fmt == "tsv":
+            f.write("\t".join(COLUMNS) + "\n")
+        for row in rows(crawl_dir):
+            f.write((heritrix_line(row) if fmt == "heritrix" else tsv_line(row)) + "\n")
+            n += 1
+    tmp.replace(out)
+    return n
+
+
+def write_parquet(crawl_dir: str | Path, out: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = rows(crawl_dir)
+    data = {c: [] for c in COLUMNS}
+    for row in table:
+        for c in COLUMNS:
+            data[c].append(row[c])
+    types = {"time": pa.timestamp("ms", tz="UTC"), "fetch_time": pa.timestamp("ms", tz="UTC"), "status": pa.int32(),
+             "size": pa.int64(), "warc_offset": pa.int64(), "http_status": pa.int32(), "epoch": pa.int32()}
+    for c in ("time", "fetch_time"):
+        data[c] = [int(t * 1000) for t in data[c]]
+    arrays = {c: pa.array(v, types.get(c, pa.string())) for c, v in data.items()}
+    tmp = out.with_name(out.name + ".tmp")
+    pq.write_table(pa.table(arrays), tmp)
+    tmp.replace(out)
+    return len(data["url"])
