@@ -53,9 +53,10 @@ test: setup pywb lint
 test-fast: setup pywb
 	$(PYTEST) -m "not slow"
 
-# docs/settings.md is generated from raycrawl/settings.py (tests/test_settings.py checks it is current).
+# docs/settings.md and docs/sample-config.toml are generated from raycrawl/settings.py (tests/test_settings.py checks it is current).
 docs: setup
 	$(PY) -c "from raycrawl.settings import markdown; print(markdown(), end='')" > docs/settings.md
+	$(PY) -c "from raycrawl.settings import sample_config; print(sample_config(), end='')" > docs/sample-config.toml
 
 bench: setup
 	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done

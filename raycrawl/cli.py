@@ -18,6 +18,7 @@ from raycrawl.errors import UserError
 # Order here is the order shown in --help.
 COMMANDS = (
     "crawl",
+    "settings",
     "demo",
     "url",
     "robots",
@@ -53,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="raycrawl",
         description="A BUbiNG-class web crawler and web-analytics pipeline on Ray and Redis.",
     )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    from raycrawl import __version__
+
+    parser.add_argument("--version", action="version", version=f"raycrawl {__version__}")
+    _logging_options(parser, "")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -63,7 +67,27 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that stage is not built yet
             raise
         module.register(sub)
+    for leaf in _leaves(sub):  # `raycrawl crawl … -v` works as `raycrawl -v crawl …` does
+        _logging_options(leaf, "_sub")
     return parser
+
+
+def _logging_options(parser: argparse.ArgumentParser, suffix: str) -> None:
+    # A sub-command's copies write to their own dests (argparse lets a sub-parser's defaults
+    # overwrite the main parser's values); main() adds them up.
+    default = argparse.SUPPRESS if suffix else None
+    parser.add_argument("-v", "--verbose", action="count", dest="verbose" + suffix,
+                        default=argparse.SUPPRESS if suffix else 0, help="more logging (-vv for debug)")
+    parser.add_argument("--log-file", dest="log_file" + suffix, default=default, metavar="FILE",
+                        help="also write the log to FILE (appended)")
+
+
+def _leaves(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    out = []
+    for parser in dict.fromkeys(sub.choices.values()):
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        out.extend(_leaves(nested[0]) if nested else [parser])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,8 +96,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    verbose = args.verbose + getattr(args, "verbose_sub", 0)
+    log_file = getattr(args, "log_file_sub", None) or args.log_file
+    level = logging.WARNING - 10 * min(verbose, 2)
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level, format=fmt)
+    if log_file:
+        try:
+            handler = logging.FileHandler(log_file)
+        except OSError as exc:
+            print(f"raycrawl: error: cannot write the log file {log_file}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        handler.setFormatter(logging.Formatter(fmt))
+        logging.getLogger().addHandler(handler)
+        logging.getLogger().setLevel(level)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

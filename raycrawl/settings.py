@@ -298,10 +298,88 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def build_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
-    """Defaults, then ``config``, then ``overrides`` (None values mean "not given")."""
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``-s KEY=VALUE`` → (field name, value of the field's type). Booleans take true/false/on/off/
+    yes/no/1/0, lists comma-separated items, ``none`` (or nothing) unsets an optional setting."""
+    key, sep, raw = text.partition("=")
+    name = key.strip().replace("-", "_")
+    fields = {f.name: f for f in setting_fields()}
+    if not sep or name not in fields:
+        known = "" if sep else " (expected KEY=VALUE)"
+        raise UserError(f"-s {text!r}: unknown setting {key.strip()!r}{known}; `raycrawl settings` lists them")
+    kind = str(fields[name].type)
+    raw = raw.strip()
+    if raw.lower() in ("", "none", "null") and "None" in kind:
+        return name, _UNSET
+    try:
+        if kind.startswith("bool"):
+            flag = {"true": True, "on": True, "yes": True, "1": True, "false": False, "off": False, "no": False, "0": False}
+            return name, flag[raw.lower()]
+        if kind.startswith("int"):
+            return name, int(raw.replace("_", ""))
+        if kind.startswith("float"):
+            return name, float(raw)
+        if kind.startswith("list"):
+            return name, [item.strip() for item in raw.split(",") if item.strip()]
+    except (KeyError, ValueError):
+        raise UserError(f"-s {name}={raw}: not a valid {kind.replace(' | None', '')}") from None
+    return name, raw
+
+
+_UNSET = object()  # -s key=none: the setting back to None
+
+
+def build_settings(config: str | Path | None = None, assignments: list[str] | tuple[str, ...] = (),
+                   **overrides: Any) -> Settings:
+    """Defaults, then ``config``, then ``-s`` ``assignments``, then ``overrides`` (flags; None
+    values mean "not given"). ``settings_sources(s)`` says where each value came from."""
     s = Settings()
+    sources = {f.name: "default" for f in setting_fields()}
     if config:
-        s.update(load_config(config), str(config))
+        values = load_config(config)
+        s.update(values, str(config))
+        sources.update({k.replace("-", "_"): f"config {config}" for k, v in values.items() if v is not None})
+    for text in assignments:
+        name, value = parse_assignment(text)
+        if value is _UNSET:
+            setattr(s, name, None)
+        else:
+            s.update({name: value}, f"-s {text}")
+        sources[name] = f"-s {text}"
     s.update(overrides, "command line")
-    return s.validate()
+    sources.update({k: f"--{k.replace('_', '-')}" for k, v in overrides.items() if v is not None})
+    s.validate()
+    object.__setattr__(s, "_sources", sources)
+    return s
+
+
+def settings_sources(s: Settings) -> dict[str, str]:
+    """Where each value of a :func:`build_settings` result came from ("default", "config FILE",
+    "-s KEY=VALUE", "--flag")."""
+    return dict(getattr(s, "_sources", {f.name: "default" for f in setting_fields()}))
+
+
+def sample_config() -> str:
+    """A commented TOML config with every setting at its default (docs/sample-config.toml; `raycrawl
+    settings --sample`): uncomment what you change."""
+    import json
+
+    lines = ["# raycrawl crawl settings (raycrawl crawl --config THIS_FILE). Every key is also a flag",
+             "# (--host-delay 1.5) and a -s assignment (-s host_delay=1.5); `raycrawl settings` prints the",
+             "# effective values and where each came from. Generated from raycrawl/settings.py (make docs).",
+             "", "[crawl]"]
+    group = None
+    for f in setting_fields():
+        if f.metadata["group"] != group:
+            group = f.metadata["group"]
+            lines += ["", f"# --- {group} " + "-" * (90 - len(group))]
+        words, line = f.metadata["help"].replace("``", "`").split(), "#"
+        for word in words:
+            if len(line) + len(word) > 98:
+                lines.append(line)
+                line = "#"
+            line += " " + word
+        lines.append(line)
+        value = default_of(f)
+        lines.append(f"# {f.name} = " + ("(none)" if value is None else json.dumps(value)))
+    return "\n".join(lines) + "\n"

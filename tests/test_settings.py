@@ -12,9 +12,10 @@ import pytest
 from raycrawl.commands import crawl
 from raycrawl.policies.filters import build_postfetch, build_prefetch
 from raycrawl.policies.politeness import Politeness
-from raycrawl.settings import Settings, markdown, setting_fields
+from raycrawl.settings import Settings, default_of, markdown, sample_config, setting_fields
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
+SAMPLE = DOCS.with_name("sample-config.toml")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -66,3 +67,83 @@ def test_filters_and_politeness_take_their_defaults_from_settings() -> None:
 
 def test_docs_table_is_generated_from_settings() -> None:
     assert DOCS.read_text() == markdown(), "docs/settings.md is stale: run `make docs`"
+    assert SAMPLE.read_text() == sample_config(), "docs/sample-config.toml is stale: run `make docs`"
+
+
+def _other_value(f: dataclasses.Field):
+    """A valid value unlike the default, from the field's type alone, with its -s spelling."""
+    kind, default = str(f.type), default_of(f)
+    special = {"resolve": None, "dns_server": ("127.0.0.1:5353", "127.0.0.1:5353"),
+               "allow_networks": ("127.0.0.0/8", "127.0.0.0/8"), "focus": None, "spam_gate": None,
+               "robots_ttl": (60.0, "60"), "seeds": ("s.txt", "s.txt"), "redis_url": ("redis://127.0.0.1:1/0",) * 2,
+               "address": ("127.0.0.1:6379", "127.0.0.1:6379")}
+    if f.name in special:
+        return special[f.name]
+    if kind.startswith("bool"):
+        return (not default, "off" if default else "on")
+    if kind.startswith("int"):
+        return (default + 3, str(default + 3))
+    if kind.startswith("float"):
+        return (default + 0.25, str(default + 0.25))
+    if kind.startswith("list"):
+        return (["x", "y"], "x, y")
+    return ("zz", "zz")
+
+
+def test_dash_s_reaches_every_setting_and_settings_says_where_values_came_from(tmp_path, capsys) -> None:
+    """`-s KEY=VALUE` sets every setting (each typed from its field; checked through `raycrawl
+    settings --json`, which resolves as `crawl` does); flags beat -s, -s beats the config file;
+    bad keys and values are one-line errors."""
+    import json
+
+    from raycrawl.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text("[crawl]\nhost_delay = 9.0\nip_delay = 0.75\n")
+    checked = 0
+    for f in setting_fields():
+        other = _other_value(f)
+        if other is None:  # settings naming files that must exist (checked by validate)
+            continue
+        value, spelled = other
+        assert main(["settings", "--json", "-s", f"{f.name}={spelled}"]) == 0
+        got = json.loads(capsys.readouterr().out)[f.name]
+        assert got == {"value": value, "source": f"-s {f.name}={spelled}"}, f.name
+        checked += 1
+    assert checked >= len(setting_fields()) - 3
+    assert main(["settings", "--json", "--config", str(config), "-s", "host_delay=2", "--host-delay", "3",
+                 "-s", "max_pages=5"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["host_delay"] == {"value": 3.0, "source": "--host-delay"}
+    assert got["ip_delay"] == {"value": 0.75, "source": f"config {config}"}
+    assert got["max_pages"] == {"value": 5, "source": "-s max_pages=5"}
+    assert got["batch"]["source"] == "default"
+    for bad in (["-s", "nope=1"], ["-s", "max_pages=abc"], ["-s", "near_dup=maybe"], ["-s", "host_delay"]):
+        assert main(["settings", *bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "error" in err, err
+    assert main(["settings", "--sample"]) == 0
+    assert capsys.readouterr().out == sample_config()
+
+
+def test_version_and_logging_options_after_the_subcommand(tmp_path, capsys) -> None:
+    from raycrawl import __version__
+    from raycrawl.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"raycrawl {__version__}\n"
+    log = tmp_path / "run.log"
+    # after a sub-command (and a nested one) as before it: -vv makes the debug log reach the file
+    assert main(["settings", "-vv", "--log-file", str(log), "-s", "max_pages=2"]) == 0
+    assert main(["url", "http://a.test/", "x", "-v"]) == 0
+    assert main(["warc", "index", str(tmp_path / "none"), "-v"]) == 2
+    import logging
+
+    logging.getLogger("raycrawl.test").debug("written at debug level")
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(logging.WARNING)
+    assert "written at debug level" in log.read_text()

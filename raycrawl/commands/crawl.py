@@ -10,7 +10,8 @@ from raycrawl.argtypes import comma_list, non_negative_float, non_negative_int
 from raycrawl.errors import UserError
 from raycrawl.storage.crawl_dir import layout
 
-# Settings the command line must give (the others default as in docs/settings.md).
+# Settings the command line (a flag, -s or the config file) must give; the others default as in
+# docs/settings.md.
 REQUIRED = ("out",)
 
 
@@ -22,10 +23,19 @@ def register(subparsers) -> None:
         "Exits 0 when the frontier is empty or the page budget is spent. Every setting of "
         "docs/settings.md is a flag; see docs/crawling.md.",
     )
-    p.add_argument("--config", type=Path, help="settings file (.toml/.yaml); flags override it")
+    add_settings_options(p)
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     add_setting_flags(p)
     p.set_defaults(func=handle)
+
+
+def add_settings_options(parser: argparse.ArgumentParser) -> None:
+    """--config and -s, the two ways besides the flags to give settings (flags win, then -s, then the file)."""
+    parser.add_argument("--config", type=Path, help="settings file (.toml/.yaml; docs/sample-config.toml); "
+                        "-s and flags override it")
+    parser.add_argument("-s", "--set", action="append", default=[], dest="assignments", metavar="KEY=VALUE",
+                        help="set any setting of docs/settings.md (repeatable; flags override it), e.g. "
+                        "-s host_delay=1.5 -s near_dup=off")
 
 
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:
@@ -40,8 +50,8 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
             groups[group] = parser.add_argument_group(f"{group} settings")
         kind = str(f.type).replace(" | None", "")
         text = f.metadata["help"].replace("``", "").replace("%", "%%")
-        kwargs: dict = {"dest": f.name, "default": None, "required": f.name in REQUIRED,
-                        "help": text if f.name in REQUIRED else f"{text} (default: {show_default(f)})"}
+        kwargs: dict = {"dest": f.name, "default": None,
+                        "help": f"{text} (required)" if f.name in REQUIRED else f"{text} (default: {show_default(f)})"}
         if kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
@@ -66,9 +76,12 @@ def _check_ray_address(address: str) -> None:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from raycrawl.settings import build_settings, setting_fields
+    from raycrawl.settings import build_settings, setting_fields, settings_sources
 
-    s = build_settings(args.config, **{f.name: getattr(args, f.name) for f in setting_fields()})
+    s = build_settings(args.config, args.assignments, **{f.name: getattr(args, f.name) for f in setting_fields()})
+    missing = [name for name in REQUIRED if settings_sources(s)[name] == "default"]
+    if missing:
+        raise UserError(f"--{missing[0]} is required (a flag, -s {missing[0]}=… or the config file)")
     if not s.resume and not s.seeds:
         raise UserError("--seeds FILE is required (unless --resume)")
     # Fail fast, before anything starts or is written: the seeds, the hosts file, the cluster.

@@ -1,0 +1,41 @@
+"""``raycrawl settings``: the effective crawl settings and where each value came from, or a
+commented sample config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from raycrawl.commands.crawl import add_setting_flags, add_settings_options
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "settings", help="print the effective crawl settings and the source of each (default, config, -s, flag)",
+        description="Resolve settings exactly as `raycrawl crawl` would with the same --config, -s and flags, and "
+        "print each with its value and where it came from. --sample prints a commented config file with every "
+        "setting at its default (docs/sample-config.toml).")
+    p.add_argument("--sample", action="store_true", help="print a commented sample config (TOML) instead")
+    p.add_argument("--json", action="store_true", help="print JSON: {setting: {value, source}}")
+    add_settings_options(p)
+    add_setting_flags(p)
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from raycrawl.settings import build_settings, sample_config, setting_fields, settings_sources
+
+    if args.sample:
+        print(sample_config(), end="")
+        return 0
+    s = build_settings(args.config, args.assignments, **{f.name: getattr(args, f.name) for f in setting_fields()})
+    sources = settings_sources(s)
+    values = s.to_dict()
+    if args.json:
+        print(json.dumps({k: {"value": v, "source": sources[k]} for k, v in values.items()}, indent=2))
+        return 0
+    width = max(map(len, values))
+    for name, value in values.items():
+        shown = json.dumps(value) if not isinstance(value, str) else value
+        print(f"{name:<{width}}  {shown:<40}  {sources[name]}")
+    return 0
