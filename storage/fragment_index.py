@@ -75,6 +75,8 @@ class FragmentIndex:
     postings_blob: bytes | mmap.mmap = b""  # memory-mapped when loaded from disk
     stats: dict = field(default_factory=dict)
     snippets: list[str] = field(default_factory=list)  # docID → start of the latest version's visible text
+    # docID → its archived captures, one per version: [epoch, crawl dir, WARC file, offset, time, title]
+    captures: list[list[list]] = field(default_factory=list)
 
     # ------------------------------------------------------------------ access
     @property
@@ -128,7 +130,7 @@ class FragmentIndex:
             "hash_vals": np.fromiter(self.hash_table.values(), np.int64, len(self.hash_table)).tobytes(),
             "dictionary": {t: list(e) for t, e in self.dictionary.items()},
             "version_df": {t: [[k, v] for k, v in d.items()] for t, d in self.version_df.items()},
-            "stats": self.stats, "snippets": self.snippets,
+            "stats": self.stats, "snippets": self.snippets, "captures": self.captures,
         }
         for name, data in (("postings.bin", self.postings_blob), ("tables.msgpack", msgpack.packb(tables))):
             tmp = out / (name + ".tmp")
@@ -160,7 +162,7 @@ class FragmentIndex:
             dictionary={k: tuple(v) for k, v in t["dictionary"].items()},
             version_df={k: dict(map(tuple, v)) for k, v in t["version_df"].items()},
             postings_blob=_map(d / "postings.bin"), stats=t.get("stats", {}),
-            snippets=t.get("snippets", []),
+            snippets=t.get("snippets", []), captures=t.get("captures", []),
         )
 
 

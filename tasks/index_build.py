@@ -40,11 +40,16 @@ def _snippet(body: bytes | str) -> str:
     return " ".join(visible_text(body).split())[:SNIPPET_CHARS]
 
 
-def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None = None) -> Versions:
+Captures = dict[str, dict[int, list]]  # url → {epoch: [crawl dir, WARC file, offset, time, title]}
+
+
+def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None = None,
+                   captures: Captures | None = None) -> Versions:
     """Versions of every 200 HTML page of each view (``storage.crawl_epochs.views`` of the crawls,
     oldest first): a crawl is one epoch, a periodic crawl (``crawl --revisit``) one epoch per pass
     (an unchanged page keeps its version). ``snippets`` (if given) receives the start of each URL's
-    latest visible text."""
+    latest visible text; ``captures`` where each version is archived (the WARC record holding its
+    bytes, with that capture's time and title), for the search page's links."""
     from raycrawl.actors.parser import decode_body
     from raycrawl.storage.crawl_pages import iter_pages, snapshot_pages
 
@@ -52,6 +57,9 @@ def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None 
     done: dict[tuple[Path, str, int], tuple[list[str], str]] = {}  # a capture read once for all its epochs
     for epoch, view in enumerate(crawl_views):
         pages = iter_pages(view.dir) if view.snapshot is None else snapshot_pages(view.dir, view.records())
+        stored = {}
+        if captures is not None:  # the record whose WARC position holds the bytes: its time and title
+            stored = {tuple(r["warc"]): (r.get("time"), r.get("title") or "") for r in view.records() if r.get("warc")}
         n = 0
         for page in pages:
             key = (view.dir, *page.warc)
@@ -63,6 +71,9 @@ def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None 
             out.setdefault(page.url, {})[epoch], snippet = done[key]
             if snippets is not None:
                 snippets[page.url] = snippet
+            if captures is not None:
+                when, title = stored.get(tuple(page.warc), (None, ""))
+                captures.setdefault(page.url, {})[epoch] = [str(view.dir.resolve()), *page.warc, when, title]
             n += 1
         log.info("%s (epoch %d): %d HTML pages", view.name, epoch, n)
     return out
@@ -104,9 +115,9 @@ def page_scores(crawl_dir: str | Path | None) -> tuple[dict[str, float], dict[st
 
 def build_index(versions: Versions, policy: str = "global", b: int = DEFAULT_B, w: int = DEFAULT_W,
                 pagerank: dict[str, float] | None = None, spam: dict[str, float] | None = None,
-                snippets: dict[str, str] | None = None) -> FragmentIndex:
+                snippets: dict[str, str] | None = None, captures: Captures | None = None) -> FragmentIndex:
     """The fragment index of ``versions`` under ``policy`` (pages in URL order, versions by epoch)."""
-    from raycrawl.urls import host_of
+    from raycrawl.policies.spam_page import host_name  # spam scores are per host without port
 
     builder = FragmentIndexBuilder(policy, b, w)
     pagerank = pagerank or {}
@@ -114,8 +125,10 @@ def build_index(versions: Versions, policy: str = "global", b: int = DEFAULT_B, 
     for url in sorted(versions):
         vs = versions[url]
         builder.add_page(url, [(e, vs[e]) for e in sorted(vs)], pagerank.get(url),
-                         spam.get(host_of(url) or "") if spam else None)
+                         spam.get(host_name(url)) if spam else None)
     index = builder.finish()
     if snippets:
         index.snippets = [snippets.get(u, "") for u in index.urls]
+    if captures:
+        index.captures = [[[e, *c] for e, c in sorted(captures.get(u, {}).items())] for u in index.urls]
     return index

@@ -85,8 +85,9 @@ def _text(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
-async def test_search_page_in_headless_chromium(server, tmp_path):  # noqa: F811
+async def test_search_page_in_headless_chromium(server, two_crawls, tmp_path):  # noqa: F811
     index_dir, base = server
+    _, webs = two_crawls
     query = "eruption volcano"
     want, _, _ = run_query(open_index(index_dir), query, 10)
     assert want and all(h.pagerank is not None and h.spam is not None for h in want)
@@ -98,19 +99,61 @@ async def test_search_page_in_headless_chromium(server, tmp_path):  # noqa: F811
     assert f'name="q" value="{query}"' in dom
     hits = re.findall(r'<li class="hit">(.*?)</li>', dom, re.S)
     assert len(hits) == len(want), dom[:3000]
+    captures = []
     for li, h in zip(hits, want, strict=True):
         a = re.search(r'<a class="url" href="([^"]+)">([^<]+)</a>', li)
         assert a and html.unescape(a.group(1)) == h.url == html.unescape(a.group(2))
+        # the title is the page's own <title> (of its latest version), linked to that capture
+        title = re.search(r'<a class="title" href="([^"]+)">([^<]+)</a>', li)
+        latest = max(e for e in (0, 1) if h.url in webs[e][0])
+        assert html.unescape(title.group(2)) == re.search(rb"<title>(.*?)</title>", webs[latest][0][h.url]).group(1).decode()
+        assert title.group(1) == f"/capture/{h.page}/{latest}"
         snippet = re.search(r'<div class="snippet">(.*?)</div>', li, re.S).group(1)
         assert _text(snippet).strip()
         meta = _text(re.search(r'<div class="meta">(.*?)</div>', li, re.S).group(1))
         assert f"score {h.score:.3f}" in meta
-        assert f"PageRank {h.pagerank:.3g}" in meta and f"spam {h.spam:.2f}" in meta
+        # spam filled (scores are per bare host; the crawled URLs carry a port)
+        assert f"PageRank {h.pagerank:.3g}" in meta and f"spam {h.spam:.2f}" in meta and "spam –" not in meta
         versions = _text(re.search(r'<div class="versions">(.*?)</div>', li, re.S).group(1))
-        assert versions == "versions: " + ", ".join(f"epoch {v.epoch} ({v.score:.2f})" for v in h.versions)
+        scores = {v.epoch: v.score for v in h.versions}
+        for e in (0, 1):
+            if h.url in webs[e][0]:
+                shown = f"epoch {e}" + (f" ({scores[e]:.2f})" if e in scores else "")
+                assert re.search(re.escape(shown) + r" \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", versions), versions
+                captures.append((f"/capture/{h.page}/{e}", webs[e][0][h.url]))
     marked = [m.lower() for li in hits for m in re.findall(r"<mark>([^<]+)</mark>", li)]
     assert "eruption" in marked and "volcano" in marked
-    assert f"{len(want)} result(s)" in dom
+    assert f"results 1–{len(want)}" in dom
+
+    # Each capture link opens the archived bytes of that version, from the WARC record.
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        for link, body in captures:
+            async with session.get(base + link) as resp:
+                assert resp.status == 200 and await resp.read() == body, link
+                assert "default-src 'none'" in resp.headers["Content-Security-Policy"]
+        async with session.get(f"{base}/capture/{len(want) + 999}/0") as resp:
+            assert resp.status == 404
+    dom = await _chrome(tmp_path, base + captures[0][0], "--dump-dom")  # Chromium renders the capture
+    assert re.search(rb"<title>(.*?)</title>", captures[0][1]).group(1).decode() in dom
+
+    # Pagination: 4 per page; "next" leads to hits 5-8 of the same ranking.
+    more, _, _ = run_query(open_index(index_dir), query, 12, True)
+    dom = await _chrome(tmp_path, f"{base}/?{urlencode({'q': query, 'k': 4, 'or': 1})}", "--dump-dom")
+    nxt = html.unescape(re.search(r'<a rel="next" href="([^"]+)">next</a>', dom).group(1))
+    dom2 = await _chrome(tmp_path, base + nxt + "&k=4&or=1", "--dump-dom")
+    urls2 = [html.unescape(u) for u in re.findall(r'<a class="url" href="([^"]+)">', dom2)]
+    assert urls2 == [h.url for h in more[4:8]] and "results 5–8" in dom2
+    assert re.search(r'<a rel="prev" href="[^"]+page=1', dom2)
+
+    # The temporal mode is a form with a heading; its submission ranks what changed between epochs.
+    dom = await _chrome(tmp_path, url, "--dump-dom")
+    assert "<summary>Temporal search" in dom and 'name="t1"' in dom and 'name="t2"' in dom
+    dom = await _chrome(tmp_path, f"{base}/?{urlencode({'q': 'eruption', 't1': 0, 't2': 1, 'method': 'pagerank'})}",
+                        "--dump-dom")
+    assert "Temporal search: what changed between epochs 0 and 1 (pagerank)" in dom
+    assert re.findall(r'<li class="hit">', dom)
 
     # Bad input: the clear one-line error, the query echoed escaped (no script element in the DOM).
     bad = f"{base}/?{urlencode({'q': '<script>x</script> word', 'version': 'abc'})}"

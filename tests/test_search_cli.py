@@ -5,6 +5,7 @@ websim renderer's bytes), checked against a brute-force scan of the renderer's w
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -17,6 +18,11 @@ from raycrawl.tasks.query import BruteForce
 from raycrawl.text import stems
 from raycrawl.websim.model import WebModel
 from raycrawl.websim.render import Renderer
+
+
+def _title(body: bytes) -> str:
+    m = re.search(rb"<title>(.*?)</title>", body)
+    return m.group(1).decode() if m else ""
 
 
 def _write_crawl(crawl_dir, pages: dict[str, bytes], links: dict[str, list[str]] | None = None) -> None:
@@ -34,7 +40,7 @@ def _write_crawl(crawl_dir, pages: dict[str, bytes], links: dict[str, list[str]]
         recs.append({"url": url, "status": 200, "ctype": "text/html", "time": now, "ip": "127.0.0.1",
                      "size": len(body), "digest": None, "dup_of": None, "dup_kind": None,
                      "links": (links or {}).get(url, []),
-                     "redirect": None, "error": None, "title": "", "warc": [name, off], "epoch": 0})
+                     "redirect": None, "error": None, "title": _title(body), "warc": [name, off], "epoch": 0})
     # A non-HTML record must not be indexed.
     recs.append({"url": "http://x.test/a.png", "status": 200, "ctype": "image/png", "time": 0.0, "ip": "",
                  "size": 0, "digest": None, "dup_of": None, "dup_kind": None, "links": [], "redirect": None,

@@ -41,7 +41,7 @@ async def test_page_and_api(server):
         assert data["results"][0]["versions"] == [{"epoch": v.epoch, "score": v.score} for v in want[0].versions]
         async with s.get(base, params={"q": "eruption volcano"}) as r:
             page = await r.text()
-        assert r.status == 200 and all(h.url in page for h in want) and "versions: epoch 1" in page
+        assert r.status == 200 and all(h.url in page for h in want) and "captures: <a class=\"capture\" href=\"/capture/" in page
         assert "<mark>eruption</mark>" in page
         async with s.get(base, params={"q": "eruption", "t1": "0", "t2": "1"}) as r:
             assert r.status == 200 and "change" in await r.text()

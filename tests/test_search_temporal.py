@@ -41,9 +41,10 @@ def _web(epoch: int):
             out += rng.sample(range(N), 4)
         if i == 25:
             words += ["eruption"]  # an unchanged page that also matches
-        url = f"http://h{i % 5}.test/p{i}"
-        pages[url] = ("<html><body><p>" + " ".join(words) + "</p></body></html>").encode()
-        links[url] = [f"http://h{j % 5}.test/p{j}" for j in out if j != i]
+        url = f"http://h{i % 5}.test:8080/p{i}"  # with a port, as crawled URLs of websim have
+        pages[url] = (f"<html><head><title>Page {i} of epoch {epoch}</title></head><body><p>" + " ".join(words)
+                      + "</p></body></html>").encode()
+        links[url] = [f"http://h{j % 5}.test:8080/p{j}" for j in out if j != i]
     return pages, links
 
 
@@ -102,7 +103,7 @@ def test_change_and_ranks_against_independent_computation(two_crawls, capsys):
     out = json.loads(r.stdout)
     assert len(out["results"]) == 5
     # The pages that changed and now mention the query outrank the unchanged matching page 25.
-    changed = {f"http://h{i % 5}.test/p{i}" for i in range(10)}
+    changed = {f"http://h{i % 5}.test:8080/p{i}" for i in range(10)}
     assert out["results"][0]["url"] in changed
     for method in ("hits-auth", "hits-hub", "baseline"):
         r = cli(capsys, "search", root / "e1", "eruption", "--temporal", "0", "1", "--method", method)

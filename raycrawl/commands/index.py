@@ -62,12 +62,13 @@ def build(crawl_dir: Path, older: list[Path] | None = None, policy: str = "globa
         _check_crawl(d)
     t0 = time.perf_counter()
     snippets: dict[str, str] = {}
+    captures: dict = {}
     crawl_views = views(crawls)
-    versions = crawl_versions(crawl_views, snippets)
+    versions = crawl_versions(crawl_views, snippets, captures)
     if not versions:
         raise UserError(f"{crawl_dir}: no HTML pages with status 200 to index")
     pr, spam = page_scores(crawl_dir)
-    index = build_index(versions, policy, b, w, pr, spam, snippets)
+    index = build_index(versions, policy, b, w, pr, spam, snippets, captures)
     out = out or layout(crawl_dir).index
     index.save(out)
     stats = dict(index.stats, seconds=round(time.perf_counter() - t0, 2), index_dir=str(out),
