@@ -11,7 +11,8 @@ status stays in the table as ``http_status``.
 
 The link records do not carry who discovered a URL, so ``via`` is reconstructed: the page fetched
 earliest among those linking to it (or redirecting to it: ``R``), provided it was fetched before
-it; a URL without one is a seed (discovery path ``-``). The discovery path follows ``via``s back to
+it; a seed has none (discovery path ``-``; the seeds are read from the file the crawl's settings,
+stored in each WARC file's warcinfo record, name). The discovery path follows ``via``s back to
 a seed, one letter per hop (``L`` link, ``R`` redirect), as Heritrix's does. For a one-agent crawl
 this is the page whose parse first queued the URL, up to the order of a batch; with several agents
 it is the earliest linking page in time.
@@ -51,7 +52,32 @@ def _records(crawl_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _discovery(records: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, str], dict[str, str]]:
+def crawl_seeds(crawl_dir: Path) -> set[str]:
+    """The crawl's seed URLs: the ``seeds`` file named in the settings of its first WARC file's
+    warcinfo record (empty when that file is gone)."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    from raycrawl.errors import UserError
+    from raycrawl.seeds import read_seeds
+    from raycrawl.storage.warc import warc_files
+
+    files = warc_files(layout(crawl_dir).warc)
+    if not files:
+        return set()
+    with open(files[0], "rb") as f:
+        for rec in ArchiveIterator(f, record_types=WarcRecordType.warcinfo):
+            for line in rec.reader.read().decode("utf-8", "replace").splitlines():
+                if line.startswith("raycrawl-settings: "):
+                    seeds = json.loads(line.split(": ", 1)[1]).get("seeds")
+                    try:
+                        return set(read_seeds(seeds)) if seeds else set()
+                    except (UserError, OSError):
+                        return set()
+            break
+    return set()
+
+
+def _discovery(records: list[tuple[str, dict[str, Any]]], seeds: set[str]) -> tuple[dict[str, str], dict[str, str]]:
     """(via, hop letter) of every URL that has a discoverer (see the module doc)."""
     fetched = {}
     for _, rec in records:
@@ -64,7 +90,7 @@ def _discovery(records: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, str
         if rec.get("redirect"):
             targets.append((rec["redirect"], "R"))
         for url, letter in targets:
-            if url not in via and url != rec["url"] and fetched.get(url, math.inf) > t:
+            if url not in via and url not in seeds and url != rec["url"] and fetched.get(url, math.inf) > t:
                 via[url], hop[url] = rec["url"], letter
     return via, hop
 
@@ -84,7 +110,7 @@ def _path(url: str, via: dict[str, str], hop: dict[str, str], memo: dict[str, st
 def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
     """One dict per link record (columns ``COLUMNS``), in fetch time order."""
     records = _records(layout(crawl_dir).out)
-    via, hop = _discovery(records)
+    via, hop = _discovery(records, crawl_seeds(layout(crawl_dir).out))
     memo: dict[str, str] = {}
     for worker, rec in records:
         t = rec.get("time") or 0.0
