@@ -349,7 +349,7 @@ def build_settings(config: str | Path | None = None, assignments: list[str] | tu
     s.update(overrides, "command line")
     sources.update({k: f"--{k.replace('_', '-')}" for k, v in overrides.items() if v is not None})
     s.validate()
-    object.__setattr__(s, "_sources", sources)
+    s._sources = sources  # not a field: to_dict() and the docs leave it out
     return s
 
 

@@ -41,7 +41,6 @@ def file_lines(path: Path, include_not_modified: bool = False) -> list[str]:
 
     out = io.StringIO()
     indexer = CDXJIndexer(output=out, inputs=[])
-    indexer.output = out
     try:
         with open(path, "rb") as f:
             indexer.process_one(f, out, str(path))

@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
@@ -156,16 +156,23 @@ def tsv_line(row: dict[str, Any]) -> str:
     return "\t".join(cell(row[c]) for c in COLUMNS)
 
 
-def write_text(crawl_dir: str | Path, out: Path, fmt: str) -> int:
-    """Write the log as ``heritrix`` lines or a ``tsv`` table with a header; returns rows written."""
+def write_lines(crawl_dir: str | Path, f: TextIO, fmt: str) -> int:
+    """Write the log to ``f`` as ``heritrix`` lines or a ``tsv`` table with a header; returns rows written."""
+    if fmt == "tsv":
+        f.write("\t".join(COLUMNS) + "\n")
+    line = heritrix_line if fmt == "heritrix" else tsv_line
     n = 0
+    for row in rows(crawl_dir):
+        f.write(line(row) + "\n")
+        n += 1
+    return n
+
+
+def write_text(crawl_dir: str | Path, out: Path, fmt: str) -> int:
+    """:func:`write_lines` into the file ``out``, replaced atomically."""
     tmp = out.with_name(out.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        if fmt == "tsv":
-            f.write("\t".join(COLUMNS) + "\n")
-        for row in rows(crawl_dir):
-            f.write((heritrix_line(row) if fmt == "heritrix" else tsv_line(row)) + "\n")
-            n += 1
+        n = write_lines(crawl_dir, f, fmt)
     tmp.replace(out)
     return n
 
@@ -174,9 +181,8 @@ def write_parquet(crawl_dir: str | Path, out: Path) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = rows(crawl_dir)
     data = {c: [] for c in COLUMNS}
-    for row in table:
+    for row in rows(crawl_dir):
         for c in COLUMNS:
             data[c].append(row[c])
     types = {"time": pa.timestamp("ms", tz="UTC"), "fetch_time": pa.timestamp("ms", tz="UTC"), "status": pa.int32(),

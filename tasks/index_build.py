@@ -57,7 +57,7 @@ def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None 
     done: dict[tuple[Path, str, int], tuple[list[str], str]] = {}  # a capture read once for all its epochs
     for epoch, view in enumerate(crawl_views):
         pages = iter_pages(view.dir) if view.snapshot is None else snapshot_pages(view.dir, view.records())
-        stored = {}
+        stored, crawl = {}, str(view.dir.resolve())
         if captures is not None:  # the record whose WARC position holds the bytes: its time and title
             stored = {tuple(r["warc"]): (r.get("time"), r.get("title") or "") for r in view.records() if r.get("warc")}
         n = 0
@@ -73,7 +73,7 @@ def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None 
                 snippets[page.url] = snippet
             if captures is not None:
                 when, title = stored.get(tuple(page.warc), (None, ""))
-                captures.setdefault(page.url, {})[epoch] = [str(view.dir.resolve()), *page.warc, when, title]
+                captures.setdefault(page.url, {})[epoch] = [crawl, *page.warc, when, title]
             n += 1
         log.info("%s (epoch %d): %d HTML pages", view.name, epoch, n)
     return out

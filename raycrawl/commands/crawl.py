@@ -75,10 +75,17 @@ def _check_ray_address(address: str) -> None:
         raise UserError(f"no Ray cluster answers at --address {address}: {exc.strerror or exc}") from None
 
 
-def settings_from_args(args: argparse.Namespace):
-    from raycrawl.settings import build_settings, setting_fields, settings_sources
+def resolve_settings(args: argparse.Namespace):
+    """The settings the parsed --config, -s and flags give (``raycrawl settings`` shows the same)."""
+    from raycrawl.settings import build_settings, setting_fields
 
-    s = build_settings(args.config, args.assignments, **{f.name: getattr(args, f.name) for f in setting_fields()})
+    return build_settings(args.config, args.assignments, **{f.name: getattr(args, f.name) for f in setting_fields()})
+
+
+def settings_from_args(args: argparse.Namespace):
+    from raycrawl.settings import settings_sources
+
+    s = resolve_settings(args)
     missing = [name for name in REQUIRED if settings_sources(s)[name] == "default"]
     if missing:
         raise UserError(f"--{missing[0]} is required (a flag, -s {missing[0]}=… or the config file)")

@@ -36,8 +36,5 @@ def handle(args: argparse.Namespace) -> int:
         n = crawl_log.write_text(args.dir, args.out, args.format)
         print(f"{n} rows written to {args.out}", file=sys.stderr)
     else:
-        if args.format == "tsv":
-            print("\t".join(crawl_log.COLUMNS))
-        for row in crawl_log.rows(args.dir):
-            print(crawl_log.heritrix_line(row) if args.format == "heritrix" else crawl_log.tsv_line(row))
+        crawl_log.write_lines(args.dir, sys.stdout, args.format)
     return 0

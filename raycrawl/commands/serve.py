@@ -89,19 +89,21 @@ def results(index, index_dir: Path, params, pywb: str | None = None) -> dict:
         if method not in METHODS:
             raise UserError(f"method must be one of {', '.join(METHODS)}")
         (top, edges), qterms = run_temporal(index, index_dir, q, t1, t2, want, method, 0.5)
-        shown = top[first: first + k]
         return {**common, "terms": qterms, "temporal": [t1, t2], "method": method, "more": len(top) > first + k,
                 "edges": [[index.urls[u], index.urls[v]] for u, v in edges],
-                "results": [{"url": h.url, "title": _title(index, h.page), "score": h.score, "ir": h.ir,
-                             "change": h.change, "snippet": _snip(index, h.page, qterms),
-                             "pagerank": index.pagerank[h.page], "spam": index.spam[h.page], "versions": [],
-                             "captures": _captures(index, h.page, pywb)} for h in shown]}
+                "results": [_hit(index, h.page, h.score, qterms, pywb, ir=h.ir, change=h.change, versions=[])
+                            for h in top[first: first + k]]}
     hits, qterms, _ = run_query(index, q, want, params.get("or") in ("1", "on", "true"), version)
-    shown = hits[first: first + k]
     return {**common, "terms": qterms, "more": len(hits) > first + k, "results": [
-        {"url": h.url, "title": _title(index, h.page), "score": h.score, "snippet": _snip(index, h.page, qterms),
-         "pagerank": h.pagerank, "spam": h.spam, "versions": [{"epoch": v.epoch, "score": v.score} for v in h.versions],
-         "captures": _captures(index, h.page, pywb)} for h in shown]}
+        _hit(index, h.page, h.score, qterms, pywb, versions=[{"epoch": v.epoch, "score": v.score} for v in h.versions])
+        for h in hits[first: first + k]]}
+
+
+def _hit(index, page: int, score: float, qterms: list[str], pywb: str | None, **extra) -> dict:
+    """One result as the page and the API show it (``extra``: what the query kind adds)."""
+    return {"url": index.urls[page], "title": _title(index, page), "score": score,
+            "snippet": _snip(index, page, qterms), "pagerank": index.pagerank[page], "spam": index.spam[page],
+            **extra, "captures": _captures(index, page, pywb)}
 
 
 def _snip(index, page: int, qterms: list[str], width: int = 240) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from raycrawl.commands.crawl import add_setting_flags, add_settings_options
+from raycrawl.commands.crawl import add_setting_flags, add_settings_options, resolve_settings
 
 
 def register(subparsers) -> None:
@@ -23,12 +23,12 @@ def register(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from raycrawl.settings import build_settings, sample_config, setting_fields, settings_sources
+    from raycrawl.settings import sample_config, settings_sources
 
     if args.sample:
         print(sample_config(), end="")
         return 0
-    s = build_settings(args.config, args.assignments, **{f.name: getattr(args, f.name) for f in setting_fields()})
+    s = resolve_settings(args)
     sources = settings_sources(s)
     values = s.to_dict()
     if args.json:
