@@ -81,7 +81,8 @@ def results(index, index_dir: Path, params, pywb: str | None = None) -> dict:
         raise UserError("k and page must be positive")
     first = (page - 1) * k
     want = first + k + 1  # one more than shown: is there a next page?
-    common = {"query": q, "page": page, "k": k, "first": first + 1}
+    any_term = params.get("or") in ("1", "on", "true")
+    common = {"query": q, "page": page, "k": k, "first": first + 1, "or": any_term, "version": version}
     if (t1 is None) != (t2 is None):
         raise UserError("a temporal search needs both t1 and t2 (the two epochs)")
     if t1 is not None and t2 is not None:
@@ -93,7 +94,7 @@ def results(index, index_dir: Path, params, pywb: str | None = None) -> dict:
                 "edges": [[index.urls[u], index.urls[v]] for u, v in edges],
                 "results": [_hit(index, h.page, h.score, qterms, pywb, ir=h.ir, change=h.change, versions=[])
                             for h in top[first: first + k]]}
-    hits, qterms, _ = run_query(index, q, want, params.get("or") in ("1", "on", "true"), version)
+    hits, qterms, _ = run_query(index, q, want, any_term, version)
     return {**common, "terms": qterms, "more": len(hits) > first + k, "results": [
         _hit(index, h.page, h.score, qterms, pywb, versions=[{"epoch": v.epoch, "score": v.score} for v in h.versions])
         for h in hits[first: first + k]]}
@@ -119,8 +120,14 @@ def _snip(index, page: int, qterms: list[str], width: int = 240) -> str:
 def _page_link(answer: dict, page: int) -> str:
     from urllib.parse import urlencode
 
-    keep = {k: answer[k] for k in ("query",) if answer.get(k)}
-    params = {"q": keep.get("query", ""), "page": page}
+    # the same search, another page: every parameter that shapes the ranking or the page size kept
+    params = {"q": answer.get("query", ""), "page": page}
+    if answer.get("k", PAGE_SIZE) != PAGE_SIZE:
+        params["k"] = answer["k"]
+    if answer.get("or"):
+        params["or"] = 1
+    if answer.get("version") is not None:
+        params["version"] = answer["version"]
     if answer.get("temporal"):
         params.update(t1=answer["temporal"][0], t2=answer["temporal"][1], method=answer.get("method", "pagerank"))
     return "/?" + urlencode(params)
