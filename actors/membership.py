@@ -141,7 +141,10 @@ class Membership:
                 except ray.exceptions.RayError as exc:
                     if storage_failure(exc) is not None:  # not a death: the whole crawl must stop
                         raise
-                    log.warning("agent %s died: %s", name, str(exc).splitlines()[0])
+                    if isinstance(exc, ray.exceptions.RayTaskError):  # its loop raised: a bug, say where
+                        log.error("agent %s failed; its hosts go to the others:\n%s", name, exc)
+                    else:
+                        log.warning("agent %s died: %s", name, str(exc).splitlines()[0])
                     dead.append(name)
             joined: list[str] = []
             if self.s.elastic and time.time() >= next_poll:

@@ -65,27 +65,36 @@ class Virtualizer:
         self.spilled += len(paths)
 
     def refill(self, host: str, ip: str, n: int) -> int:
-        """Move up to ``n`` of the host's oldest virtualized URLs to the end of its visit state."""
-        r = self.f.r
-        off = int(r.hget(self.f.k.voff, host) or 0)
-        end = int(r.hget(self.f.k.vend, host) or 0)
-        paths: list[str] = []
-        with open(self.path(host), "rb") as fh:
-            fh.seek(off)
-            while len(paths) < n and off < end:
-                line = fh.readline()
-                off += len(line)
-                paths.append(line.decode().rstrip("\n"))
-        with r.pipeline(transaction=True) as pipe:
-            self.f.add([(host, ip, paths)], pipe=pipe)
-            if off >= end:  # queue drained: forget it
-                pipe.hdel(self.f.k.voff, host)
-                pipe.hdel(self.f.k.vend, host)
-                pipe.hdel(self.f.k.virt, host)
-            else:
-                pipe.hset(self.f.k.voff, host, off)
-                pipe.hincrby(self.f.k.virt, host, -len(paths))
-            pipe.execute()
+        """Move up to ``n`` of the host's oldest virtualized URLs to the end of its visit state.
+        ``voff`` is WATCHed from its read to the transaction that moves it: if the connection to
+        Redis breaks in between (a restart), the refill is dropped rather than possibly applied
+        twice (the URLs queued twice); the next step refills again from the offset Redis holds."""
+        with self.f.r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self.f.k.voff)
+                off = int(pipe.hget(self.f.k.voff, host) or 0)
+                end = int(pipe.hget(self.f.k.vend, host) or 0)
+                paths: list[str] = []
+                with open(self.path(host), "rb") as fh:
+                    fh.seek(off)
+                    while len(paths) < n and off < end:
+                        line = fh.readline()
+                        off += len(line)
+                        paths.append(line.decode().rstrip("\n"))
+                pipe.multi()
+                self.f.add([(host, ip, paths)], pipe=pipe)
+                if off >= end:  # queue drained: forget it
+                    pipe.hdel(self.f.k.voff, host)
+                    pipe.hdel(self.f.k.vend, host)
+                    pipe.hdel(self.f.k.virt, host)
+                else:
+                    pipe.hset(self.f.k.voff, host, off)
+                    pipe.hincrby(self.f.k.virt, host, -len(paths))
+                pipe.execute()
+            except redis.WatchError:
+                log.info("virtualizer: refill of %s dropped (Redis restarted, or another agent refilled meanwhile)",
+                         host)
+                return 0
         if off >= end:
             self.path(host).unlink(missing_ok=True)
         self.refilled += len(paths)

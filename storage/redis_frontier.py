@@ -65,6 +65,7 @@ from pathlib import Path
 import redis
 
 from raycrawl.errors import UserError
+from raycrawl.storage.lua_script import LuaScript
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,8 @@ class RedisFrontier:
         self.v = self.view_prefix(view)
         self.k = Keys(prefix, self.v)
         self._scripts = {
-            name: client.register_script("".join((LUA_DIR / f"{part}.lua").read_text()
-                                                 for part in (*FRAGMENTS.get(name, ()), name)))
+            name: LuaScript(client, "".join((LUA_DIR / f"{part}.lua").read_text()
+                                            for part in (*FRAGMENTS.get(name, ()), name)))
             for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit", "borrow")
         }
         if register:

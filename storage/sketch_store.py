@@ -34,6 +34,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from raycrawl.storage.lua_script import LuaScript
+
 log = logging.getLogger(__name__)
 
 
@@ -101,7 +103,7 @@ class RedisSketchStore:
         self.client = connect(redis_url)
         self.prefix = key_prefix
         self.meta = {k: str(v) for k, v in meta.items()}
-        self._hsetnx_many = self.client.register_script(HSETNX_MANY)
+        self._hsetnx_many = LuaScript(self.client, HSETNX_MANY)
         self._check_meta()
 
     def _key(self, name: str) -> str:

@@ -216,6 +216,7 @@ def crawl_slice(web, args: list[str], nodes: int, cwd: Path, **kw):
     web.flush_log()
     n0 = len(web.requests())
     proc = crawl_on_cluster(args, nodes, cwd, **kw)
+    print(proc.stderr[-6000:])  # pytest shows it when a later check fails
     assert proc.returncode == 0, proc.stderr[-3000:]
     web.flush_log()
     return proc, web.requests()[n0:], web.manifest
@@ -387,6 +388,7 @@ def test_redis_restart_mid_crawl(web_and_baseline) -> None:
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHANGED redis")]
     rep = json.loads((out / "report.json").read_text())
     assert int(line.split()[-1]) < rep["pages"] - 50, "the crawl did not go on after the restart"
+    assert [a["stopped"] for a in rep["agents"]] == ["frontier empty"] * 2, rep["agents"]
     check_against_baseline(one, out, requests, manifest, may_refetch=in_flight_at_faults(proc))
 
 

@@ -82,3 +82,86 @@ def test_external_redis_gone_stops_with_one_line_then_resume(tmp_path: Path) -> 
             check_crawl(out, web, web.audit(HOST_DELAY, IP_DELAY), canonical_in_flight(in_flight))
     finally:
         server.stop()
+
+
+# --- one write across a restart: applied once or not at all ------------------------------------------
+# The client's write is held by CLIENT PAUSE WRITE after redis-py checked the pipeline's scripts
+# (SCRIPT EXISTS), then the server restarts from its AOF with an empty script cache, and the client's
+# retry sends the write to the new server: the moment a restart under a crawl can hit.
+
+def _restart_under(server, client_call):
+    """Run ``client_call`` in a thread while Redis holds writes, restart the server once a write of
+    the call is held, and return what the call returned or raised."""
+    import threading
+
+    admin = redis.Redis.from_url(server.url)
+    admin.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(client_call())
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while time.time() < deadline and not any("b" in c["flags"] for c in admin.client_list()):
+        time.sleep(0.01)  # until the call is held (flag b: postponed by the pause)
+    assert time.time() < deadline, "the call never reached Redis"
+    admin.close()
+    server.stop()
+    server.start()
+    thread.join(60)
+    assert outcome, "the call did not come back after the restart"
+    return outcome[0]
+
+
+def test_virtual_queue_refill_across_a_restart_loses_nothing(tmp_path: Path) -> None:
+    """A refill held at its EXEC when Redis restarts: after it and the refills that follow, the
+    visit state holds every spilled URL once, in order (it once lost them: the transaction applied
+    its offset move without its NOSCRIPT-failed script)."""
+    from raycrawl.actors.virtualizer import Virtualizer
+    from raycrawl.redis_server import EmbeddedRedis, connect
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    try:
+        f = RedisFrontier(connect(server.url), "t:", view="agent0")
+        virt = Virtualizer(tmp_path / "virt", f, budget=2)
+        host, ip, paths = "http://a.test:1", "127.0.0.2", [f"/p{i}" for i in range(7)]
+        f.add([("http://b.test:1", ip, ["/warm"])])  # the add script in the server's cache
+        with f.r.pipeline(transaction=True) as pipe:
+            virt.spill(host, paths, pipe)
+            pipe.execute()
+        got = _restart_under(server, lambda: virt.refill(host, ip, 3))
+        assert not isinstance(got, Exception), repr(got)
+        while virt.virtualized([host])[0]:
+            virt.refill(host, ip, 3)
+        assert [p.decode() for p in f.r.lrange(f.k.visit_state(host), 0, -1)] == paths
+    finally:
+        server.stop()
+
+
+def test_release_and_acquire_across_a_restart(tmp_path: Path) -> None:
+    """The fetchers' one round trip (a pipeline of two scripts) held when Redis restarts: it
+    completes on the new server (it raised NOSCRIPT), and every URL is queued or in flight once."""
+    from raycrawl.redis_server import EmbeddedRedis, connect
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    try:
+        f = RedisFrontier(connect(server.url), "t:", view="agent0")
+        hosts = [f"http://h{i}.test:1" for i in range(3)]
+        f.add([(h, f"127.0.0.{i + 2}", ["/a", "/b"]) for i, h in enumerate(hosts)])
+        (got, _) = f.acquire(time.time(), 1)
+        (host, ip, path), = got
+        got = _restart_under(server, lambda: f.release_and_acquire([(host, ip, 0.0, 0.0, [path])], time.time(), 3))
+        assert not isinstance(got, Exception), repr(got)
+        queued = [h + p.decode() for h in hosts for p in f.r.lrange(f.k.visit_state(h), 0, -1)]
+        inflight = [k.decode() for k in f.r.hkeys(f.k.inflight)]
+        assert sorted(queued + inflight) == sorted(h + p for h in hosts for p in ("/a", "/b"))
+        assert sorted(inflight) == sorted(h + p for h, _, p in got[0])
+    finally:
+        server.stop()
