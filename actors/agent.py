@@ -110,7 +110,8 @@ class Agent:
         if gate is not None:  # what it blocked before a resume, or another agent's gate
             gate.blocked.update(self.f.spam_blocked())
         self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, self.near, gate,
-                                        budgeted=bool(s.max_pages), focus=self.focus, epoch=self.epoch)
+                                        budgeted=bool(s.max_pages), focus=self.focus, epoch=self.epoch,
+                                        follow_sitemaps=s.follow_sitemaps)
         self.redis_run_id = self.client.info("server")["run_id"]
         if self.epoch:
             queue_revisits(self.out, self.epoch, self.crew.sieve, lambda u: self.router.owner(u) == self.name)

@@ -31,6 +31,7 @@ from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.parser import page_text
 from raycrawl.actors.visit_batch import decide, exact_duplicates, link_record
 from raycrawl.exchange import FetchResult
+from raycrawl.sitemaps import is_sitemap
 from raycrawl.storage.crawl_pages import is_page
 from raycrawl.storage.redis_frontier import RedisFrontier
 from raycrawl.storage.warc import sha1_b32, warc_date
@@ -54,15 +55,16 @@ class Written:
 class BatchCommitter:
     def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, filters: tuple[Any, Any],
                  near: Any = None, spam_gate: Any = None, budgeted: bool = False, focus: Any = None,
-                 epoch: int = 0) -> None:
+                 epoch: int = 0, follow_sitemaps: bool = False) -> None:
         """``filters``: (prefetch, postfetch) of policies/filters.py; ``near``: the near-duplicate
         index (actors/shingler.py) or None; ``budgeted``: failures count against a page budget;
         ``focus``: a focused crawl's policy (policies/focus.py) or None; ``epoch``: the pass of a
-        periodic crawl (actors/periodic.py) its link records are tagged with."""
+        periodic crawl (actors/periodic.py) its link records are tagged with; ``follow_sitemaps``:
+        robots.txt's Sitemap: lines are links (sitemaps themselves are always read)."""
         self.f, self.crew, self.router = frontier, crew, router
         self.prefetch, self.postfetch = filters
         self.near, self.spam_gate, self.budgeted, self.focus = near, spam_gate, budgeted, focus
-        self.epoch = epoch
+        self.epoch, self.follow_sitemaps = epoch, follow_sitemaps
         self.pages = 0  # committed by this agent in this run
         # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links,
         # their levels, latencies).
@@ -76,7 +78,8 @@ class BatchCommitter:
 
         crew = self.crew
         pages = [o for o in outcomes if o.kind == "page"]
-        to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300 and self.postfetch(o.fr)]
+        to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300
+                    and (self.postfetch(o.fr) or is_sitemap(o.fr.ctype, o.fr.body))]
         near = self.near
         parsing = None
         if to_parse and near is not None:  # the near-duplicate sketches too, off the agent's cycle
@@ -110,7 +113,7 @@ class BatchCommitter:
         gate = self.spam_gate
         known = len(gate.blocked) if gate is not None else 0
         decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate, self.focus,
-                          self.epoch, sha1s)
+                          self.epoch, sha1s, self.follow_sitemaps)
         if gate is not None and len(gate.blocked) > known:
             # Published, so that fetch actors skip the URLs of these hosts already queued (in Redis,
             # on disk, in the sieve), not only the links found from now on; and a resume keeps them.

@@ -20,7 +20,8 @@ One lexbor parse per page (selectolax), shared by link extraction and the text p
 * a body that is not text (NUL bytes / control characters near the start) is "binary": no links,
   no text, no digest — whatever the Content-Type claims.
 
-Only 2xx responses with an HTML or XHTML type are parsed (a response without Content-Type is
+A 2xx sitemap (``raycrawl.sitemaps``) yields its ``<loc>`` entries as links, canonicalised, and
+nothing else. Otherwise only 2xx responses with an HTML or XHTML type are parsed (a response without Content-Type is
 sniffed: a body starting with ``<!doctype html``/``<html`` is HTML); ``text/plain`` gets text and
 digest, no links. Anything else yields an empty result. ``parse`` never raises on page content.
 """
@@ -36,6 +37,7 @@ from typing import Any
 
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
+from raycrawl.sitemaps import is_sitemap, sitemap_locs
 from raycrawl.storage.crawl_pages import HTML_TYPES
 from raycrawl.text import content_digest, parse_html, visible_text
 from raycrawl.urls import C0_SPACE, canonicalize
@@ -68,6 +70,7 @@ class ParseResult:
     canonical: str | None = None  # <link rel=canonical href>, canonical form
     binary: bool = False  # body is not text, whatever its Content-Type says
     score: float | None = None  # a focused crawl's classifier score of the page (policies/focus.py)
+    sitemap: bool = False  # a sitemap: its <loc> entries are the links (raycrawl/sitemaps.py)
 
 
 def looks_binary(body: bytes, sample: int = 1024) -> bool:
@@ -248,6 +251,12 @@ class Parser:
     def parse(self, fr: FetchResult) -> ParseResult:
         """Links, text, title and digest of a fetched page (see the module doc for the rules)."""
         result = ParseResult(url=fr.url)
+        if 200 <= fr.status < 300 and is_sitemap(fr.ctype, fr.body):
+            result.sitemap = True
+            base = canonicalize(fr.url) or fr.url
+            links = (canonicalize(raw, base) for raw in sitemap_locs(fr.body))
+            result.links = list(dict.fromkeys(u for u in links if u and u.startswith(("http://", "https://"))))
+            return result
         ctype = fr.ctype or sniff_type(fr.body)
         if not (200 <= fr.status < 300) or ctype not in HTML_TYPES | TEXT_TYPES or not fr.body:
             return result

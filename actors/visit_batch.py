@@ -16,7 +16,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from raycrawl.exchange import FetchResult
+from raycrawl.policies.robots import sitemaps_of
 from raycrawl.storage.warc import sha1_b32
+from raycrawl.urls import canonicalize
 
 
 @dataclass
@@ -84,14 +86,15 @@ def unchanged(fr: FetchResult, prior: list | None, sha1: str | None) -> tuple[st
 def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, str]],
            revisit_of: dict[str, tuple[str, str, str]], explain: Callable[[str], str | None],
            spam_gate: Any = None, focus: Any = None, epoch: int = 0,
-           sha1s: dict[str, str] | None = None) -> BatchDecision:
+           sha1s: dict[str, str] | None = None, follow_sitemaps: bool = False) -> BatchDecision:
     """The decision over ``outcomes`` (actors.fetch_loop.Outcome) given the parse results by URL,
     the duplicates found and the prefetch filters' ``explain`` (None: the URL passes). The spam
     gate, if any, observes every HTML page and blocks the links to its hosts. A focus policy
     (policies/focus.py) gives the links of a page the level of its score; a redirect target
     keeps the level its source was queued with. ``epoch``: the pass of a periodic crawl; a
     revisited page that did not change is a WARC revisit of its last capture (:func:`unchanged`).
-    ``sha1s``: payload digests already computed, by URL (the others are computed here)."""
+    ``sha1s``: payload digests already computed, by URL (the others are computed here).
+    ``follow_sitemaps``: the ``Sitemap:`` URLs of each robots.txt fetched are links to follow."""
     d = BatchDecision()
     counters = d.counters
     links: list[tuple[str, int]] = []
@@ -104,6 +107,10 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
                 counters[f"robots_error:{kind}"] += 1
             counters["bytes"] += len(fr.body)
             d.items.append((fr, None, None))
+            if follow_sitemaps and 200 <= fr.status < 300:
+                found = [u for raw in sitemaps_of(fr.body) if (u := canonicalize(raw, fr.url))]
+                counters["sitemaps"] += len(found)
+                links += [(u, 0) for u in found]
             continue
         pr = parsed.get(fr.url)
         rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))

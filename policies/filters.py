@@ -227,6 +227,12 @@ def build_prefetch(settings: Any = None) -> Filter[str]:
     extensions = _as_tuple(setting(settings, "exclude_extensions"))
     if extensions:
         parts.append(Not(PathEndsWithOneOf(extensions), name="extension"))
+    from raycrawl.policies.scope import Scope  # (it builds on Filter)
+
+    rules = (setting(settings, n) for n in ("scope_allow", "scope_deny", "scope_allow_surts", "scope_deny_surts"))
+    scope = Scope(*([r] if isinstance(r, str) else list(r or ()) for r in rules))  # (commas are the rules' own)
+    if scope:
+        parts.append(scope)
     return And(*parts)
 
 

@@ -84,6 +84,11 @@ def ua_token(user_agent: str) -> str:
     return token.split("/")[0] or "*"
 
 
+def sitemaps_of(body: bytes) -> list[str]:
+    """The ``Sitemap:`` URLs of a robots.txt body (they belong to no group), as written."""
+    return list(Protego.parse(decode_robots(body[:PARSE_LIMIT])).sitemaps)
+
+
 @dataclass
 class RobotsRules:
     """What robots.txt says for one host and our user agent. Picklable; ``to_dict`` for Redis."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,6 +115,19 @@ class Settings:
         "Parse a response that has no Content-Type header (postfetch filter).")
     exclude_extensions: list[str] = knob(None, FILTERS,
         "URL path extensions never fetched (prefetch filter), e.g. [\"jpg\", \"zip\"].", factory=list)
+    scope_allow: list[str] = knob(None, FILTERS,
+        "Regular expressions searched in each URL: when any scope_allow or scope_allow_surts rule is given, "
+        "only URLs matching one are crawled (Scrapy's allow; docs/fetching.md, Scope).", factory=list)
+    scope_deny: list[str] = knob(None, FILTERS,
+        "Regular expressions: URLs matching any are never crawled (Scrapy's deny); deny wins over allow.",
+        factory=list)
+    scope_allow_surts: list[str] = knob(None, FILTERS,
+        "SURT prefixes (Heritrix): 'org,example,' = the host and its subdomains, 'org,example,www)/docs/' = a "
+        "path, or a URL turned into one; with any allow rule, only URLs under one are crawled.", factory=list)
+    scope_deny_surts: list[str] = knob(None, FILTERS,
+        "SURT prefixes (or URLs) never crawled; deny wins over allow.", factory=list)
+    follow_sitemaps: bool = knob(False, FILTERS,
+        "Follow the Sitemap: lines of robots.txt (sitemaps given as seeds are always read; raycrawl/sitemaps.py).")
     spam_gate: str | None = knob(None, FILTERS,
         "A spam gate model (``gate.json``, docs/spam.md) that blocks hosts at crawl time; None = off (or "
         "$RAYCRAWL_SPAM_GATE).")
@@ -185,6 +199,9 @@ class Settings:
                      "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        from raycrawl.policies.scope import Scope
+
+        Scope(self.scope_allow, self.scope_deny, self.scope_allow_surts, self.scope_deny_surts)  # UserError if bad
         if self.resolve and self.dns_server:
             raise UserError("--resolve and --dns-server are mutually exclusive")
         if self.resolve and not Path(self.resolve).is_file():
@@ -320,6 +337,11 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         if kind.startswith("float"):
             return name, float(raw)
         if kind.startswith("list"):
+            if raw.startswith("["):  # a JSON array: items that contain commas (SURTs, regexes)
+                items = json.loads(raw)
+                if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                    raise ValueError(raw)
+                return name, items
             return name, [item.strip() for item in raw.split(",") if item.strip()]
     except (KeyError, ValueError):
         raise UserError(f"-s {name}={raw}: not a valid {kind.replace(' | None', '')}") from None

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from raycrawl.urls import canonicalize, split_host
 from raycrawl.websim.manifest import Manifest
+from raycrawl.websim.render import SITEMAP_PATH
 from raycrawl.websim.request_log import LoggedRequest
 
 ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt")
@@ -132,7 +133,7 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
             continue
         if not manifest.allowed(url):
             report.violations.append(Violation("robots", url, "disallowed for raycrawl", r.start))
-        if url not in manifest.pages and not manifest.hosts[name].get("trap"):
+        if url not in manifest.pages and not manifest.hosts[name].get("trap") and path != SITEMAP_PATH:
             # not a page of the web, nor a trap's infinite space: a link or redirect misread
             report.violations.append(Violation("unlinked", url, "no page links or redirects to it", r.start))
         if url in answered:

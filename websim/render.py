@@ -21,6 +21,8 @@ from urllib.parse import unquote, unquote_to_bytes
 from raycrawl.websim.model import SESSION_PARAM, Host, Page, WebModel
 from raycrawl.websim.robots import robots_body
 
+SITEMAP_PATH = "/sitemap.xml"
+
 OVERSIZED_BYTES = 12 * 1024 * 1024
 BASE_DATE = 1767225600  # 2026-01-01T00:00:00Z: the date of epoch 0
 BOMB_BYTES = 128 * 1024 * 1024   # what the gzip bomb inflates to
@@ -437,6 +439,17 @@ def not_modified(resp: Response, if_none_match: str | None, if_modified_since: s
 def last_modified(epoch: int) -> str:
     """HTTP date of epoch ``epoch``: 2026-01-01 00:00 GMT plus one day per epoch."""
     return formatdate(BASE_DATE + 86400 * epoch, usegmt=True)
+
+
+def sitemap(renderer: Renderer, host: Host) -> Response:
+    """``/sitemap.xml`` (sitemaps.org): every live HTML page of the host, in path order. Served for
+    every host and listed in no robots.txt, so only a crawl given it (as a seed) reads it."""
+    locs = "".join(f"<url><loc>{html.escape(renderer.url(host.name, p.path))}</loc></url>\n"
+                   for p in sorted(host.pages.values(), key=lambda p: p.path)
+                   if p.kind == "html" and p.status == 200 and p.removed_in is None)
+    body = ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+            f"{locs}</urlset>\n")
+    return Response(200, "application/xml", body.encode())
 
 
 def not_found() -> Response:

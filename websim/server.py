@@ -25,7 +25,15 @@ from raycrawl.urls import canonicalize, split_host
 from raycrawl.websim.dns import hosts_file_text, start_dns
 from raycrawl.websim.manifest import build_records, write_manifest
 from raycrawl.websim.model import SESSION_PARAM, Host, WebModel, ip_address, repeat_segment
-from raycrawl.websim.render import Renderer, Response, gzip_bomb, not_found, not_modified
+from raycrawl.websim.render import (
+    SITEMAP_PATH,
+    Renderer,
+    Response,
+    gzip_bomb,
+    not_found,
+    not_modified,
+    sitemap,
+)
 from raycrawl.websim.request_log import RequestLogWriter
 
 log = logging.getLogger(__name__)
@@ -173,6 +181,8 @@ class WebsimServer:
         path = split_host(canon)[1]
         if path == "/robots.txt":
             return self.renderer.robots(host)
+        if path == SITEMAP_PATH:
+            return sitemap(self.renderer, host)
         if path == "/robots-moved.txt":
             return self.renderer.moved_robots(host) or not_found()
         if path.startswith("/robots-for/") and path.endswith(".txt"):
