@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -244,10 +244,20 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     assert list((out / "warc").glob("*.warc.gz"))
     assert report["filtered"].get("max-urls-per-host", 0) > 0
     # `raycrawl status` reopens the stopped crawl's Redis data and agrees with the report
-    st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json"], timeout=60)
+    st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json", "--hosts", "1000"], timeout=60)
     assert st.returncode == 0, st.stderr
     status = json.loads(st.stdout)
     assert status["stats"]["pages"] == report["pages"] and status["frontier"]["queued"] == 0
+    assert status["running"] is False
+    # its per-status and per-host breakdowns agree with the server's log (each URL's last answer)
+    last = {(r["host"], r["path"]): r["status"] for r in log if r["path"] != "/robots.txt"}
+    served = Counter(str(code) for code in last.values())
+    assert {k: v for k, v in status["by_status"].items() if k != "0"} == dict(served)
+    per_host = Counter(host for host, _ in last) + Counter(["h2.test"])  # + the robots-denied URL
+    assert {r["host"]: r["done"] for r in status["hosts"]} == {
+        f"http://{h}:{port}": n for h, n in per_host.items()}
+    assert [r["done"] for r in status["hosts"]] == sorted(per_host.values(), reverse=True)
+    assert all(r["queued"] == r["in_flight"] == 0 for r in status["hosts"])
     check_crawl_log(out, records, port)
 
 
@@ -485,11 +495,22 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     out = tmp_path / "crawl"
     params = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8}
     with Websim(**params, out_dir=tmp_path / "web") as web:
-        proc = run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
-                    "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
-                    "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "60",
-                    "--config", str(config)], timeout=400)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        started = time.time()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
+             "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
+             "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "60", "--config", str(config)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)})
+        live = live_status(proc, out)
+        _, err = proc.communicate(timeout=400)
+        assert proc.returncode == 0, err[-3000:]
+        # `raycrawl status` of the running crawl: its elapsed time, its current rate, its busiest hosts
+        assert live is not None, "the crawl ended before status could read it running"
+        assert 0 < live["elapsed_s"] < time.time() - started and live["rate"] > 0, live
+        done = [r["done"] for r in live["hosts"]]
+        assert len(done) == 10 and done == sorted(done, reverse=True) and done[0] > 0, live["hosts"]
+        assert all(r["queued"] >= 0 and r["in_flight"] >= 0 for r in live["hosts"])
         audit_report = web.audit(0.1, 0.02)
         manifest = web.manifest
         archive = check_archive(out / "warc", web, params)
@@ -531,6 +552,21 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     assert revisits > 0 and len(replayable) > 0.95 * archive["pages_checked"], (revisits, len(replayable))
     with pywb(tmp_path / "pywb") as port:
         check_replay(port, "crawl", replayable)
+
+
+def live_status(proc: subprocess.Popen, out: Path) -> dict | None:
+    """``raycrawl status --out OUT --json`` once the running crawl has committed 30 pages (None if
+    it ended first)."""
+    while proc.poll() is None:
+        if (out / "redis-url").exists():
+            st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json", "--interval", "1"],
+                     timeout=60)
+            if st.returncode == 0:
+                status = json.loads(st.stdout)
+                if status["running"] and status["stats"].get("pages", 0) >= 30:
+                    return status
+        time.sleep(0.5)
+    return None
 
 
 def test_progress_line_and_report_format(tmp_path: Path) -> None:

@@ -21,12 +21,18 @@ def register(subparsers) -> None:
     src.add_argument("--redis-url", help="Redis of the crawl")
     p.add_argument("--prefix", default=Settings.redis_prefix,
                    help=f"key prefix of the crawl (default {Settings.redis_prefix})")
+    p.add_argument("--hosts", type=int, default=10, metavar="N",
+                   help="hosts listed, most fetched first (default 10; 0 = none)")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S",
+                   help="of a running crawl, the current rate is the pages committed over this many "
+                   "seconds (default 2; 0 = do not measure)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handle)
 
 
-def read_status(redis_url: str, prefix: str = Settings.redis_prefix) -> dict:
-    """Counters and frontier sizes of the crawl stored under ``prefix`` in ``redis_url``."""
+def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int = 10) -> dict:
+    """Counters and frontier sizes of the crawl stored under ``prefix`` in ``redis_url``; the
+    ``hosts`` hosts with most URLs done (:func:`per_host`)."""
     import redis
 
     from raycrawl.storage.redis_frontier import RedisFrontier
@@ -42,7 +48,10 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix) -> dict:
         meta = f.meta()
         from collections import Counter
 
-        return {"frontier": f.counts(), "stats": f.stats(),
+        stats = f.stats()
+        return {"frontier": f.counts(), "stats": stats,
+                "by_status": {k[7:]: v for k, v in sorted(stats.items()) if k.startswith("status:")},
+                "hosts": per_host(f)[:hosts] if hosts > 0 else [],
                 "sieve_bytes_distributed": sum(f.all_sieve_offsets().values()),  # every front queue's
                 "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
                 "started": float(meta.get("started", 0))}
@@ -50,6 +59,25 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix) -> dict:
         raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
     finally:
         client.close()
+
+
+def per_host(f) -> list[dict]:  # noqa: ANN001 - a RedisFrontier
+    """Every host's URLs: ``scheduled`` (ever queued), ``queued`` (in Redis or on disk),
+    ``in_flight`` and ``done`` (the rest: committed), most done first."""
+    from collections import Counter
+
+    scheduled = {h.decode(): int(n) for h, n in f.r.hgetall(f.k.hcount).items()}
+    names = sorted(scheduled)
+    flying = Counter(h.decode() for h in f.r.hvals(f.k.inflight))
+    on_disk: Counter[str] = Counter()
+    for view in f.views() if names else []:  # each agent's virtual queues
+        on_disk.update({h: int(n) for h, n in zip(names, f.r.hmget(view + "virt", names), strict=True) if n})
+    queued = dict(zip(names, f.queue_lengths(names), strict=True))
+    rows = [{"host": h, "scheduled": n, "queued": queued[h] + on_disk[h], "in_flight": flying[h]}
+            for h, n in scheduled.items()]
+    for row in rows:
+        row["done"] = row["scheduled"] - row["queued"] - row["in_flight"]
+    return sorted(rows, key=lambda r: (-r["done"], r["host"]))
 
 
 def _answers(url: str) -> bool:
@@ -73,7 +101,7 @@ def handle(args: argparse.Namespace) -> int:
             raise UserError(f"{args.out} holds no crawl (no redis/ directory)")
         live = url_file.read_text().strip() if url_file.exists() else None
         if live and _answers(live):
-            st = read_status(live, args.prefix)
+            st = read_live(live, args)
         else:  # the crawl is not running: open its data with a private server
             from raycrawl.storage.crawl_check import check_aof, refusal
 
@@ -81,17 +109,52 @@ def handle(args: argparse.Namespace) -> int:
             if damages:  # a server started on it would write an empty AOF over the old one
                 raise UserError(refusal(damages, args.out, "cannot open the crawl's Redis"))
             with redis_url_for(None, layout(args.out).redis) as url:
-                st = read_status(url, args.prefix)
+                st = read_status(url, args.prefix, args.hosts)
+                st["running"] = False
     else:
-        st = read_status(args.redis_url, args.prefix)
+        st = read_live(args.redis_url, args)
     if args.json:
         print(json.dumps(st, indent=2))
     else:
-        fr, stats = st["frontier"], st["stats"]
-        print(f"pages {stats.get('pages', 0)}  front {fr['front']}  queued {fr['queued']}  "
-              f"virtualized {fr['virtualized']}  in-flight {fr['inflight']}  hosts {fr['hosts']}")
-        errors = {k[6:]: v for k, v in stats.items() if k.startswith("error:")}
-        if st["shards"]:
-            print("agents " + "  ".join(f"{a}:{n} shards" for a, n in st["shards"].items()))
-        print("errors " + ("  ".join(f"{k}:{v}" for k, v in sorted(errors.items())) or "none"))
+        print_status(st)
     return 0
+
+
+def read_live(url: str, args: argparse.Namespace) -> dict:
+    """The status of a crawl whose Redis answers, with its elapsed time and current rate: the
+    pages committed over ``--interval`` seconds (None when not measured)."""
+    import time
+
+    if args.hosts < 0 or not args.interval >= 0:
+        raise UserError("--hosts and --interval must not be negative")
+    st = read_status(url, args.prefix, args.hosts)
+    rate = None
+    if args.interval > 0:
+        t0, p0 = time.time(), st["stats"].get("pages", 0)
+        time.sleep(args.interval)
+        st = read_status(url, args.prefix, args.hosts)
+        rate = round((st["stats"].get("pages", 0) - p0) / (time.time() - t0), 2)
+    st.update(running=True, rate=rate, elapsed_s=round(time.time() - st["started"], 1) if st["started"] else None)
+    return st
+
+
+def print_status(st: dict) -> None:
+    fr, stats = st["frontier"], st["stats"]
+    if st.get("running"):
+        rate = "" if st.get("rate") is None else f"  {st['rate']:.1f} pages/s now"
+        elapsed = "" if st.get("elapsed_s") is None else f" for {st['elapsed_s']:.0f} s"
+        print(f"running{elapsed}{rate}")
+    else:
+        print("not running (its Redis data read back)")
+    print(f"pages {stats.get('pages', 0)}  front {fr['front']}  queued {fr['queued']}  "
+          f"virtualized {fr['virtualized']}  in-flight {fr['inflight']}  hosts {fr['hosts']}")
+    errors = {k[6:]: v for k, v in stats.items() if k.startswith("error:")}
+    if st["shards"]:
+        print("agents " + "  ".join(f"{a}:{n} shards" for a, n in st["shards"].items()))
+    print("status " + ("  ".join(f"{k}:{v}" for k, v in st["by_status"].items()) or "none"))
+    print("errors " + ("  ".join(f"{k}:{v}" for k, v in sorted(errors.items())) or "none"))
+    if st["hosts"]:
+        width = max(len(r["host"]) for r in st["hosts"])
+        print(f"{'host':<{width}}  {'done':>7} {'queued':>7} {'flying':>6}")
+        for r in st["hosts"]:
+            print(f"{r['host']:<{width}}  {r['done']:>7} {r['queued']:>7} {r['in_flight']:>6}")
