@@ -1,1 +1,13 @@
-"""actors."""
+"""actors: the parts of a crawling agent (BUbiNG's names), each a Ray actor or driven by one."""
+
+
+def actor_repr(actor: object) -> str:
+    """How the Ray dashboard and the worker logs name an actor: its class and its actor name,
+    which says whose it is (``ParserActor(raycrawl-parser-rc:agent1)``)."""
+    import ray
+
+    try:
+        name = ray.get_runtime_context().get_actor_name() or ""
+    except Exception:  # noqa: BLE001 - outside an actor, a repr must still work
+        name = ""
+    return f"{type(actor).__name__}({name})"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from raycrawl import metrics
+from raycrawl.actors import actor_repr
 from raycrawl.actors.batch_commit import BatchCommitter
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.distributor import Distributor
@@ -46,7 +47,7 @@ from raycrawl.report import build_report, write_report
 from raycrawl.seeds import read_seeds
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from raycrawl.storage.crawl_dir import begin, join_run, layout
+from raycrawl.storage.crawl_dir import begin, join_run, layout, read_crawl_id
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class Agent:
         import ray
 
         s = self.s
+        metrics.bind_crawl(read_crawl_id(self.out))
         seeds = [u for u in read_seeds(s.seeds) if self.filters[0](u) and self.router.owner(u) == self.name
                  ] if s.seeds else []
         if self.share is None and s.max_pages:  # (a periodic crawl's pass has a budget of its own)
@@ -287,6 +289,11 @@ def actor_class():
 
     @ray.remote(num_cpus=0, max_concurrency=4)
     class AgentActor:
+        __qualname__ = "AgentActor"  # the Ray dashboard's class column (not actor_class.<locals>.AgentActor)
+
+        def __repr__(self) -> str:
+            return actor_repr(self)
+
         def __init__(self, settings: Settings, redis_url: str, name: str, shards: dict[int, str],
                      budget: int | None) -> None:
             logging.basicConfig(level=logging.WARNING)

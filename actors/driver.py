@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
     import ray
 
-    from raycrawl.ray_start import start_ray
+    from raycrawl.ray_start import dashboard_url, start_ray
     from raycrawl.redis_server import redis_url_for
 
     out = Path(settings.out)
@@ -140,7 +141,10 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                     from raycrawl.actors.periodic import begin_pass
 
                     begin_pass(out, RedisFrontier(client, settings.redis_prefix, register=False), settings)
-        started_ray = start_ray(settings.address, log_to_driver=True)
+        started_ray = start_ray(settings.address, log_to_driver=True, dashboard=settings.dashboard)
+        if started_ray and dashboard_url():
+            layout(out).dashboard_url.write_text(dashboard_url() + "\n")
+            print(f"Ray dashboard: {dashboard_url()}", file=sys.stderr, flush=True)
         try:
             if settings.agents > 1 or settings.elastic:
                 from raycrawl.actors.membership import run_agents
@@ -162,3 +166,4 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             if started_ray:
                 ray.shutdown()
             (layout(out).redis_url).unlink(missing_ok=True)
+            (layout(out).dashboard_url).unlink(missing_ok=True)

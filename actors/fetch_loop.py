@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from raycrawl import metrics
+from raycrawl.actors import actor_repr
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench
 from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
@@ -32,7 +34,7 @@ from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.stops import storage_failure
-from raycrawl.storage.crawl_dir import join_run
+from raycrawl.storage.crawl_dir import join_run, read_crawl_id
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,10 @@ class FetchLoop:
         self.tasks: set[asyncio.Task] = set()
         self.earliest: float | None = None
         self.waited = 0  # loop rounds with free slots and nothing ready (distributor feedback)
+        # Seconds with free slots while every queued host of the view waited on its delays (the
+        # politeness-wait metric), and the resolver's counts already exported.
+        self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
+        self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0}
         self.spam_blocked: set[str] = set()  # host names the spam gate blocked (P spamblocked)
         # A periodic crawl's pass: the last captures of the URLs acquired (conditional GETs).
@@ -91,6 +97,7 @@ class FetchLoop:
         s = self.s
         self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,
                                  hosts_file=s.resolve)
+        self._exported = (0, 0, self._exported[2])  # a new resolver counts from 0
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
                                NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16))
 
@@ -99,6 +106,7 @@ class FetchLoop:
         """Start (or, after :meth:`stop`, restart) acquiring and fetching."""
         if self.fetcher is None:
             self._make_clients()
+            metrics.bind_crawl(read_crawl_id(self.s.out) if self.s.out else None)
         self._stop = False
         self._runner = asyncio.create_task(self._run())
 
@@ -149,8 +157,24 @@ class FetchLoop:
 
     def status(self) -> dict[str, object]:
         waited, self.waited = self.waited, 0
+        dns = (self.resolver.queries, self.resolver.failures) if self.resolver else (0, 0)
         return {"in_flight": len(self.tasks), "buffered": len(self.done), "idle": self.idle(),
-                "earliest": self.earliest, "budget": self.budget, "waited": waited, **self.counters}
+                "earliest": self.earliest, "budget": self.budget, "waited": waited, **self.counters,
+                "dns_lookups": dns[0], "dns_failures": dns[1], "politeness_idle_s": round(self.idle_s, 3)}
+
+    def _account_idle(self) -> None:
+        """Add the time since the last round to ``idle_s`` if that round left slots free while
+        the view's hosts all waited on politeness; export the metrics about once a second."""
+        now = time.monotonic()
+        if self._idle_since is not None:
+            self.idle_s += now - self._idle_since
+        self._idle_since = now if self._polite_idle else None
+        if now >= self._next_export:
+            self._next_export = now + 1.0
+            queries, failures = (self.resolver.queries, self.resolver.failures) if self.resolver else (0, 0)
+            q0, f0, idle0 = self._exported
+            metrics.record_fetcher(self.view, (queries - q0) - (failures - f0), failures - f0, self.idle_s - idle0)
+            self._exported = (queries, failures, self.idle_s)
 
     # --- the loop ------------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -162,6 +186,7 @@ class FetchLoop:
                         return
                 else:
                     self._acquire()
+                self._account_idle()
                 timeout = 0.05
                 if self.earliest is not None:
                     timeout = min(timeout, max(0.001, self.earliest - time.time()))
@@ -186,12 +211,14 @@ class FetchLoop:
         if self.budget is not None:
             slots = min(slots, self.budget)
         if slots <= 0:
+            self._polite_idle = False
             self._flush_releases()
             return
         releases, self.releases = self.releases, []
         got, self.earliest = self.wb.release_and_acquire(releases, time.time(), slots)
         if len(got) < slots and (self.earliest is None or self.earliest > time.time()):
             self.waited += 1
+        self._polite_idle = len(got) < slots and self.earliest is not None and self.earliest > time.time()
         if self.epoch:
             self._load_priors([(host, path) for host, ip, path in got if path != ROBOTS])
         for host, ip, path in got:
@@ -404,6 +431,11 @@ def actor_class():
     # start() again (actors.agent.Agent._recover_fetchers).
     @ray.remote(num_cpus=0, max_concurrency=64, max_restarts=-1)
     class FetchActor:
+        __qualname__ = "FetchActor"  # the Ray dashboard's class column (not actor_class.<locals>.FetchActor)
+
+        def __repr__(self) -> str:
+            return actor_repr(self)
+
         def __init__(self, settings: Settings, redis_url: str, budget: int | None, view: str = "agent0") -> None:
             logging.basicConfig(level=logging.WARNING)
             # a killed run's fetcher may still be talking to a host: the next run waits for it

@@ -99,6 +99,10 @@ class Membership:
     def start(self) -> None:
         import ray
 
+        from raycrawl import metrics
+        from raycrawl.storage.crawl_dir import read_crawl_id
+
+        metrics.bind_crawl(read_crawl_id(self.s.out))
         nodes = self.agent_nodes()
         count = len(nodes) if self.s.elastic else self.s.agents
         placed = {self._new_name(): nodes[i % len(nodes)] for i in range(count)}

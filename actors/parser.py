@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from raycrawl.actors import actor_repr
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
 from raycrawl.sitemaps import is_sitemap, sitemap_locs
@@ -341,6 +342,11 @@ def actor_class():
 
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class ParserActor:
+        __qualname__ = "ParserActor"  # the Ray dashboard's class column (not actor_class.<locals>.ParserActor)
+
+        def __repr__(self) -> str:
+            return actor_repr(self)
+
         def __init__(self, user_agent: str = "", focus: str | None = None) -> None:
             self.parser = Parser(user_agent)
             self.focus = None

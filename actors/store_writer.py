@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from raycrawl.actors import actor_repr
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run, layout
@@ -58,13 +59,15 @@ def actor_class():
     # batch; the agent commits only after the call returns, so nothing is lost.
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class StoreActor:
+        __qualname__ = "StoreActor"  # the Ray dashboard's class column (not actor_class.<locals>.StoreActor)
+
+        def __repr__(self) -> str:
+            return actor_repr(self)
+
         def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.store = StoreWriter(crawl_dir, writer, settings.warc_max_bytes,
                                      warc_info(settings, Path(crawl_dir).resolve().name), settings.warc_prefix)
-
-        def __repr__(self) -> str:
-            return f"StoreActor({self.store.warc.prefix})"
 
         def write_batch(self, items):
             return self.store.write_batch(items)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raycrawl import text
+from raycrawl.actors import actor_repr
 from raycrawl.storage import summaries
 from raycrawl.storage.crawl_dir import join_run, layout
 
@@ -89,6 +90,11 @@ def actor_class():
     # spilled twice; the archive build keeps the first record of a URL).
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class SummaryWriterActor:
+        __qualname__ = "SummaryWriterActor"  # the Ray dashboard's class column (not actor_class.<locals>.SummaryWriterActor)
+
+        def __repr__(self) -> str:
+            return actor_repr(self)
+
         def __init__(self, crawl_dir: str, writer: str = "agent0", batch: int = 256) -> None:
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.inner = SummaryWriter(crawl_dir, writer, batch)

@@ -6,6 +6,7 @@ Queries use only metric names defined in raycrawl/metrics.py (tests/test_dashboa
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 PANELS = [
@@ -24,17 +25,27 @@ PANELS = [
     ("Todo / ready hosts", ["sum(ray_raycrawl_todo_queue_size)", "sum(ray_raycrawl_ready_queue_size)"], "short"),
     ("Sieve size (distinct URLs)", "sum(ray_raycrawl_sieve_size)", "short"),
     ("DNS lookups/s by outcome", "sum by (outcome) (rate(ray_raycrawl_dns_lookups_total[1m]))", "reqps"),
-    ("Politeness wait (s/s) by kind", "sum by (kind) (rate(ray_raycrawl_politeness_wait_seconds_total[1m]))", "short"),
+    ("Fetch slots idle on politeness (s/s)", "sum by (kind) (rate(ray_raycrawl_politeness_wait_seconds_total[1m]))", "short"),
     ("robots.txt denials/s", "sum(rate(ray_raycrawl_robots_denied_total[1m]))", "reqps"),
     ("Duplicates/s by kind", "sum by (kind) (rate(ray_raycrawl_duplicates_total[1m]))", "reqps"),
     ("Pages/s per agent", "sum by (agent) (ray_raycrawl_agent_pages_per_second)", "reqps"),
+    ("Host shards per agent (membership)", "max by (agent) (ray_raycrawl_agent_shards)", "short"),
+    ("Agents joining / leaving", "sum by (change) (increase(ray_raycrawl_membership_changes_total[5m]))", "short"),
 ]
+
+
+CRAWL = 'crawl=~"$crawl"'  # every metric carries the crawl's id (raycrawl/metrics.py, bind_crawl)
+
+
+def select_crawl(expr: str) -> str:
+    """Each ``ray_raycrawl_…`` series of ``expr`` restricted to the crawls picked in ``$crawl``."""
+    return re.sub(r"\b(ray_raycrawl_[a-z0-9_]+)\b", r"\1{" + CRAWL + "}", expr)
 
 
 def dashboard() -> dict:
     panels = []
     for i, (title, exprs, unit) in enumerate(PANELS):
-        exprs = [exprs] if isinstance(exprs, str) else exprs
+        exprs = [select_crawl(e) for e in ([exprs] if isinstance(exprs, str) else exprs)]
         panels.append(
             {
                 "id": i + 1,
@@ -66,7 +77,21 @@ def dashboard() -> dict:
                     "query": "prometheus",
                     "current": {},
                     "hide": 0,
-                }
+                },
+                {
+                    "name": "crawl",
+                    "label": "Crawl",
+                    "type": "query",
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "query": {"query": "label_values(ray_raycrawl_pages_fetched_total, crawl)", "refId": "crawls"},
+                    "definition": "label_values(ray_raycrawl_pages_fetched_total, crawl)",
+                    "refresh": 2,
+                    "includeAll": True,
+                    "allValue": ".*",
+                    "multi": True,
+                    "current": {"text": "All", "value": "$__all"},
+                    "hide": 0,
+                },
             ]
         },
         "panels": panels,

@@ -1,7 +1,7 @@
 """Every metric raycrawl exports, defined in one place (names, kinds, tags, help).
 
 Actors create them with :func:`metric` (``ray.util.metrics`` objects, exported on each node's
-metrics port); Ray prefixes ``ray_`` and adds ``_total`` to counters and
+metrics port), each labelled with the crawl (:func:`bind_crawl`) besides its own tags; Ray prefixes ``ray_`` and adds ``_total`` to counters and
 ``_bucket/_sum/_count`` to histograms. ``dashboards/raycrawl.json`` queries exactly these
 names (a test keeps the two in step). Outside a Ray worker the metric objects are no-ops.
 """
@@ -17,7 +17,7 @@ from typing import Any
 class MetricDef:
     kind: str  # "counter" | "gauge" | "histogram"
     description: str
-    tags: tuple[str, ...] = ("agent",)
+    tags: tuple[str, ...] = ("agent",)  # every metric also carries "crawl" (see bind_crawl)
     boundaries: tuple[float, ...] = ()
 
     def exported_names(self, name: str) -> tuple[str, ...]:
@@ -40,8 +40,10 @@ METRICS: dict[str, MetricDef] = {
     "raycrawl_todo_queue_size": MetricDef("gauge", "URLs queued in the workbench's visit states (Redis)"),
     "raycrawl_ready_queue_size": MetricDef("gauge", "Workbench entries (IPs with queued hosts) waiting on their next-fetch time"),
     "raycrawl_sieve_size": MetricDef("gauge", "Distinct URLs the sieve has seen"),
-    "raycrawl_dns_lookups": MetricDef("counter", "DNS lookups sent (cache misses), by outcome", ("agent", "outcome")),
-    "raycrawl_politeness_wait_seconds": MetricDef("counter", "Time hosts spent waiting on host/IP delays", ("agent", "kind")),
+    "raycrawl_dns_lookups": MetricDef("counter", "DNS lookups sent (cache misses), by outcome (ok, failed)", ("agent", "outcome")),
+    "raycrawl_politeness_wait_seconds": MetricDef(
+        "counter", "Seconds fetch actors had free slots while every queued host waited on its host/IP delay "
+        "(kind fetcher_idle)", ("agent", "kind")),
     "raycrawl_robots_denied": MetricDef("counter", "URLs not fetched because robots.txt disallows them"),
     "raycrawl_duplicates": MetricDef("counter", "Pages recognised as duplicates, by kind (exact, near)", ("agent", "kind")),
     "raycrawl_agent_pages_per_second": MetricDef("gauge", "Pages per second of one agent over the last interval"),
@@ -54,11 +56,33 @@ class _NoOp:
     def inc(self, *a: Any, **k: Any) -> None: ...
     def set(self, *a: Any, **k: Any) -> None: ...
     def observe(self, *a: Any, **k: Any) -> None: ...
+    def set_default_tags(self, *a: Any, **k: Any) -> None: ...
+
+
+_crawl = "-"
+
+
+def bind_crawl(crawl_id: str | None) -> None:
+    """Label every metric this process records with the crawl (its id, ``OUT/crawl-id``): several
+    crawls, or the passes of one directory, can then share a Prometheus and a dashboard."""
+    global _crawl
+    _crawl = crawl_id or "-"
+
+
+def tag_keys(d: MetricDef) -> tuple[str, ...]:
+    return ("crawl", *d.tags)
+
+
+def metric(name: str) -> Any:
+    """The process-wide metric object for ``name`` (which must be defined in :data:`METRICS`),
+    labelled with the bound crawl."""
+    m = _make(name)
+    m.set_default_tags({"crawl": _crawl})
+    return m
 
 
 @cache
-def metric(name: str) -> Any:
-    """The process-wide metric object for ``name`` (which must be defined in :data:`METRICS`)."""
+def _make(name: str) -> Any:
     d = METRICS[name]
     try:
         import ray
@@ -67,10 +91,10 @@ def metric(name: str) -> Any:
         if not ray.is_initialized():
             return _NoOp()
         if d.kind == "counter":
-            return rm.Counter(name, description=d.description, tag_keys=d.tags)
+            return rm.Counter(name, description=d.description, tag_keys=tag_keys(d))
         if d.kind == "gauge":
-            return rm.Gauge(name, description=d.description, tag_keys=d.tags)
-        return rm.Histogram(name, description=d.description, boundaries=list(d.boundaries), tag_keys=d.tags)
+            return rm.Gauge(name, description=d.description, tag_keys=tag_keys(d))
+        return rm.Histogram(name, description=d.description, boundaries=list(d.boundaries), tag_keys=tag_keys(d))
     except Exception:  # noqa: BLE001 - metrics must never break a crawl
         return _NoOp()
 
@@ -115,3 +139,15 @@ def record_frontier(agent: str, counts: dict[str, int], pages_per_second: float,
     metric("raycrawl_agent_pages_per_second").set(pages_per_second, tags=tags)
     if sieve_size is not None:
         metric("raycrawl_sieve_size").set(sieve_size, tags=tags)
+
+
+def record_fetcher(agent: str, dns_ok: int, dns_failed: int, idle_seconds: float) -> None:
+    """Export a fetch actor's DNS lookups (cache misses) and its seconds idle on politeness since
+    its last export."""
+    tags = {"agent": agent}
+    if dns_ok:
+        metric("raycrawl_dns_lookups").inc(dns_ok, tags={**tags, "outcome": "ok"})
+    if dns_failed:
+        metric("raycrawl_dns_lookups").inc(dns_failed, tags={**tags, "outcome": "failed"})
+    if idle_seconds > 0:
+        metric("raycrawl_politeness_wait_seconds").inc(idle_seconds, tags={**tags, "kind": "fetcher_idle"})

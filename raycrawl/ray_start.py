@@ -13,21 +13,31 @@ import os
 from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
+_dashboard: str | None = None
+
+
+def dashboard_url() -> str | None:
+    """The URL of the dashboard the last :func:`start_ray` started, if it was asked to."""
+    return _dashboard
 
 
 def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool = False,
-              attempts: int = 3) -> bool:
+              attempts: int = 3, dashboard: bool = False) -> bool:
     """Start (or join) Ray unless this process already did; True if this call started it (the
-    caller then shuts it down)."""
+    caller then shuts it down). ``dashboard``: a local Ray starts its dashboard on loopback
+    (:func:`dashboard_url` says where); a joined cluster has its own."""
     import ray
 
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # Ray 2.60 local clusters default to token auth
+    local = {"num_cpus": num_cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1"}
     for attempt in range(1, attempts + 1):
         try:
-            ray.init(address=address or "local", include_dashboard=False, log_to_driver=log_to_driver,
-                     configure_logging=False, **({} if address else {"num_cpus": num_cpus}))
+            context = ray.init(address=address or "local", log_to_driver=log_to_driver, configure_logging=False,
+                               **({} if address else local))
+            global _dashboard
+            _dashboard = f"http://{context.dashboard_url}" if dashboard and context.dashboard_url else None
             return True
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on startup timeouts
             ray.shutdown()

@@ -50,6 +50,9 @@ class Settings:
         "Key prefix of every frontier key, so several crawls can share one Redis.")
     address: str | None = knob(None, IO,
         "Ray cluster address; None = a local Ray instance.")
+    dashboard: bool = knob(False, IO,
+        "Start the local Ray with its dashboard on loopback and print its URL (also in ``out/dashboard-url``); "
+        "a cluster given by ``address`` has its own.")
     operator: str = knob("", IO,
         "Who runs the crawl (a name and contact): the ``operator`` field of every WARC file's warcinfo record.")
     crawl_log: bool = knob(True, IO,

@@ -499,12 +499,20 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
         proc = subprocess.Popen(
             [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
              "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
-             "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "60", "--config", str(config)],
+             "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "60", "--config", str(config),
+             "--dashboard"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
             env={**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)})
         live = live_status(proc, out)
+        actors = dashboard_actors(proc, out)
         _, err = proc.communicate(timeout=400)
         assert proc.returncode == 0, err[-3000:]
+        assert "Ray dashboard: http://127.0.0.1:" in err
+        # --dashboard: Ray's dashboard answered while the crawl ran, naming the agent's actors well
+        assert actors is not None, "the dashboard did not answer while the crawl ran"
+        classes = {a["class_name"] for a in actors}
+        assert {"FetchActor", "ParserActor", "SieveActor", "StoreActor", "SummaryWriterActor"} <= classes, classes
+        assert all(a["repr_name"] == f"{a['class_name']}({a['name']})" for a in actors if a["state"] == "ALIVE"), actors
         # `raycrawl status` of the running crawl: its elapsed time, its current rate, its busiest hosts
         assert live is not None, "the crawl ended before status could read it running"
         assert 0 < live["elapsed_s"] < time.time() - started and live["rate"] > 0, live
@@ -565,6 +573,24 @@ def live_status(proc: subprocess.Popen, out: Path) -> dict | None:
                 status = json.loads(st.stdout)
                 if status["running"] and status["stats"].get("pages", 0) >= 30:
                     return status
+        time.sleep(0.5)
+    return None
+
+
+def dashboard_actors(proc: subprocess.Popen, out: Path) -> list[dict] | None:
+    """The actors Ray's dashboard (``OUT/dashboard-url``) lists while the crawl runs (None if it
+    ended first)."""
+    import urllib.request
+
+    while proc.poll() is None:
+        url = out / "dashboard-url"
+        if url.exists():
+            try:
+                with urllib.request.urlopen(url.read_text().strip() + "/api/v0/actors?detail=1&limit=100",
+                                            timeout=10) as answer:
+                    return json.load(answer)["data"]["result"]["result"]
+            except (OSError, ValueError, KeyError):
+                pass
         time.sleep(0.5)
     return None
 

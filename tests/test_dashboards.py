@@ -31,6 +31,19 @@ def test_every_query_names_a_registered_metric():
         assert not unknown, f"{q} uses unregistered {unknown}"
 
 
+def test_every_query_picks_the_crawls_of_the_crawl_variable():
+    """Every metric has a crawl label, and each series a panel reads is restricted to ``$crawl``;
+    the JSON is what dashboards/generate.py writes."""
+    import runpy
+
+    for q in _queries():
+        for m in re.finditer(r"ray_raycrawl_[a-z0-9_]+", q):
+            assert q[m.end():].startswith('{crawl=~"$crawl"}'), q
+    board = json.loads((ROOT / "dashboards" / "raycrawl.json").read_text())
+    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "crawl"]
+    assert board == runpy.run_path(str(ROOT / "dashboards" / "generate.py"))["dashboard"](), "run dashboards/generate.py"
+
+
 def test_every_registered_metric_is_on_the_dashboard():
     used = {n for q in _queries() for n in METRIC_NAME.findall(q)}
     for name, d in METRICS.items():
@@ -57,7 +70,8 @@ ray.init(address="local", num_cpus=1, include_dashboard=False, _metrics_export_p
 @ray.remote
 class Recorder:
     def record(self):
-        from raycrawl.metrics import metric
+        from raycrawl.metrics import bind_crawl, metric
+        bind_crawl("c0ffee")
         for name, d in METRICS.items():
             m = metric(name)
             tags = {t: "x" for t in d.tags}
@@ -68,7 +82,8 @@ wanted, seen, deadline = exported_names(), set(), time.time() + 60
 while time.time() < deadline and not wanted <= seen:
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        seen = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line.startswith("ray_raycrawl")}
+        seen = {line.split("{")[0].split(" ")[0] for line in text.splitlines()
+                if line.startswith("ray_raycrawl") and 'crawl="c0ffee"' in line}
     except OSError:
         pass
     time.sleep(1)
@@ -79,7 +94,8 @@ print(json.dumps(sorted(seen)))
 
 @pytest.mark.slow
 def test_ray_exports_the_names_the_dashboard_queries(tmp_path):
-    """Real Ray: record every metric once in an actor and scrape the node's metrics port."""
+    """Real Ray: record every metric once in an actor and scrape the node's metrics port; every
+    series carries the crawl label bound in that process."""
     import os
     import subprocess
     import sys
@@ -93,3 +109,22 @@ def test_ray_exports_the_names_the_dashboard_queries(tmp_path):
     seen = set(json.loads(proc.stdout.strip().splitlines()[-1]))
     wanted = exported_names()
     assert wanted <= seen, f"not exported: {sorted(wanted - seen)}"
+
+
+def test_actors_read_well_in_the_ray_dashboard(ray_local):
+    """Class names without ``actor_class.<locals>.`` and a repr naming the agent (Ray shows both in
+    its dashboard and prefixes the worker logs with the repr)."""
+    import ray
+
+    from raycrawl.actors import agent, fetch_loop, parser, sieve_shards, store_writer, summary_writer
+
+    names = [m.actor_class().__ray_metadata__.class_name
+             for m in (agent, fetch_loop, parser, sieve_shards, store_writer, summary_writer)]
+    assert names == ["AgentActor", "FetchActor", "ParserActor", "SieveActor", "StoreActor", "SummaryWriterActor"]
+    actor = parser.actor_class().options(name="raycrawl-parser-rc:agent7").remote()
+    try:
+        assert ray.get(actor.__ray_call__.remote(repr)) == "ParserActor(raycrawl-parser-rc:agent7)"
+        table = ray._private.state.actors()  # the GCS's actor table, as the dashboard lists it
+        assert {a["ActorClassName"] for a in table.values() if a["Name"] == "raycrawl-parser-rc:agent7"} == {"ParserActor"}
+    finally:
+        ray.kill(actor)

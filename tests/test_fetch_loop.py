@@ -24,3 +24,46 @@ async def test_a_crashed_loop_is_reported_not_waited_for(redis_url):
     assert isinstance(info.value.__cause__, ValueError)
     loop._runner = None  # stop() would re-raise the crash
     await loop.stop()
+
+
+async def test_politeness_wait_and_dns_lookups_are_counted(redis_url, tmp_path):
+    """What the dashboard's two panels plot: the seconds a fetch actor had free slots while its only
+    host waited out its delay (robots.txt and 3 pages, 0.3 s apart: 0.9 s, at most the crawl's wall
+    time), and DNS lookups sent (cache misses), by outcome."""
+    import time
+
+    from aiohttp import web
+
+    async def page(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        return web.Response(text="<html><body>a page</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 a.test\n")
+    loop = FetchLoop(Settings(allow_networks="127.0.0.0/8", host_delay=0.3, ip_delay=0.0, resolve=str(hosts)),
+                     redis_url)
+    try:
+        assert await loop.resolve_many(["a.test", "nx.test", "a.test"]) == {"a.test": "127.0.0.1", "nx.test": None}
+        loop.wb.frontier.add([(f"http://a.test:{port}", "127.0.0.1", ["/1", "/2", "/3"])])
+        t0 = time.monotonic()
+        await loop.start()
+        pages = []
+        while len(pages) < 3 and time.monotonic() - t0 < 20:
+            pages += [o for o in await loop.drain(10, 0.1) if o.kind == "page"]
+        wall = time.monotonic() - t0
+        assert [o.fr.status for o in pages] == [200, 200, 200]
+        status = loop.status()
+        assert (status["dns_lookups"], status["dns_failures"]) == (2, 1)
+        # (the wait is timed from the round after each release: a few ms of each gap go unseen)
+        assert 0.8 <= status["politeness_idle_s"] <= wall, (status["politeness_idle_s"], wall)
+    finally:
+        await loop.stop()
+        await runner.cleanup()
