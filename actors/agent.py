@@ -47,6 +47,7 @@ from raycrawl.report import build_report, write_report
 from raycrawl.seeds import read_seeds
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
+from raycrawl.storage import crawl_timeline
 from raycrawl.storage.crawl_dir import begin, join_run, layout, read_crawl_id
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,8 @@ class Agent:
         finally:
             elapsed = time.time() - started
             self._shutdown()
+            if not lost(self.redis_url):
+                self._sample()
             self.finished.set()
             report = build_report(self.f.stats(), elapsed=elapsed, run_pages=self.run_pages, stopped=stopped,
                                   frontier=self.f.counts(), extra={"required_front": self.distributor.required_front,
@@ -189,8 +192,10 @@ class Agent:
                     self._recover_fetchers("Redis restarted")
                     self.redis_run_id = run_id
                     continue
-                metrics.record_frontier(self.name, self.f.counts(), self.run_pages / max(1e-9, time.time() - t0),
+                counts = self.f.counts()
+                metrics.record_frontier(self.name, counts, self.run_pages / max(1e-9, time.time() - t0),
                                         ray.get(crew.sieve.stats.remote()).get("seen"))
+                self._sample(counts)
             if self.progress is not None and self.progress.due():
                 self.progress.show_crawl(self.f.counts(), self.f.stats(), statuses, self.run_pages / max(1e-9, time.time() - t0))
             idle = all(st["idle"] for st in statuses)
@@ -201,6 +206,13 @@ class Agent:
             if idle and self.termination.all_idle(self.router.agents, lambda: ray.get(
                     crew.sieve.exhausted.remote(self.f.sieve_offsets(self.distributor.queues)))):
                 return "budget spent" if self.termination.budget_ended else "frontier empty"
+
+    def _sample(self, counts: dict[str, int] | None = None) -> None:
+        """One row of the crawl timeline (storage/crawl_timeline.py); a full disk only loses it."""
+        try:
+            crawl_timeline.record(layout(self.out).timeline, self.name, self.f.stats(), counts or self.f.counts())
+        except OSError as exc:
+            log.debug("timeline sample not written: %s", exc)
 
     def _recover_fetchers(self, why: object) -> None:
         """A fetch actor died (Ray restarts it with an empty loop), or Redis restarted. Stop the

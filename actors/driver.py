@@ -120,6 +120,16 @@ def _write_crawl_log(out: Path) -> None:
         log.warning("crawl.log not written (%s); `raycrawl log %s > crawl.log` writes it later", exc, out)
 
 
+def _write_timeline(out: Path) -> None:
+    """OUT/crawl-timeline.png from the samples the agents took (storage/crawl_timeline.py)."""
+    from raycrawl.storage import crawl_timeline
+
+    try:
+        crawl_timeline.write_png(layout(out).timeline, layout(out).timeline_png)
+    except OSError as exc:
+        log.warning("crawl-timeline.png not written (%s)", exc)
+
+
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
@@ -156,6 +166,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                     report = agent.run()
             if settings.crawl_log:
                 _write_crawl_log(out)
+            _write_timeline(out)
             return report
         except (redis.RedisError, OSError, ray.exceptions.RayTaskError) as exc:
             stop = storage_failure(exc)

@@ -46,7 +46,8 @@ PARTS = {"warc": "warc", "links": "links", "sieve": "sieve", "virtualizer": "vir
          "redis_url": "redis-url", "dashboard_url": "dashboard-url", "report": "report.json", "crawl_id": ID_NAME, "lock": LOCK_NAME,
          "workers": WORKERS_NAME,
          "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index",
-         "revisit": "revisit", "indexes": "indexes", "crawl_log": "crawl.log"}
+         "revisit": "revisit", "indexes": "indexes", "crawl_log": "crawl.log", "timeline": "timeline",
+         "timeline_png": "crawl-timeline.png"}
 
 
 class Layout:
@@ -64,6 +65,8 @@ class Layout:
     redis: Path
     redis_url: Path
     dashboard_url: Path
+    timeline: Path
+    timeline_png: Path
     report: Path
     crawl_id: Path
     lock: Path

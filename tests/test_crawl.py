@@ -259,6 +259,14 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     assert [r["done"] for r in status["hosts"]] == sorted(per_host.values(), reverse=True)
     assert all(r["queued"] == r["in_flight"] == 0 for r in status["hosts"])
     check_crawl_log(out, records, port)
+    # the timeline: samples up to the end of the run, drawn in crawl-timeline.png
+    from png_check import assert_picture
+
+    from raycrawl.storage import crawl_timeline
+
+    samples = crawl_timeline.read(out / "timeline")
+    assert len(samples) >= 2 and samples[-1][1] == report["pages"], samples[-3:]
+    assert_picture(out / "crawl-timeline.png")
 
 
 def check_crawl_log(out: Path, records: list[dict], port: int) -> None:
