@@ -91,6 +91,10 @@ def test_cli_build_export_stats(tmp_path, capsys, seed):
     assert info["skipped_records"] == 1 and info["records"] == len(records)
     assert main(["graph", "stats", str(tmp_path), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
+    from png_check import assert_picture
+
+    assert s["png"] == str(tmp_path / "graph" / "degrees.png")
+    assert_picture(tmp_path / "graph" / "degrees.png")
     outdeg = {u: 0 for u in nodes}
     for a, _ in arcs:
         outdeg[a] += 1

@@ -6,9 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raycrawl.errors import UserError
 from raycrawl.storage.crawl_dir import layout
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _bv_options(p: argparse.ArgumentParser) -> None:
@@ -31,6 +35,8 @@ def register(subparsers) -> None:
     s = sub.add_parser("stats", help="nodes, arcs, bits/link and degree distributions of DIR/graph")
     s.add_argument("dir", type=Path)
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.add_argument("--png", type=Path, default=None, metavar="FILE",
+                   help="where to draw the log-log in- and out-degree distributions (default DIR/graph/degrees.png)")
     s.set_defaults(func=handle_stats)
     e = sub.add_parser("export", help="print one 'src<TAB>dst' line per arc (URLs, or ids without a URL map)")
     e.add_argument("dir", type=Path)
@@ -103,9 +109,9 @@ def degree_summary(deg) -> dict:
             "log2_histogram": hist}
 
 
-def graph_stats(crawl_dir: Path) -> dict:
-    """The statistics ``graph stats`` prints."""
-    paths, g, t, m = _load(crawl_dir)
+def graph_stats(crawl_dir: Path, loaded: tuple | None = None) -> dict:
+    """The statistics ``graph stats`` prints (``loaded``: what :func:`_load` returned, if at hand)."""
+    paths, g, t, m = loaded or _load(crawl_dir)
     out = g.outdegrees()
     stats = {"nodes": g.num_nodes, "arcs": g.num_arcs, "bits_per_link": round(g.bits_per_link, 3),
              "outdegree": degree_summary(out), "transpose_bits_per_link": round(t.bits_per_link, 3),
@@ -117,12 +123,56 @@ def graph_stats(crawl_dir: Path) -> dict:
 
 
 def handle_stats(args: argparse.Namespace) -> int:
-    s = graph_stats(args.dir)
+    loaded = _load(args.dir)
+    paths, g, t, _ = loaded
+    s = graph_stats(args.dir, loaded)
+    png = args.png or paths["dir"] / "degrees.png"
+    try:
+        write_degree_png(g.outdegrees(), t.outdegrees(), png)
+    except OSError as exc:
+        print(f"raycrawl graph stats: warning: {png} not written ({exc.strerror or exc})", file=sys.stderr)
+        png = None
     if args.json:
-        print(json.dumps(s, indent=2))
+        print(json.dumps({**s, "png": str(png) if png else None}, indent=2))
         return 0
     print(format_stats(s))
+    if png:
+        print(f"degree distributions: {png}")
     return 0
+
+
+def degree_frequencies(deg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(k, number of nodes of degree k) for every degree k ≥ 1 that occurs."""
+    import numpy as np
+
+    counts = np.bincount(deg.astype(np.int64))
+    ks = np.nonzero(counts)[0]
+    ks = ks[ks > 0]
+    return ks, counts[ks]
+
+
+def write_degree_png(outdeg: np.ndarray, indeg: np.ndarray, path: Path) -> Path:
+    """The in- and out-degree distributions on log-log axes (nodes of degree 0 cannot be drawn
+    there: the legend counts them)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5), dpi=100)
+    for deg, name, marker in ((indeg, "in-degree", "o"), (outdeg, "out-degree", "s")):
+        ks, n = degree_frequencies(deg)
+        zero = int((deg == 0).sum())
+        ax.loglog(ks, n, marker, ms=3, alpha=0.7, label=f"{name} (mean {deg.mean():.1f}; {zero:,} nodes at 0)")
+    ax.set_xlabel("degree k")
+    ax.set_ylabel("nodes of degree k")
+    ax.set_title(f"degree distributions: {len(outdeg):,} nodes, {int(outdeg.sum()):,} arcs", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def format_stats(s: dict) -> str:
