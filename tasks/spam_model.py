@@ -175,6 +175,7 @@ class EnsembleSelection:
     weights: dict[str, float] = field(default_factory=dict)
     cv_auc: dict[str, float] = field(default_factory=dict)
     ensemble_cv_auc: float = float("nan")
+    oof_scores: np.ndarray | None = None  # the ensemble's out-of-fold score of each training row
     models: dict[str, tuple[str, object]] = field(default_factory=dict)
 
     def fit(self, data: dict, y: np.ndarray, groups: np.ndarray, library: list[tuple[str, str, object]]) -> EnsembleSelection:
@@ -203,6 +204,7 @@ class EnsembleSelection:
         self.weights = {n: c / total for n, c in picks.items() if c}
         ens = sum(w * oof[n] for n, w in self.weights.items())
         self.ensemble_cv_auc = _auc(y, ens)
+        self.oof_scores = np.asarray(ens, dtype=np.float64)
         by_name = {n: (s, est) for n, s, est in library}
         for n in self.weights:
             s, est = by_name[n]

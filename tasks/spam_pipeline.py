@@ -156,7 +156,48 @@ def train(crawl_dir: Path, labels: dict[str, int], sets: list[str], quick: bool 
     report = {"hosts": len(y), "spam": int(y.sum()), "groups": int(groups.max() + 1), "cv_auc": es.ensemble_cv_auc,
               "weights": es.weights, "model_cv_auc": es.cv_auc, "gate_cv_auc": gate.cv_auc}
     (out / "train.json").write_text(json.dumps(report, indent=2))
+    try:
+        write_train_png(y, es.oof_scores, es.ensemble_cv_auc, out / "train.png")
+        report["png"] = str(out / "train.png")
+    except OSError as exc:
+        log.warning("train.png not written: %s", exc)
     return report
+
+
+def write_train_png(y, scores, auc: float, path: Path) -> Path:  # noqa: ANN001 - numpy arrays
+    """The ensemble's out-of-fold scores of the labelled hosts: their histogram by label, and the
+    ROC curve they give (its area is the cross-validated AUC ``train`` reports)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from sklearn.metrics import roc_curve
+
+    y = np.asarray(y).astype(int)
+    fig, (hist, roc) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
+    bins = np.linspace(0.0, 1.0, 21)
+    hist.hist([scores[y == 0], scores[y == 1]], bins=bins, label=[f"honest ({int((y == 0).sum())})",
+              f"spam ({int(y.sum())})"], color=["tab:blue", "tab:red"], alpha=0.8)
+    hist.set_xlabel("spam score (out of fold)")
+    hist.set_ylabel("hosts (log scale: spam is rare)")
+    hist.set_yscale("log")
+    hist.legend(fontsize=8)
+    fpr, tpr, _ = roc_curve(y, scores)
+    roc.plot(fpr, tpr, color="tab:red", label=f"ensemble, CV AUC {auc:.3f}")
+    roc.plot([0, 1], [0, 1], ":", color="grey", label="chance")
+    roc.set_xlabel("false positive rate")
+    roc.set_ylabel("true positive rate")
+    roc.set_xlim(0, 1)
+    roc.set_ylim(0, 1.01)
+    roc.legend(fontsize=8, loc="lower right")
+    for ax in (hist, roc):
+        ax.grid(alpha=0.3)
+    fig.suptitle("spam classifier, cross-validated on the labelled hosts", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def score(crawl_dir: Path, model_path: Path | None = None):

@@ -244,6 +244,15 @@ def test_cli_labels_train_score(web, crawl, tmp_path):
     r = _cli("spam", "train", str(crawl), "--labels", str(lab), "--quick", "--sets", "content,link")
     assert r.returncode == 0, r.stderr
     assert "CV AUC" in r.stdout
+    # the histogram and ROC of the ensemble's out-of-fold scores, one per labelled host
+    from png_check import assert_picture
+
+    assert_picture(crawl / "spam" / "train.png")
+    import pickle
+
+    model = pickle.loads((crawl / "spam" / "model.pkl").read_bytes())["ensemble"]
+    train_json = json.loads((crawl / "spam" / "train.json").read_text())
+    assert len(model.oof_scores) == train_json["hosts"]
     r = _cli("spam", "score", str(crawl), "--top", "5")
     assert r.returncode == 0, r.stderr
     import pyarrow.parquet as pq

@@ -5,7 +5,7 @@ Sub-commands::
     raycrawl spam labels --manifest M [--out FILE]   websim ground truth as host<TAB>0|1
     raycrawl spam queries --manifest M [--out FILE]  websim's popular-query terms, one per line
     raycrawl spam features DIR [--queries FILE]      DIR/spam/features.parquet (+ pages, terms)
-    raycrawl spam train DIR --labels FILE            DIR/spam/model.pkl, gate.json, train.json
+    raycrawl spam train DIR --labels FILE            DIR/spam/model.pkl, gate.json, train.json, train.png
     raycrawl spam score DIR [--model FILE]           DIR/spam/scores.parquet (+ top of the list)
     raycrawl spam temporal DIR1 DIR2 [DIR3 ...]      temporal features over crawls of one web, oldest
                                                      first -> the last one's spam/temporal.parquet
@@ -151,6 +151,8 @@ def handle_train(args: argparse.Namespace) -> int:
           f"ensemble 5-fold CV AUC {r['cv_auc']:.3f}, gate CV AUC {r['gate_cv_auc']:.3f}")
     for name, w in sorted(r["weights"].items(), key=lambda kv: -kv[1]):
         print(f"  {w:6.3f}  {name}  (CV AUC {r['model_cv_auc'][name]:.3f})")
+    if r.get("png"):
+        print(f"score histogram and ROC: {r['png']}")
     return 0
 
 
