@@ -421,8 +421,42 @@ def write_clusters(out: Path, result: Clustering, flagged: set[int], summary: di
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     tmp.replace(out / "clusters.jsonl")
     write_members_parquet(out / "clusters.parquet", result, flagged)
+    write_sizes_png(out / "cluster-sizes.png", [len(m) for m in result.clusters], summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "report.txt").write_text(format_report(summary, result))
+
+
+def write_sizes_png(path: Path, sizes: list[int], summary: dict) -> Path:
+    """How many clusters have each size (log-log: a few mirrors hold many copies, most clusters
+    are pairs); a crawl without clusters gets a picture saying so."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6, 4.5), dpi=100)
+    if sizes:
+        counts = np.bincount(sizes)
+        ks = np.nonzero(counts)[0]
+        ax.loglog(ks, counts[ks], "o", ms=5, color="tab:purple")
+        ax.set_xlim(1.5, max(ks) * 1.5)
+        ax.set_ylim(0.7, counts.max() * 1.5)
+        for axis in (ax.xaxis, ax.yaxis):  # sizes and counts as plain numbers, not 2×10⁰
+            axis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    else:
+        ax.text(0.5, 0.5, "no near-duplicate clusters", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("cluster size (pages)")
+    ax.set_ylabel("clusters of that size")
+    ax.set_title(f"{len(sizes):,} clusters holding {sum(sizes):,} of {summary.get('pages_with_text', 0):,} pages "
+                 f"(Jaccard ≥ {summary.get('threshold')})", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def write_members_parquet(path: Path, result: Clustering, flagged: set[int]) -> None:

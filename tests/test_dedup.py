@@ -155,6 +155,9 @@ def test_dedup_command_end_to_end(tmp_path, capsys):
     assert {frozenset(m) for m in by_cluster.values()} == expected
     assert {r["url"] for r in table if r["representative"]} == {c["representative"] for c in clusters}
     assert sum(r["crawl_time"] for r in table) == 2
+    from png_check import assert_picture
+
+    assert_picture(crawl / "dedup" / "cluster-sizes.png")
 
     from raycrawl.commands.dedup import demo_stage
 
