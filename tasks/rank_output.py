@@ -149,36 +149,78 @@ def write_json(summary: dict, out_dir: Path) -> Path:
     return path
 
 
-def density(rs: RankSet, cells: int = 100) -> tuple[np.ndarray, np.ndarray]:
-    """Counts of nodes on ``cells × cells`` log-equidistant cells of the (K, K*) plane, and the edges.
+def rank_edges(n: int, cells: int = 100) -> np.ndarray:
+    """Integer rank boundaries ``1 = e_0 < … < e_m = n + 1``, log-equidistant where ranks allow: a
+    cell ``[e_i, e_i+1)`` always holds at least one rank (plain ln bins leave the cells below
+    rank ~cells empty, as black stripes)."""
+    return np.unique(np.floor(np.logspace(0.0, np.log10(n + 1), cells + 1)).astype(np.int64))
 
-    Rows index K, columns K*; edges in ln units from 0 to ln N.
-    """
-    n = max(rs.num_nodes, 2)
-    edges = np.linspace(0.0, np.log(n) * (1 + 1e-12), cells + 1)
-    h, _, _ = np.histogram2d(np.log(rs.K), np.log(rs.Kstar), bins=[edges, edges])
+
+def density(rs: RankSet, cells: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes on the (K, K*) cells of :func:`rank_edges` (rows K, columns K*), and the edges.
+
+    K and K* are permutations, so the cells of a row hold together exactly as many nodes as the
+    row has ranks; :func:`write_density_png` divides by the cell's ranks², giving the paper's
+    density ``W(K, K*) = dN / dK dK*`` (Zhirov, Zhirov & Shepelyansky 2010, Fig. 2)."""
+    edges = rank_edges(max(rs.num_nodes, 1), cells)
+    h, _, _ = np.histogram2d(rs.K, rs.Kstar, bins=[edges - 0.5, edges - 0.5])
     return h, edges
 
 
+def tie_groups(values: np.ndarray, ranks: np.ndarray, min_size: int) -> list[tuple[int, int, int]]:
+    """(size, lowest rank, highest rank) of each group of at least ``min_size`` nodes with equal
+    ``values``, largest first: ties are ranked by node id, so such a group fills a band of ranks in
+    an order unrelated to the graph."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return []
+    keys = np.round(v / max(float(v.max()), 1e-300), 12)
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    out = []
+    for g in np.argsort(-counts, kind="stable"):
+        if counts[g] < min_size:
+            break
+        members = ranks[inverse == g]
+        out.append((int(counts[g]), int(members.min()), int(members.max())))
+    return out
+
+
 def write_density_png(rs: RankSet, out_dir: Path, title: str = "", cells: int = 100) -> Path:
-    """The (log K, log K*) density plot (paper Fig. 2) as ``rank-density.png``."""
+    """The density ``W(K, K*)`` on (ln K, ln K*) axes (paper Fig. 2) as ``rank-density.png``, with
+    the largest groups of tied PageRank or CheiRank values named under it (they make bands)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     h, edges = density(rs, cells)
-    logd = np.full(h.shape, np.nan)
+    width = np.diff(edges).astype(np.float64)
+    w = h / np.outer(width, width)
+    logw = np.full(h.shape, np.nan)
     nz = h > 0
-    logd[nz] = np.log(h[nz])
-    fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=110)
+    logw[nz] = np.log(w[nz])
+    ln = np.log(edges.astype(np.float64))
+    fig, ax = plt.subplots(figsize=(5.5, 5.0), dpi=110)
     ax.set_facecolor("black")
     cmap = plt.get_cmap("inferno").with_extremes(bad="black")
-    mesh = ax.pcolormesh(edges, edges, np.ma.masked_invalid(logd.T), cmap=cmap, shading="flat")
-    fig.colorbar(mesh, ax=ax, label="ln(nodes per cell)")
+    mesh = ax.pcolormesh(ln, ln, np.ma.masked_invalid(logw.T), cmap=cmap, shading="flat")
+    fig.colorbar(mesh, ax=ax, label="ln W(K, K*)  (nodes per rank²)")
+    ax.set_xlim(ln[0], ln[-1])
+    ax.set_ylim(ln[0], ln[-1])
     ax.set_xlabel("ln K (PageRank index)")
     ax.set_ylabel("ln K* (CheiRank index)")
     ax.set_title(title or f"N = {rs.num_nodes:,}, κ = {rs.kappa:.3f}", fontsize=10)
+    notes = []
+    for name, vec, ranks, axis, line in (("PageRank", rs.pagerank.vector, rs.K, "K", ax.axvline),
+                                         ("CheiRank", rs.cheirank.vector, rs.Kstar, "K*", ax.axhline)):
+        for size, lo, hi in tie_groups(vec, ranks, max(20, rs.num_nodes // 100))[:3]:
+            notes.append(f"{size:,} nodes share one {name} value ({axis} {lo:,}–{hi:,})")
+            for r in (lo - 0.5, hi + 0.5):  # the band's edges, dotted
+                line(np.log(r), color="white", lw=0.5, ls=":", alpha=0.6)
+    if notes:  # tied nodes are ranked by node id: their K or K* says nothing, whence the bands
+        fig.text(0.02, 0.01, "Ties, ranked by node id (dotted): " + "; ".join(notes), fontsize=7, wrap=True,
+                 va="bottom")
+        fig.subplots_adjust(bottom=0.2)
     path = Path(out_dir) / "rank-density.png"
     with replacing(path) as tmp:
         fig.savefig(tmp, format="png", bbox_inches="tight")
