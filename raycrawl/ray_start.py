@@ -32,6 +32,11 @@ def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool
         return False
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # Ray 2.60 local clusters default to token auth
     local = {"num_cpus": num_cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1"}
+    if dashboard:
+        from raycrawl.redis_server import free_port
+
+        # Not Ray's 8265: a cluster started later on this machine insists on that one (no retries).
+        local["dashboard_port"] = free_port()
     for attempt in range(1, attempts + 1):
         try:
             context = ray.init(address=address or "local", log_to_driver=log_to_driver, configure_logging=False,

@@ -51,7 +51,8 @@ class Settings:
     address: str | None = knob(None, IO,
         "Ray cluster address; None = a local Ray instance.")
     dashboard: bool = knob(False, IO,
-        "Start the local Ray with its dashboard on loopback and print its URL (also in ``out/dashboard-url``); "
+        "Start the local Ray with its dashboard on a free loopback port and print its URL (also in "
+        "``out/dashboard-url``); "
         "a cluster given by ``address`` has its own.")
     operator: str = knob("", IO,
         "Who runs the crawl (a name and contact): the ``operator`` field of every WARC file's warcinfo record.")
