@@ -6,7 +6,7 @@ A :class:`Filter` is a named predicate; ``a & b``, ``a | b`` and ``~a`` build ne
 
 The factories read the filter settings of :class:`raycrawl.settings.Settings` (its "filters"
 group, docs/settings.md: schemes, host suffixes, URL length, repeated segments, depth, excluded
-extensions, content types) from a Settings, any object with those attributes, or a mapping; a
+extensions, scope rules (raycrawl/scope_rules.py), content types) from a Settings, any object with those attributes, or a mapping; a
 missing one takes the setting's default.
 
 (The maximum number of URLs per host is counted by the frontier, not here.)
@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
+from raycrawl.scope_rules import compile_regexes, surt_prefix, url_surt
 from raycrawl.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,35 @@ class PathEndsWithOneOf(Filter[str]):
         return _path(url).lower().endswith(self.suffixes)
 
 
+class Scope(Filter[str]):
+    """The scope rules as one prefetch filter; :meth:`explain` says ``scope-deny`` or ``scope-allow``."""
+
+    name = "scope"
+
+    def __init__(self, allow: Sequence[str] = (), deny: Sequence[str] = (), allow_surts: Sequence[str] = (),
+                 deny_surts: Sequence[str] = ()) -> None:
+        self.allow = compile_regexes(allow, "scope_allow")
+        self.deny = compile_regexes(deny, "scope_deny")
+        self.allow_surts = tuple(surt_prefix(r) for r in allow_surts)
+        self.deny_surts = tuple(surt_prefix(r) for r in deny_surts)
+        self.needs_surt = bool(self.allow_surts or self.deny_surts)
+
+    def __bool__(self) -> bool:
+        return bool(self.allow or self.deny or self.allow_surts or self.deny_surts)
+
+    def explain(self, url: str) -> str | None:
+        key = url_surt(url) if self.needs_surt else ""
+        if any(p.search(url) for p in self.deny) or (self.deny_surts and key.startswith(self.deny_surts)):
+            return "scope-deny"
+        if (self.allow or self.allow_surts) and not (
+                any(p.search(url) for p in self.allow) or (self.allow_surts and key.startswith(self.allow_surts))):
+            return "scope-allow"
+        return None
+
+    def apply(self, url: str) -> bool:
+        return self.explain(url) is None
+
+
 def build_prefetch(settings: Any = None) -> Filter[str]:
     """The URL filter of ``settings`` (see the module doc): a callable url → bool with ``explain``."""
     parts: list[Filter[str]] = [SchemeIn(_as_tuple(setting(settings, "allowed_schemes")))]
@@ -227,8 +257,6 @@ def build_prefetch(settings: Any = None) -> Filter[str]:
     extensions = _as_tuple(setting(settings, "exclude_extensions"))
     if extensions:
         parts.append(Not(PathEndsWithOneOf(extensions), name="extension"))
-    from raycrawl.policies.scope import Scope  # (it builds on Filter)
-
     rules = (setting(settings, n) for n in ("scope_allow", "scope_deny", "scope_allow_surts", "scope_deny_surts"))
     scope = Scope(*([r] if isinstance(r, str) else list(r or ()) for r in rules))  # (commas are the rules' own)
     if scope:

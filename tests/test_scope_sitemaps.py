@@ -19,8 +19,8 @@ from raycrawl.actors.parser import Parser
 from raycrawl.actors.visit_batch import decide
 from raycrawl.errors import UserError
 from raycrawl.exchange import FetchResult
-from raycrawl.policies.filters import build_prefetch
-from raycrawl.policies.scope import Scope, surt_prefix
+from raycrawl.policies.filters import Scope, build_prefetch
+from raycrawl.scope_rules import surt_prefix
 from raycrawl.sitemaps import is_sitemap, sitemap_locs
 
 ROOT = Path(__file__).resolve().parents[1]

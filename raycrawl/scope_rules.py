@@ -16,6 +16,9 @@ Two kinds of rule, each as an allow list and a deny list (settings ``scope_allow
 
 A URL is in scope when no allow rule is given or it matches one of either kind, and no deny rule
 of either kind matches it: deny wins.
+
+Parsed and checked here; the prefetch filter that applies them is
+:class:`raycrawl.policies.filters.Scope`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from urllib.parse import urlsplit
 import surt
 
 from raycrawl.errors import UserError
-from raycrawl.policies.filters import Filter
 from raycrawl.urls import canonicalize
 
 
@@ -88,30 +90,10 @@ def compile_regexes(rules: Sequence[str], setting: str) -> list[re.Pattern[str]]
     return out
 
 
-class Scope(Filter[str]):
-    """The scope rules as one prefetch filter; :meth:`explain` says ``scope-deny`` or ``scope-allow``."""
-
-    name = "scope"
-
-    def __init__(self, allow: Sequence[str] = (), deny: Sequence[str] = (), allow_surts: Sequence[str] = (),
-                 deny_surts: Sequence[str] = ()) -> None:
-        self.allow = compile_regexes(allow, "scope_allow")
-        self.deny = compile_regexes(deny, "scope_deny")
-        self.allow_surts = tuple(surt_prefix(r) for r in allow_surts)
-        self.deny_surts = tuple(surt_prefix(r) for r in deny_surts)
-        self.needs_surt = bool(self.allow_surts or self.deny_surts)
-
-    def __bool__(self) -> bool:
-        return bool(self.allow or self.deny or self.allow_surts or self.deny_surts)
-
-    def explain(self, url: str) -> str | None:
-        key = url_surt(url) if self.needs_surt else ""
-        if any(p.search(url) for p in self.deny) or (self.deny_surts and key.startswith(self.deny_surts)):
-            return "scope-deny"
-        if (self.allow or self.allow_surts) and not (
-                any(p.search(url) for p in self.allow) or (self.allow_surts and key.startswith(self.allow_surts))):
-            return "scope-allow"
-        return None
-
-    def apply(self, url: str) -> bool:
-        return self.explain(url) is None
+def check_rules(allow: Sequence[str], deny: Sequence[str], allow_surts: Sequence[str],
+                deny_surts: Sequence[str]) -> None:
+    """Raise :class:`UserError` naming the first rule that is not a regular expression or a SURT."""
+    compile_regexes(allow, "scope_allow")
+    compile_regexes(deny, "scope_deny")
+    for rule in (*allow_surts, *deny_surts):
+        surt_prefix(rule)
