@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from loopback_http import serve
 
 from raycrawl.actors.fetch_loop import FetchLoop
 from raycrawl.settings import Settings
@@ -41,11 +42,7 @@ async def test_politeness_wait_and_dns_lookups_are_counted(redis_url, tmp_path):
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", page)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, port = await serve(app)
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 a.test\n")
     loop = FetchLoop(Settings(allow_networks="127.0.0.0/8", host_delay=0.3, ip_delay=0.0, resolve=str(hosts)),

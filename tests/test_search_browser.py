@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from aiohttp import web
+from loopback_http import serve
 from matplotlib import image as mpimg
 from test_search_temporal import two_crawls  # noqa: F401 - module fixture reused
 from test_summaries import cli
@@ -72,11 +72,7 @@ async def server(two_crawls, capsys):  # noqa: F811
     pq.write_table(pa.Table.from_pylist([{"host": f"h{i}.test", "score": 0.1 + 0.2 * i} for i in range(5)]),
                    e1 / "spam" / "scores.parquet")
     assert cli(capsys, "index", "build", e1, "--crawl", root / "e0", "--out", e1 / "index-scored").returncode == 0
-    runner = web.AppRunner(make_app(e1 / "index-scored"))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, port = await serve(make_app(e1 / "index-scored"))
     yield e1 / "index-scored", f"http://127.0.0.1:{port}"
     await runner.cleanup()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
-from aiohttp import web
+from loopback_http import serve
 from test_search_temporal import two_crawls  # noqa: F401 - module fixture reused
 from test_summaries import cli
 
@@ -17,11 +17,7 @@ async def server(two_crawls, capsys):  # noqa: F811
     root, _ = two_crawls
     if not (root / "e1" / "index" / "tables.msgpack").exists():
         assert cli(capsys, "index", "build", root / "e1", "--crawl", root / "e0").returncode == 0
-    runner = web.AppRunner(make_app(root / "e1"))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, port = await serve(make_app(root / "e1"))
     yield root, f"http://127.0.0.1:{port}"
     await runner.cleanup()
 

@@ -9,6 +9,7 @@ import zlib
 from aiohttp import web
 from fastwarc.warc import ArchiveIterator as FastIterator
 from fastwarc.warc import WarcRecordType
+from loopback_http import serve
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 
 from raycrawl.actors.fetcher import Fetcher, FetchResult
@@ -206,11 +207,7 @@ async def test_real_gzip_fetch_stored_decoded(tmp_path):
 
     app = web.Application()
     app.router.add_get("/", handle)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, port = await serve(app, access_log=None, shutdown_timeout=0.2)
     fetcher = Fetcher("raycrawl-test", 2, 2, 100_000, 1_000_000, NetworkPolicy("127.0.0.1/32"))
     try:
         fr = await fetcher.fetch(f"http://gz.test:{port}/", "127.0.0.1")
@@ -269,11 +266,7 @@ async def test_resolve_fetch_parse_store_pipeline(tmp_path):
 
     app = web.Application()
     app.router.add_route("GET", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, port = await serve(app, access_log=None, shutdown_timeout=0.2)
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 a.test b.test\n")
     resolver = Resolver(hosts_file=str(hosts))
