@@ -95,6 +95,8 @@ def _answers(url: str) -> bool:
 def handle(args: argparse.Namespace) -> int:
     from raycrawl.redis_server import redis_url_for
 
+    if args.hosts < 0 or not args.interval >= 0:
+        raise UserError("--hosts and --interval must not be negative")
     if args.out is not None:
         url_file = layout(args.out).redis_url
         if not (layout(args.out).redis).is_dir() and not url_file.exists():
@@ -125,8 +127,6 @@ def read_live(url: str, args: argparse.Namespace) -> dict:
     pages committed over ``--interval`` seconds (None when not measured)."""
     import time
 
-    if args.hosts < 0 or not args.interval >= 0:
-        raise UserError("--hosts and --interval must not be negative")
     st = read_status(url, args.prefix, args.hosts)
     rate = None
     if args.interval > 0:
