@@ -575,7 +575,7 @@ def live_status(proc: subprocess.Popen, out: Path) -> dict | None:
     it ended first)."""
     while proc.poll() is None:
         if (out / "redis-url").exists():
-            st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json", "--interval", "1"],
+            st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json", "--interval", "2"],
                      timeout=60)
             if st.returncode == 0:
                 status = json.loads(st.stdout)
