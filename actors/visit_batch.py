@@ -42,6 +42,10 @@ def error_kind(fr: FetchResult) -> str | None:
     return None
 
 
+NOT_REQUESTED = frozenset({"robots", "robots-unavailable", "spam", "filtered", "forbidden-network", "dns"})
+"""Error kinds of URLs no request was sent for."""
+
+
 def link_record(url: str, status: int, ctype: str, t: float, ip: str, size: int, error: str | None = None) -> dict:
     """A link record (fields in storage/link_records.py) with nothing found in the page yet."""
     return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
@@ -114,6 +118,8 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
             continue
         pr = parsed.get(fr.url)
         rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))
+        # When the request began (the crawl log's fetch duration); none for a URL never requested.
+        rec["started"] = fr.started or None if rec["error"] not in NOT_REQUESTED else None
         rec["redirect"] = fr.redirect
         rec["level"], rec["epoch"] = o.level, epoch
         rec["etag"], rec["modified"] = fr.headers.get("etag"), fr.headers.get("last-modified")

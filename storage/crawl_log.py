@@ -33,7 +33,7 @@ from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 # Heritrix's FetchStatusCodes for the error kinds of the link records.
 HERITRIX_CODES = {"dns": -6, "connect": -2, "reset": -3, "timeout": -4, "robots": -9998, "filtered": -5000,
                   "spam": -5002, "too-large": -5, "bomb": -5, "bad-content": -5}
-COLUMNS = ("time", "status", "size", "url", "discovery_path", "via", "mime", "worker", "fetch_time", "digest",
+COLUMNS = ("time", "status", "size", "url", "discovery_path", "via", "mime", "worker", "fetch_time", "fetch_ms", "digest",
            "source", "annotations", "warc_filename", "warc_offset", "duplicate_of", "duplicate_kind", "revisit_of",
            "http_status", "error", "epoch", "title")
 
@@ -127,7 +127,8 @@ def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
             notes.append(f"err={err}")
         yield {"time": t, "status": status, "size": rec.get("size") or 0, "url": rec["url"],
                "discovery_path": _path(rec["url"], via, hop, memo), "via": via.get(rec["url"]),
-               "mime": rec.get("ctype") or None, "worker": worker, "fetch_time": t, "digest": rec.get("sha1"),
+               "mime": rec.get("ctype") or None, "worker": worker, "fetch_time": rec.get("started") or t,
+               "fetch_ms": round((t - rec["started"]) * 1000) if rec.get("started") else None, "digest": rec.get("sha1"),
                "source": None, "annotations": ",".join(notes) or None, "warc_filename": warc[0],
                "warc_offset": warc[1], "duplicate_of": rec.get("dup_of"), "duplicate_kind": rec.get("dup_kind"),
                "revisit_of": (rec.get("revisit_of") or [None])[0], "http_status": http, "error": err,
@@ -141,7 +142,8 @@ def heritrix_line(row: dict[str, Any]) -> str:
                                ("epoch", row["epoch"]), ("error", row["error"])) if v is not None}
     fields = [_stamp(row["time"], True), f"{row['status']:>5}", f"{row['size']:>10}", row["url"],
               row["discovery_path"] or "-", row["via"] or "-", row["mime"] or "-", f"#{row['worker']}",
-              _stamp(row["fetch_time"], False) + "+-", row["digest"] or "-", "-", row["annotations"] or "-",
+              _stamp(row["fetch_time"], False) + "+" + ("-" if row["fetch_ms"] is None else str(row["fetch_ms"])),
+              row["digest"] or "-", "-", row["annotations"] or "-",
               json.dumps(extra, separators=(",", ":"))]
     return " ".join(fields)
 
@@ -186,7 +188,8 @@ def write_parquet(crawl_dir: str | Path, out: Path) -> int:
         for c in COLUMNS:
             data[c].append(row[c])
     types = {"time": pa.timestamp("ms", tz="UTC"), "fetch_time": pa.timestamp("ms", tz="UTC"), "status": pa.int32(),
-             "size": pa.int64(), "warc_offset": pa.int64(), "http_status": pa.int32(), "epoch": pa.int32()}
+             "size": pa.int64(), "warc_offset": pa.int64(), "http_status": pa.int32(), "epoch": pa.int32(),
+             "fetch_ms": pa.int64()}
     for c in ("time", "fetch_time"):
         data[c] = [int(t * 1000) for t in data[c]]
     arrays = {c: pa.array(v, types.get(c, pa.string())) for c, v in data.items()}

@@ -13,6 +13,8 @@ url         str        canonical URL fetched
 status      int        HTTP status; 0 when no response (see ``error``)
 ctype       str        media type without parameters ("" if none)
 time        float      UNIX time the response ended
+started     float|nil  UNIX time the request began (nil: not fetched; absent in records before
+                       2026-11-24)
 ip          str        address dialed ("" if none)
 size        int        body bytes received (after decompression)
 digest      bytes|nil  16-byte xxh3-128 of the normalised visible text (HTML only)

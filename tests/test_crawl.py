@@ -258,7 +258,7 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
         f"http://{h}:{port}": n for h, n in per_host.items()}
     assert [r["done"] for r in status["hosts"]] == sorted(per_host.values(), reverse=True)
     assert all(r["queued"] == r["in_flight"] == 0 for r in status["hosts"])
-    check_crawl_log(out, records, port)
+    check_crawl_log(out, records, port, log)
     # the timeline: samples up to the end of the run, drawn in crawl-timeline.png
     from png_check import assert_picture
 
@@ -269,10 +269,16 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     assert_picture(out / "crawl-timeline.png")
 
 
-def check_crawl_log(out: Path, records: list[dict], port: int) -> None:
+def check_crawl_log(out: Path, records: list[dict], port: int, server_log: list[dict]) -> None:
     """OUT/crawl.log has one Heritrix line per link record, with its facts; each ``via`` really links
-    to (or redirects to) the URL in the site model, and only the seed has none; `raycrawl log
-    --format parquet|tsv` give the same rows."""
+    to (or redirects to) the URL in the site model, and only the seed has none; the fetch start and
+    duration enclose the server's receipt of the request (its log); `raycrawl log --format
+    parquet|tsv` give the same rows."""
+    from datetime import UTC, datetime
+
+    received = defaultdict(list)
+    for r in server_log:
+        received[f"http://{r['host']}:{port}{r['path']}"].append(r["start"])
     import pyarrow.parquet as pq
 
     by_url = {r["url"]: r for r in records}
@@ -289,6 +295,13 @@ def check_crawl_log(out: Path, records: list[dict], port: int) -> None:
         assert f[6] == (rec["ctype"] or "-") and f[9] == (rec["sha1"] or "-")
         assert [extra.get("warcFilename"), extra.get("warcFileOffset")] == (rec["warc"] or [None, None])
         assert extra.get("duplicateOf") == rec["dup_of"]
+        start, _, ms = f[8].partition("+")
+        if rec["error"] == "robots":  # never requested
+            assert ms == "-" and not received[f[3]], line
+        else:
+            begun = datetime.strptime(start, "%Y%m%d%H%M%S%f").replace(tzinfo=UTC).timestamp()
+            ended = begun + int(ms) / 1000
+            assert any(begun - 0.002 <= t <= ended + 0.002 for t in received[f[3]]), (line, received[f[3]])
         if f[5] == "-":
             assert f[3] == f"http://h0.test:{port}/" and f[4] == "-"
             continue
