@@ -101,7 +101,8 @@ class Resolver:
         self.max_inflight = max_inflight
         self._slots: asyncio.Semaphore | None = None
         self.queries = 0  # lookups that missed the cache (sent to DNS / the hosts table)
-        self.failures = 0
+        self.answered = 0  # of those, finished with an address
+        self.failures = 0  # finished without one
 
     def _channel(self):
         if self._aiodns is None:
@@ -172,6 +173,8 @@ class Resolver:
             answer = self.hosts.get(name)
             if answer is None:
                 self.failures += 1
+            else:
+                self.answered += 1
             return answer
         import aiodns
 
@@ -187,6 +190,7 @@ class Resolver:
         for record in result.answer:
             addr = getattr(record.data, "addr", None)
             if record.type == 1 and addr:  # A; CNAME chains are followed by the server
+                self.answered += 1
                 return addr
         self.failures += 1
         return None

@@ -75,7 +75,8 @@ class FetchLoop:
         self.earliest: float | None = None
         self.waited = 0  # loop rounds with free slots and nothing ready (distributor feedback)
         # Seconds with free slots while every queued host of the view waited on its delays (the
-        # politeness-wait metric), and the resolver's counts already exported.
+        # politeness-wait metric), and what was exported of it and of the resolver's
+        # answered/failed counts.
         self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
         self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0}
@@ -157,10 +158,11 @@ class FetchLoop:
 
     def status(self) -> dict[str, object]:
         waited, self.waited = self.waited, 0
-        dns = (self.resolver.queries, self.resolver.failures) if self.resolver else (0, 0)
+        dns = (self.resolver.queries, self.resolver.answered, self.resolver.failures) if self.resolver else (0, 0, 0)
         return {"in_flight": len(self.tasks), "buffered": len(self.done), "idle": self.idle(),
                 "earliest": self.earliest, "budget": self.budget, "waited": waited, **self.counters,
-                "dns_lookups": dns[0], "dns_failures": dns[1], "politeness_idle_s": round(self.idle_s, 3)}
+                "dns_lookups": dns[0], "dns_answered": dns[1], "dns_failures": dns[2],
+                "politeness_idle_s": round(self.idle_s, 3)}
 
     def _account_idle(self) -> None:
         """Add the time since the last round to ``idle_s`` if that round left slots free while
@@ -169,12 +171,16 @@ class FetchLoop:
         if self._idle_since is not None:
             self.idle_s += now - self._idle_since
         self._idle_since = now if self._polite_idle else None
-        if now >= self._next_export:
+        if now >= self._next_export and self.resolver is not None:
             self._next_export = now + 1.0
-            queries, failures = (self.resolver.queries, self.resolver.failures) if self.resolver else (0, 0)
-            q0, f0, idle0 = self._exported
-            metrics.record_fetcher(self.view, (queries - q0) - (failures - f0), failures - f0, self.idle_s - idle0)
-            self._exported = (queries, failures, self.idle_s)
+            # Lookups by how they finished (one still waiting for its answer is in neither yet).
+            answered, failures = self.resolver.answered, self.resolver.failures
+            a0, f0, idle0 = self._exported
+            try:
+                metrics.record_fetcher(self.view, answered - a0, failures - f0, self.idle_s - idle0)
+            except Exception:  # noqa: BLE001 - a metric must never stop the fetchers
+                log.exception("metrics export failed")
+            self._exported = (answered, failures, self.idle_s)
 
     # --- the loop ------------------------------------------------------------------------------------
     async def _run(self) -> None:

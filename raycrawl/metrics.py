@@ -112,7 +112,7 @@ def record_batch(agent: str, counters: dict[str, int], latencies: list[float]) -
     ``status:200``, ``error:timeout``, ``dup:near``, ``bytes``, ``filtered:robots``…)."""
     tags = {"agent": agent}
     for key, n in counters.items():
-        if not n:
+        if n <= 0:  # Ray's counters only go up (and refuse 0)
             continue
         kind, _, value = key.partition(":")
         if kind == "status":
@@ -123,7 +123,7 @@ def record_batch(agent: str, counters: dict[str, int], latencies: list[float]) -
                 metric("raycrawl_robots_denied").inc(n, tags=tags)
         elif kind == "dup":
             metric("raycrawl_duplicates").inc(n, tags={**tags, "kind": value})
-    if counters.get("bytes"):
+    if counters.get("bytes", 0) > 0:
         metric("raycrawl_bytes_fetched").inc(counters["bytes"], tags={**tags, "status": "all"})
     hist = metric("raycrawl_fetch_latency_seconds")
     for seconds in latencies:
@@ -145,9 +145,9 @@ def record_fetcher(agent: str, dns_ok: int, dns_failed: int, idle_seconds: float
     """Export a fetch actor's DNS lookups (cache misses) and its seconds idle on politeness since
     its last export."""
     tags = {"agent": agent}
-    if dns_ok:
+    if dns_ok > 0:
         metric("raycrawl_dns_lookups").inc(dns_ok, tags={**tags, "outcome": "ok"})
-    if dns_failed:
+    if dns_failed > 0:
         metric("raycrawl_dns_lookups").inc(dns_failed, tags={**tags, "outcome": "failed"})
     if idle_seconds > 0:
         metric("raycrawl_politeness_wait_seconds").inc(idle_seconds, tags={**tags, "kind": "fetcher_idle"})

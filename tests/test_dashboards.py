@@ -76,6 +76,11 @@ class Recorder:
             m = metric(name)
             tags = {t: "x" for t in d.tags}
             getattr(m, {"counter": "inc", "gauge": "set", "histogram": "observe"}[d.kind])(1, tags=tags)
+        # Ray's counters refuse values <= 0; the exporters must skip them, not raise into a fetch loop
+        # (a lookup counted when sent and failed later once made a delta of -1 and killed an agent)
+        from raycrawl.metrics import record_batch, record_fetcher
+        record_fetcher("a", -1, 0, -0.5)
+        record_batch("a", {"status:200": 0, "error:dns": -1}, [])
 
 ray.get(Recorder.remote().record.remote())
 wanted, seen, deadline = exported_names(), set(), time.time() + 60
