@@ -21,9 +21,9 @@ One lexbor parse per page (selectolax), shared by link extraction and the text p
   no text, no digest — whatever the Content-Type claims.
 
 A 2xx sitemap (``raycrawl.sitemaps``) yields its ``<loc>`` entries as links, canonicalised, and
-nothing else. Otherwise only 2xx responses with an HTML or XHTML type are parsed (a response without Content-Type is
-sniffed: a body starting with ``<!doctype html``/``<html`` is HTML); ``text/plain`` gets text and
-digest, no links. Anything else yields an empty result. ``parse`` never raises on page content.
+nothing else. Otherwise only 2xx responses with an HTML or XHTML type are parsed (a response
+without Content-Type is sniffed: a body starting with ``<!doctype html``/``<html`` is HTML);
+``text/plain`` gets text and digest, no links. Anything else yields an empty result. ``parse`` never raises on page content.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 from raycrawl.actors import actor_repr
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
-from raycrawl.sitemaps import is_sitemap, sitemap_locs
+from raycrawl.sitemaps import read_sitemap
 from raycrawl.storage.crawl_pages import HTML_TYPES
 from raycrawl.text import content_digest, parse_html, visible_text
 from raycrawl.urls import C0_SPACE, canonicalize
@@ -252,10 +252,11 @@ class Parser:
     def parse(self, fr: FetchResult) -> ParseResult:
         """Links, text, title and digest of a fetched page (see the module doc for the rules)."""
         result = ParseResult(url=fr.url)
-        if 200 <= fr.status < 300 and is_sitemap(fr.ctype, fr.body):
+        locs = read_sitemap(fr.ctype, fr.body) if 200 <= fr.status < 300 else None
+        if locs is not None:
             result.sitemap = True
             base = canonicalize(fr.url) or fr.url
-            links = (canonicalize(raw, base) for raw in sitemap_locs(fr.body))
+            links = (canonicalize(raw, base) for raw in locs)
             result.links = list(dict.fromkeys(u for u in links if u and u.startswith(("http://", "https://"))))
             return result
         ctype = fr.ctype or sniff_type(fr.body)
@@ -380,4 +381,5 @@ def score_pages(results: list[ParseResult], focus) -> None:
     from raycrawl.actors.summary_writer import document_counts
 
     for r in results:
-        r.score = focus.score_counts(document_counts(r.text)[1])
+        if not r.sitemap:  # a list of URLs, not a page: no score (its links keep its level)
+            r.score = focus.score_counts(document_counts(r.text)[1])

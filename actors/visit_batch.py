@@ -119,7 +119,7 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
         pr = parsed.get(fr.url)
         rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))
         # When the request began (the crawl log's fetch duration); none for a URL never requested.
-        rec["started"] = fr.started or None if rec["error"] not in NOT_REQUESTED else None
+        rec["started"] = (fr.started or None) if rec["error"] not in NOT_REQUESTED else None
         rec["redirect"] = fr.redirect
         rec["level"], rec["epoch"] = o.level, epoch
         rec["etag"], rec["modified"] = fr.headers.get("etag"), fr.headers.get("last-modified")
@@ -130,7 +130,7 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
             counters["revisit:not-modified" if revisit[2] is None else "revisit:identical"] += 1
         elif o.prior is not None:
             counters["revisit:changed"] += 1
-        link_level = 0
+        link_level = rec["level"] if pr is not None and pr.sitemap else 0  # a sitemap's URLs: its own level
         if pr is not None:
             rec["digest"], rec["title"], rec["canonical"] = pr.digest, pr.title, pr.canonical
             rec["score"] = pr.score

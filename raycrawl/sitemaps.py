@@ -36,13 +36,23 @@ def _xml(body: bytes, max_bytes: int) -> bytes:
         return b""
 
 
-def is_sitemap(ctype: str | None, body: bytes, max_bytes: int = MAX_BYTES) -> bool:
-    """True for an XML (or gzip) response whose root element is a sitemap's."""
+def read_sitemap(ctype: str | None, body: bytes, max_bytes: int = MAX_BYTES) -> list[str] | None:
+    """The ``<loc>`` values of an XML (or gzip) response whose root element is a sitemap's,
+    decoded, in document order (not yet resolved or canonicalised); None for anything else."""
     if (ctype or "").lower() not in SITEMAP_TYPES or not body:
-        return False
-    return _ROOT.search(_xml(body, max_bytes)[:4096]) is not None
+        return None
+    xml = _xml(body, max_bytes)
+    return _locs(xml) if _ROOT.search(xml[:4096]) is not None else None
+
+
+def is_sitemap(ctype: str | None, body: bytes, max_bytes: int = MAX_BYTES) -> bool:
+    return read_sitemap(ctype, body, max_bytes) is not None
 
 
 def sitemap_locs(body: bytes, max_bytes: int = MAX_BYTES) -> list[str]:
-    """The ``<loc>`` values, decoded, in document order (not yet resolved or canonicalised)."""
-    return [html.unescape(m.group(1).decode("utf-8", "replace")) for m in _LOC.finditer(_xml(body, max_bytes))]
+    """The ``<loc>`` values of a body, whatever its root element."""
+    return _locs(_xml(body, max_bytes))
+
+
+def _locs(xml: bytes) -> list[str]:
+    return [html.unescape(m.group(1).decode("utf-8", "replace")) for m in _LOC.finditer(xml)]

@@ -189,3 +189,20 @@ def test_crawl_seeded_with_sitemaps_inside_scope(tmp_path: Path) -> None:
     assert {f"http://{h}:{web.port}/sitemap.xml" for h in hosts} <= fetched
     filtered = json.loads((out / "report.json").read_text())["filtered"]
     assert filtered.get("scope-allow", 0) > 0 and filtered.get("scope-deny", 0) > 0, filtered
+
+
+def test_a_sitemap_in_a_focused_crawl_is_no_page():
+    """A focused crawl scores pages, not sitemaps: a sitemap gets no score (it once got an empty
+    page's, counted in the live harvest), and its URLs keep the level it was queued with."""
+    from raycrawl import text
+    from raycrawl.actors.parser import score_pages
+    from raycrawl.policies.focus import FocusPolicy, TermQuery
+
+    policy = FocusPolicy("best-first", 4, TermQuery(text.stems(["hawaii"], drop_stopwords=False), 1), "terms:hawaii")
+    fr = FetchResult(url="http://www.example.com/sitemap.xml", ip="127.0.0.2", status=200, body=URLSET,
+                     ctype="application/xml")
+    result = Parser().parse(fr)
+    score_pages([result], policy)
+    assert result.score is None
+    d = decide([Outcome(fr.url, "page", fr, level=2)], {fr.url: result}, {}, {}, lambda url: None, focus=policy)
+    assert d.levels == [2, 2, 2] and d.counters["focus:scored"] == 0
