@@ -6,8 +6,8 @@ A :class:`Filter` is a named predicate; ``a & b``, ``a | b`` and ``~a`` build ne
 
 The factories read the filter settings of :class:`raycrawl.settings.Settings` (its "filters"
 group, docs/settings.md: schemes, host suffixes, URL length, repeated segments, depth, excluded
-extensions, scope rules (raycrawl/scope_rules.py), content types) from a Settings, any object with those attributes, or a mapping; a
-missing one takes the setting's default.
+extensions, scope rules (raycrawl/scope_rules.py), content types) from a Settings, any object with
+those attributes, or a mapping; a missing one takes the setting's default.
 
 (The maximum number of URLs per host is counted by the frontier, not here.)
 """
@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
-from raycrawl.scope_rules import compile_regexes, surt_prefix, url_surt
+from raycrawl.scope_rules import compile_rules, url_surt
 from raycrawl.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -221,10 +221,7 @@ class Scope(Filter[str]):
 
     def __init__(self, allow: Sequence[str] = (), deny: Sequence[str] = (), allow_surts: Sequence[str] = (),
                  deny_surts: Sequence[str] = ()) -> None:
-        self.allow = compile_regexes(allow, "scope_allow")
-        self.deny = compile_regexes(deny, "scope_deny")
-        self.allow_surts = tuple(surt_prefix(r) for r in allow_surts)
-        self.deny_surts = tuple(surt_prefix(r) for r in deny_surts)
+        self.allow, self.deny, self.allow_surts, self.deny_surts = compile_rules(allow, deny, allow_surts, deny_surts)
         self.needs_surt = bool(self.allow_surts or self.deny_surts)
 
     def __bool__(self) -> bool:

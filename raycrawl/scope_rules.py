@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import surt
@@ -90,10 +91,16 @@ def compile_regexes(rules: Sequence[str], setting: str) -> list[re.Pattern[str]]
     return out
 
 
-def check_rules(allow: Sequence[str], deny: Sequence[str], allow_surts: Sequence[str],
-                deny_surts: Sequence[str]) -> None:
-    """Raise :class:`UserError` naming the first rule that is not a regular expression or a SURT."""
-    compile_regexes(allow, "scope_allow")
-    compile_regexes(deny, "scope_deny")
-    for rule in (*allow_surts, *deny_surts):
-        surt_prefix(rule)
+class CompiledRules(NamedTuple):
+    allow: list[re.Pattern[str]]
+    deny: list[re.Pattern[str]]
+    allow_surts: tuple[str, ...]
+    deny_surts: tuple[str, ...]
+
+
+def compile_rules(allow: Sequence[str], deny: Sequence[str], allow_surts: Sequence[str],
+                  deny_surts: Sequence[str]) -> CompiledRules:
+    """The four settings' rules, compiled; :class:`UserError` names the first rule that is not a
+    regular expression or a SURT (settings validation calls this too)."""
+    return CompiledRules(compile_regexes(allow, "scope_allow"), compile_regexes(deny, "scope_deny"),
+                         tuple(surt_prefix(r) for r in allow_surts), tuple(surt_prefix(r) for r in deny_surts))

@@ -203,9 +203,9 @@ class Settings:
                      "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        from raycrawl.scope_rules import check_rules
+        from raycrawl.scope_rules import compile_rules
 
-        check_rules(self.scope_allow, self.scope_deny, self.scope_allow_surts, self.scope_deny_surts)
+        compile_rules(self.scope_allow, self.scope_deny, self.scope_allow_surts, self.scope_deny_surts)
         if self.resolve and self.dns_server:
             raise UserError("--resolve and --dns-server are mutually exclusive")
         if self.resolve and not Path(self.resolve).is_file():
