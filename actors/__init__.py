@@ -11,3 +11,12 @@ def actor_repr(actor: object) -> str:
     except Exception:  # noqa: BLE001 - outside an actor, a repr must still work
         name = ""
     return f"{type(actor).__name__}({name})"
+
+
+def named(cls: type) -> type:
+    """An actor class as the Ray dashboard should show it (apply under ``@ray.remote``): its own
+    name, not ``actor_class.<locals>.X`` (the factories define it inside a function), and
+    :func:`actor_repr`."""
+    cls.__qualname__ = cls.__name__
+    cls.__repr__ = actor_repr
+    return cls

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from raycrawl import metrics
-from raycrawl.actors import actor_repr
+from raycrawl.actors import named
 from raycrawl.actors.batch_commit import BatchCommitter
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.distributor import Distributor
@@ -300,12 +300,9 @@ def actor_class():
     import ray
 
     @ray.remote(num_cpus=0, max_concurrency=4)
+
+    @named
     class AgentActor:
-        __qualname__ = "AgentActor"  # the Ray dashboard's class column (not actor_class.<locals>.AgentActor)
-
-        def __repr__(self) -> str:
-            return actor_repr(self)
-
         def __init__(self, settings: Settings, redis_url: str, name: str, shards: dict[int, str],
                      budget: int | None) -> None:
             logging.basicConfig(level=logging.WARNING)

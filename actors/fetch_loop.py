@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from raycrawl import metrics
-from raycrawl.actors import actor_repr
+from raycrawl.actors import named
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench
 from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
@@ -436,12 +436,8 @@ def actor_class():
     # Restarted by Ray when its process dies; the agent then recovers its in-flight URLs and calls
     # start() again (actors.agent.Agent._recover_fetchers).
     @ray.remote(num_cpus=0, max_concurrency=64, max_restarts=-1)
+    @named
     class FetchActor:
-        __qualname__ = "FetchActor"  # the Ray dashboard's class column (not actor_class.<locals>.FetchActor)
-
-        def __repr__(self) -> str:
-            return actor_repr(self)
-
         def __init__(self, settings: Settings, redis_url: str, budget: int | None, view: str = "agent0") -> None:
             logging.basicConfig(level=logging.WARNING)
             # a killed run's fetcher may still be talking to a host: the next run waits for it

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from raycrawl.actors import actor_repr
+from raycrawl.actors import named
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
 from raycrawl.sitemaps import read_sitemap
@@ -342,12 +342,9 @@ def actor_class():
     import ray
 
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+
+    @named
     class ParserActor:
-        __qualname__ = "ParserActor"  # the Ray dashboard's class column (not actor_class.<locals>.ParserActor)
-
-        def __repr__(self) -> str:
-            return actor_repr(self)
-
         def __init__(self, user_agent: str = "", focus: str | None = None) -> None:
             self.parser = Parser(user_agent)
             self.focus = None

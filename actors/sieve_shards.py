@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from raycrawl.actors import actor_repr
+from raycrawl.actors import named
 from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
@@ -217,12 +217,9 @@ def actor_class():
     import ray
 
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+
+    @named
     class SieveActor:
-        __qualname__ = "SieveActor"  # the Ray dashboard's class column (not actor_class.<locals>.SieveActor)
-
-        def __repr__(self) -> str:
-            return actor_repr(self)
-
         def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int,
                      cache_size: int) -> None:
             from raycrawl.redis_server import connect

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from raycrawl.actors import actor_repr
+from raycrawl.actors import named
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run, layout
@@ -58,12 +58,8 @@ def actor_class():
     # Restarted after a crash, it writes new files (never after a torn tail) and Ray retries the
     # batch; the agent commits only after the call returns, so nothing is lost.
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+    @named
     class StoreActor:
-        __qualname__ = "StoreActor"  # the Ray dashboard's class column (not actor_class.<locals>.StoreActor)
-
-        def __repr__(self) -> str:
-            return actor_repr(self)
-
         def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.store = StoreWriter(crawl_dir, writer, settings.warc_max_bytes,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raycrawl import text
-from raycrawl.actors import actor_repr
+from raycrawl.actors import named
 from raycrawl.storage import summaries
 from raycrawl.storage.crawl_dir import join_run, layout
 
@@ -89,12 +89,8 @@ def actor_class():
     # flushes in one call, so a page is durable when an answer comes back (a retried batch may be
     # spilled twice; the archive build keeps the first record of a URL).
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+    @named
     class SummaryWriterActor:
-        __qualname__ = "SummaryWriterActor"  # the Ray dashboard's class column (not actor_class.<locals>.SummaryWriterActor)
-
-        def __repr__(self) -> str:
-            return actor_repr(self)
-
         def __init__(self, crawl_dir: str, writer: str = "agent0", batch: int = 256) -> None:
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.inner = SummaryWriter(crawl_dir, writer, batch)

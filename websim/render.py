@@ -387,6 +387,17 @@ class Renderer:
             return None
         return Response(200, "text/plain", (robots_body(other.robots, other.crawl_delay) or "").encode())
 
+    def sitemap(self, host: Host) -> Response:
+        """``/sitemap.xml`` (sitemaps.org): every live HTML page of the host, in path order. Served
+        for every host and listed in no robots.txt, so only a crawl given it (as a seed) reads it."""
+        locs = "".join(f"<url><loc>{html.escape(self.url(host.name, p.path))}</loc></url>\n"
+                       for p in sorted(host.pages.values(), key=lambda p: p.path)
+                       if p.kind == "html" and p.status == 200 and p.removed_in is None)
+        body = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+                f"{locs}</urlset>\n")
+        return Response(200, "application/xml", body.encode())
+
     def moved_robots(self, host: Host) -> Response | None:
         if host.robots != "redirect":
             return None
@@ -439,17 +450,6 @@ def not_modified(resp: Response, if_none_match: str | None, if_modified_since: s
 def last_modified(epoch: int) -> str:
     """HTTP date of epoch ``epoch``: 2026-01-01 00:00 GMT plus one day per epoch."""
     return formatdate(BASE_DATE + 86400 * epoch, usegmt=True)
-
-
-def sitemap(renderer: Renderer, host: Host) -> Response:
-    """``/sitemap.xml`` (sitemaps.org): every live HTML page of the host, in path order. Served for
-    every host and listed in no robots.txt, so only a crawl given it (as a seed) reads it."""
-    locs = "".join(f"<url><loc>{html.escape(renderer.url(host.name, p.path))}</loc></url>\n"
-                   for p in sorted(host.pages.values(), key=lambda p: p.path)
-                   if p.kind == "html" and p.status == 200 and p.removed_in is None)
-    body = ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
-            f"{locs}</urlset>\n")
-    return Response(200, "application/xml", body.encode())
 
 
 def not_found() -> Response:

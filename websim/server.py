@@ -32,7 +32,6 @@ from raycrawl.websim.render import (
     gzip_bomb,
     not_found,
     not_modified,
-    sitemap,
 )
 from raycrawl.websim.request_log import RequestLogWriter
 
@@ -182,7 +181,7 @@ class WebsimServer:
         if path == "/robots.txt":
             return self.renderer.robots(host)
         if path == SITEMAP_PATH:
-            return sitemap(self.renderer, host)
+            return self.renderer.sitemap(host)
         if path == "/robots-moved.txt":
             return self.renderer.moved_robots(host) or not_found()
         if path.startswith("/robots-for/") and path.endswith(".txt"):
