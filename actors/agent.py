@@ -27,6 +27,7 @@ from raycrawl.actors import named
 from raycrawl.actors.batch_commit import BatchCommitter
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.distributor import Distributor
+from raycrawl.actors.duplicates import ShardedDuplicates, ask_actors
 from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.periodic import queue_revisits
 from raycrawl.actors.shingler import near_dup_index
@@ -79,7 +80,7 @@ class Agent:
                                        allows=NetworkPolicy(s.allow_networks).allows, levels=levels, bias=bias,
                                        focused=self.focus is not None)
         self.filters = (build_prefetch(s), build_postfetch(s))
-        self.near = near_dup_index(s, redis_url)
+        self.near = None  # the near-duplicate index, over the crew's duplicate stores (start)
         self.router = LinkRouter(name, s.redis_prefix, shards or dict.fromkeys(range(SHARDS), name))
         self.distributor.shards = self.router.my_shards
         self.standalone = shards is None  # not one of several agents under actors/membership.py
@@ -109,10 +110,12 @@ class Agent:
         if self.share is None and s.max_pages:  # (a periodic crawl's pass has a budget of its own)
             self.share = max(0, s.max_pages - self.f.pass_pages())
         self.crew = Crew(s, self.redis_url, self.name, self.share)
+        duplicates = ShardedDuplicates(ask_actors(self.router, self.crew.sieve))
+        self.near = near_dup_index(s, duplicates)
         gate = gate_for(s)
         if gate is not None:  # what it blocked before a resume, or another agent's gate
             gate.blocked.update(self.f.spam_blocked())
-        self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, self.near, gate,
+        self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, duplicates, self.near, gate,
                                         budgeted=bool(s.max_pages), focus=self.focus, epoch=self.epoch,
                                         follow_sitemaps=s.follow_sitemaps)
         self.redis_run_id = self.client.info("server")["run_id"]

@@ -26,6 +26,7 @@ from typing import Any
 
 from raycrawl import metrics
 from raycrawl.actors.crew import Crew
+from raycrawl.actors.duplicates import ShardedDuplicates
 from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.parser import page_text
@@ -54,14 +55,15 @@ class Written:
 
 class BatchCommitter:
     def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, filters: tuple[Any, Any],
-                 near: Any = None, spam_gate: Any = None, budgeted: bool = False, focus: Any = None,
-                 epoch: int = 0, follow_sitemaps: bool = False) -> None:
-        """``filters``: (prefetch, postfetch) of policies/filters.py; ``near``: the near-duplicate
-        index (actors/shingler.py) or None; ``budgeted``: failures count against a page budget;
+                 duplicates: ShardedDuplicates, near: Any = None, spam_gate: Any = None, budgeted: bool = False,
+                 focus: Any = None, epoch: int = 0, follow_sitemaps: bool = False) -> None:
+        """``filters``: (prefetch, postfetch) of policies/filters.py; ``duplicates``: the crawl's
+        duplicate stores (actors/duplicates.py); ``near``: the near-duplicate index
+        (actors/shingler.py) over them, or None; ``budgeted``: failures count against a page budget;
         ``focus``: a focused crawl's policy (policies/focus.py) or None; ``epoch``: the pass of a
         periodic crawl (actors/periodic.py) its link records are tagged with; ``follow_sitemaps``:
         robots.txt's Sitemap: lines are links (sitemaps themselves are always read)."""
-        self.f, self.crew, self.router = frontier, crew, router
+        self.f, self.crew, self.router, self.duplicates = frontier, crew, router, duplicates
         self.prefetch, self.postfetch = filters
         self.near, self.spam_gate, self.budgeted, self.focus = near, spam_gate, budgeted, focus
         self.epoch, self.follow_sitemaps = epoch, follow_sitemaps
@@ -100,8 +102,8 @@ class BatchCommitter:
         # Each payload's SHA-1 once: the digest table, the link records and the revisit decision read it.
         sha1s = {o.fr.url: sha1_b32(o.fr.body) for o in pages if o.fr.status > 0 and o.fr.status != 304}
         payloads = [(fr, sha1s[fr.url]) for fr, _ in with_digest]
-        owners = self.f.claim_digests([(pr.digest.hex(), json.dumps([fr.url, warc_date(fr.ended), payload]))
-                                       for (fr, pr), (_, payload) in zip(with_digest, payloads, strict=True)])
+        owners = self.duplicates.claim_digests([(pr.digest, json.dumps([fr.url, warc_date(fr.ended), payload]))
+                                                for (fr, pr), (_, payload) in zip(with_digest, payloads, strict=True)])
         dup_of, revisit_of = exact_duplicates(payloads, owners)
         if sketches is not None:
             rows = [i for i, fr in enumerate(to_parse)

@@ -30,6 +30,7 @@ class Crew:
         import ray
 
         from raycrawl.actors import fetch_loop, parser, sieve_shards, store_writer, summary_writer
+        from raycrawl.actors.shingler import near_dup_meta
 
         s, tag = settings, f"{settings.redis_prefix}{name}"
         out = Path(s.out)
@@ -38,7 +39,8 @@ class Crew:
         self.name = name
         self.sieve = sieve_shards.actor_class().options(
             name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(
-            str(layout(out).sieve), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache)
+            str(layout(out).sieve), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache,
+            near_dup_meta() if s.near_dup else None)
         fetch_actor = fetch_loop.actor_class()
         self.fetchers = [fetch_actor.options(name=f"raycrawl-fetch-{tag}-{i}", scheduling_strategy=here).remote(
                              s, redis_url, b, name)

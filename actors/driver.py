@@ -17,6 +17,7 @@ import redis
 
 from raycrawl.actors.agent import Agent
 from raycrawl.errors import UserError
+from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.progress import Progress
 from raycrawl.redis_server import connect
 from raycrawl.settings import Settings
@@ -139,6 +140,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     from raycrawl.redis_server import redis_url_for
 
     out = Path(settings.out)
+    # Before Redis and Ray start: a local cluster's processes inherit the limit (raycrawl/file_limit.py).
+    raise_file_limit(files_needed(settings) * settings.fetch_actors)
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
     with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, layout(out).redis, supervise=True) as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.

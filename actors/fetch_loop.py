@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -27,7 +28,8 @@ from raycrawl import metrics
 from raycrawl.actors import named
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench
-from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
+from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
+from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness
 from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
@@ -40,6 +42,29 @@ from raycrawl.urls import split_host
 log = logging.getLogger(__name__)
 
 SPAM_REFRESH = 0.5  # seconds between reads of the spam gate's blocked hosts
+LOCAL_RETRY = 1.0  # seconds a URL waits after a request that failed for want of a file descriptor
+ROBOTS_CACHE = 8192  # parsed robots.txt rules kept in a fetch actor (about 5 KB each)
+
+
+class LruDict(OrderedDict):
+    """A dict of at most ``size`` entries: reading or writing one makes it the newest; the oldest
+    goes first."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key, default=None):  # noqa: ANN001, ANN201 - dict's signature
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key, value) -> None:  # noqa: ANN001
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        if len(self) > self.size:
+            self.popitem(last=False)
 
 
 @dataclass
@@ -67,7 +92,9 @@ class FetchLoop:
         self.politeness = Politeness.of(settings)
         self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
         self.budget = budget  # page fetches this loop may still start (None = unlimited)
-        self.robots: dict[str, RobotsRules] = {}
+        # Rules of the hosts visited lately (all rules are in Redis: a host visited long ago is read
+        # back from there), so the actor's memory does not grow with every host of a broad crawl.
+        self.robots: LruDict[str, RobotsRules] = LruDict(ROBOTS_CACHE)
         self.attempts: dict[str, int] = {}
         self.done: list[Outcome] = []
         self.releases: list[Release] = []
@@ -79,7 +106,7 @@ class FetchLoop:
         # answered/failed counts.
         self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
         self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
-        self.counters = {"requests": 0, "robots_requests": 0, "retries": 0}
+        self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0}
         self.spam_blocked: set[str] = set()  # host names the spam gate blocked (P spamblocked)
         # A periodic crawl's pass: the last captures of the URLs acquired (conditional GETs).
         self.epoch = self.wb.frontier.epoch()
@@ -99,8 +126,10 @@ class FetchLoop:
         self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,
                                  hosts_file=s.resolve)
         self._exported = (0, 0, self._exported[2])  # a new resolver counts from 0
+        raise_file_limit(files_needed(s))
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
-                               NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16))
+                               NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16),
+                               keepalive_timeout=s.keepalive_timeout, max_idle=s.max_idle_connections)
 
     # --- control -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -227,10 +256,11 @@ class FetchLoop:
         self._polite_idle = len(got) < slots and self.earliest is not None and self.earliest > time.time()
         if self.epoch:
             self._load_priors([(host, path) for host, ip, path in got if path != ROBOTS])
+        more = self.wb.frontier.more  # hosts with more URLs queued: their connections are worth keeping
         for host, ip, path in got:
             if path != ROBOTS and self.budget is not None:
                 self.budget -= 1
-            task = asyncio.create_task(self._visit(host, ip, path))
+            task = asyncio.create_task(self._visit(host, ip, path, host in more))
             self.tasks.add(task)
             task.add_done_callback(self._done)
 
@@ -265,9 +295,27 @@ class FetchLoop:
         rules = self.robots[host] = RobotsRules.from_dict(json.loads(raw))
         return rules
 
-    async def _visit(self, host: str, ip: str, entry: str) -> None:
+    def _keep_alive(self, more: bool, crawl_delay: float | None) -> bool:
+        """Keep the connection after this request: the host has more URLs queued and its next visit
+        is due within the keep-alive time."""
+        return more and self.politeness.effective_host_delay(crawl_delay) < self.s.keepalive_timeout
+
+    def _local_failure(self, host: str, ip: str, entry: str, fr: FetchResult, page: bool) -> bool:
+        """A request that failed on OUR side (no file descriptor left): nothing reached the host, so
+        the URL goes back untouched (no attempt counted, robots.txt not ruled unavailable) and the
+        host waits a moment. True if ``fr`` was such a failure."""
+        if fr.error != LOCAL:
+            return False
+        log.warning("out of file descriptors fetching %s; trying again in %.0f s", fr.url, LOCAL_RETRY)
+        if page and self.budget is not None:
+            self.budget += 1
+        self.counters["local_failures"] += 1
+        self._release(Release(host, ip, end=None, putback=(entry,), not_before=time.time() + LOCAL_RETRY))
+        return True
+
+    async def _visit(self, host: str, ip: str, entry: str, more: bool = False) -> None:
         if entry.startswith(ROBOTS):
-            await self._visit_robots(host, ip, entry)
+            await self._visit_robots(host, ip, entry, more)
             return
         path, level = split_level(entry)  # a focused crawl's priority travels with the path
         key, url = host + entry, host + path  # the in-flight key, the URL
@@ -295,7 +343,10 @@ class FetchLoop:
                                      level=level))
             return
         prior = self.priors.get(key)
-        fr = await self.fetcher.fetch(url, ip, headers=conditional_headers(prior))
+        fr = await self.fetcher.fetch(url, ip, headers=conditional_headers(prior),
+                                      keep_alive=self._keep_alive(more, crawl_delay))
+        if self._local_failure(host, ip, entry, fr, page=True):
+            return
         self.counters["requests"] += 1
         attempt = self.attempts.get(key, 0) + 1
         if fr.transient and attempt <= self.s.max_retries:
@@ -312,7 +363,7 @@ class FetchLoop:
         self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay))
         self.done.append(Outcome(key, "page", fr, attempt, level, prior))
 
-    async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
+    async def _visit_robots(self, host: str, ip: str, marker: str, more: bool = False) -> None:
         """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.
 
         ``marker`` is ROBOTS, or ROBOTS + " <hops> <last> <target>" while a redirect is followed
@@ -333,7 +384,8 @@ class FetchLoop:
         limit = max(self.s.max_body, PARSE_LIMIT)
         borrowed: tuple[str, str] | None = None
         if target.startswith("/"):
-            fr = await self.fetcher.fetch(host + target, ip, max_body=limit)
+            # The page that waited for robots.txt follows (its Crawl-delay still unknown: the default).
+            fr = await self.fetcher.fetch(host + target, ip, max_body=limit, keep_alive=self._keep_alive(True, None))
         else:
             other, _ = split_host(target)
             other_ip = await self.resolver.resolve(urlsplit(other).hostname or "")
@@ -348,7 +400,11 @@ class FetchLoop:
                     self._release(Release(host, ip, end=None, putback=(marker,), not_before=wait))
                     return
                 borrowed = (other, other_ip)
-                fr = await self.fetcher.fetch(target, other_ip, max_body=limit)
+                fr = await self.fetcher.fetch(target, other_ip, max_body=limit, keep_alive=False)
+                if fr.error == LOCAL:  # nothing sent: the borrowed host goes back as it was
+                    self._release(Release(other, other_ip, end=None))
+        if self._local_failure(host, ip, marker, fr, page=False):
+            return
         self.counters["robots_requests"] += fr.error not in ("dns", "forbidden-network")
         if fr.error == "too-large":
             fr.error = None  # RFC 9309 §2.5: the first 500 KiB are parsed, the rest ignored

@@ -15,13 +15,20 @@ fetcher only talks HTTP and classifies what happened. Its contract:
   response (or of the failure) — politeness delays are counted from ``ended``.
 
 Error kinds: ``forbidden-network``, ``bad-url``, ``connect``, ``timeout``, ``reset``, ``tls``,
-``bad-response`` (unparseable HTTP), ``too-large``, ``bomb``, ``bad-encoding``. A complete HTTP
-response, whatever its status, has ``error`` None.
+``bad-response`` (unparseable HTTP), ``too-large``, ``bomb``, ``bad-encoding``, and ``local``: this
+process ran out of file descriptors, so nothing reached the host (the caller tries again later and
+holds nothing against the host). A complete HTTP response, whatever its status, has ``error`` None.
+
+Connections: a keep-alive connection is kept only when the caller says the host will be visited
+again soon (``keep_alive``; otherwise the request says ``Connection: close``), and at most
+``max_idle`` idle connections are kept (:class:`PoliteConnector`), so open sockets are bounded by
+what politeness can use, not by the number of hosts recently visited.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import time
@@ -38,7 +45,7 @@ try:
 except ImportError:  # brotli is optional: without it "br" is neither advertised nor decoded
     brotli = None
 
-from raycrawl.exchange import REDIRECT_STATUSES, FetchResult
+from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.urls import canonicalize, header_location
 
@@ -144,8 +151,13 @@ class _Decoder:
         return data
 
 
+_OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
+
+
 def _classify(exc: BaseException) -> str:
     """Error kind of an exception raised while fetching."""
+    if getattr(getattr(exc, "os_error", exc), "errno", None) in _OUT_OF_FILES:
+        return LOCAL
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError | aiohttp.ConnectionTimeoutError):
         return "timeout"
     if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
@@ -163,6 +175,31 @@ def _classify(exc: BaseException) -> str:
     return "bad-response"
 
 
+class PoliteConnector(aiohttp.TCPConnector):
+    """aiohttp's connector with a cap on idle keep-alive connections: past ``max_idle``, the one
+    idle longest is closed (aiohttp itself keeps every idle connection for the keep-alive time)."""
+
+    def __init__(self, *args: Any, max_idle: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_idle = max_idle
+        assert hasattr(self, "_conns") and hasattr(self, "_release"), "aiohttp changed: check PoliteConnector"
+
+    def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
+        super()._release(key, protocol, should_close=should_close)
+        idle = sum(len(conns) for conns in self._conns.values())
+        while idle > self.max_idle:
+            oldest = min(self._conns, key=lambda k: self._conns[k][0][1])
+            proto, _ = self._conns[oldest].popleft()
+            if not self._conns[oldest]:
+                del self._conns[oldest]
+            proto.close()
+            idle -= 1
+
+    def idle(self) -> int:
+        """Idle keep-alive connections held now."""
+        return sum(len(conns) for conns in self._conns.values())
+
+
 class Fetcher:
     """Many concurrent GETs over one keep-alive aiohttp session. Create and use inside one event loop."""
 
@@ -177,7 +214,8 @@ class Fetcher:
         *,
         total_timeout: float | None = None,
         max_connections: int = 512,
-        keepalive_timeout: float = 30.0,
+        keepalive_timeout: float = 15.0,
+        max_idle: int = 256,
         accept: str = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
     ) -> None:
         """``total_timeout`` bounds a whole exchange (slow-drip servers); default
@@ -192,6 +230,7 @@ class Fetcher:
         self.policy = network_policy
         self.max_connections = max_connections
         self.keepalive_timeout = keepalive_timeout
+        self.max_idle = max_idle
         self.headers = {"User-Agent": user_agent, "Accept": accept,
                         "Accept-Encoding": "gzip, deflate, br" if brotli is not None else "gzip, deflate"}
         self._pins = _PinnedResolver(network_policy)
@@ -200,7 +239,8 @@ class Fetcher:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
+            connector = PoliteConnector(
+                max_idle=self.max_idle,
                 resolver=self._pins,
                 use_dns_cache=False,  # the pins are the cache; aiohttp must ask them every time
                 limit=self.max_connections,
@@ -227,9 +267,10 @@ class Fetcher:
         return self._session
 
     async def fetch(self, url: str, ip: str, *, max_body: int | None = None,
-                    headers: dict[str, str] | None = None) -> FetchResult:
+                    headers: dict[str, str] | None = None, keep_alive: bool = True) -> FetchResult:
         """GET ``url`` by dialing ``ip``, with ``headers`` added to the session's (a revisit's
-        validators). Never raises (except on cancellation); see the module doc."""
+        validators); ``keep_alive`` False: the connection closes after the response (the host is
+        not visited again soon). Never raises (except on cancellation); see the module doc."""
         max_body = self.max_body if max_body is None else max_body
         fr = FetchResult(url=url, ip=ip, started=time.time())
         try:
@@ -247,6 +288,8 @@ class Fetcher:
             fr.error, fr.ended = "forbidden-network", time.time()
             return fr
         self._pins.pin(host, ip)
+        if not keep_alive:
+            headers = {**(headers or {}), "Connection": "close"}
         fr.request_head = self._request_head(parts, None)
         try:
             self.requests += 1
@@ -255,6 +298,8 @@ class Fetcher:
             ) as resp:
                 fr.request_head = self._request_head(parts, resp.request_info.headers)
                 self._take_head(fr, resp)
+                if not keep_alive and resp.connection is not None:
+                    resp.connection.protocol.force_close()  # whether or not the server closes it
                 # Even when Content-Length announces too much, the first max_body bytes are kept
                 # (robots.txt needs its first 500 KiB; a truncated page is still worth its links).
                 await self._read_body(fr, resp, max_body)
@@ -284,7 +329,7 @@ class Fetcher:
                 if fr.wire_bytes > max_body:
                     chunk = chunk[: len(chunk) - (fr.wire_bytes - max_body)]
                     fr.wire_bytes = max_body
-                    fr.error, fr.truncated = "too-large", True
+                    fr.error, fr.truncated = "too-large", "length"
                 if decoder is not None:
                     chunk = decoder.feed(chunk)
                 elif size + len(chunk) > self.max_decompressed:
@@ -296,12 +341,18 @@ class Fetcher:
                     break
         except _BombError as e:
             parts.append(e.args[0])
-            fr.error, fr.truncated = "bomb", True
+            fr.error, fr.truncated = "bomb", "length"
             resp.close()
         except _CorruptError:
             fr.error = "bad-encoding"  # keep what decoded before the corruption
             resp.close()
-        fr.body = b"".join(parts)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            # The body ended before its framing said (Content-Length not reached, a broken chunked
+            # stream, a reset or a timeout mid-body): what arrived is kept, and said to be cut.
+            fr.truncated = "time" if _classify(exc) == "timeout" else "disconnect"
+            raise
+        finally:
+            fr.body = b"".join(parts)
 
     def _take_head(self, fr: FetchResult, resp: aiohttp.ClientResponse) -> None:
         fr.status = resp.status
@@ -328,6 +379,10 @@ class Fetcher:
             lines.append(f"Host: {parts.netloc.rsplit('@', 1)[-1]}")
             lines += [f"{k}: {v}" for k, v in self.headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
+
+    def idle_connections(self) -> int:
+        session = self._session
+        return session.connector.idle() if session is not None and not session.closed else 0
 
     async def close(self) -> None:
         """Close the session and its keep-alive connections (the fetcher can be reused afterwards)."""

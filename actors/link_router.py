@@ -42,7 +42,20 @@ class LinkRouter:
         self.peers = {}
 
     def owner(self, url: str) -> str:
-        return self.shards[shard_of(split_host(url)[0])] if len(self.agents) > 1 else self.name
+        return self.shard_owner(shard_of(split_host(url)[0]))
+
+    def shard_owner(self, shard: int) -> str:
+        return self.shards[shard] if len(self.agents) > 1 else self.name
+
+    def sieve_of(self, agent: str, own: Any) -> Any:
+        """``agent``'s sieve actor (``own``: this agent's)."""
+        import ray
+
+        if agent == self.name:
+            return own
+        if agent not in self.peers:
+            self.peers[agent] = ray.get_actor(sieve_actor_name(self.prefix, agent))
+        return self.peers[agent]
 
     def deliver(self, sieve, urls: list[str], levels: list[int] | None = None, cache: bool = True) -> bool:
         """Offer links, with their priority levels (None: all 0), to their owners' sieves
@@ -67,9 +80,7 @@ class LinkRouter:
         try:
             refs = []
             for owner, (batch, lvls) in by_owner.items():
-                if owner not in self.peers:
-                    self.peers[owner] = ray.get_actor(sieve_actor_name(self.prefix, owner))
-                refs.append(self.peers[owner].enqueue.remote(batch, lvls))
+                refs.append(self.sieve_of(owner, sieve).enqueue.remote(batch, lvls))
             ray.get(refs)
             delivered = True
         except (ray.exceptions.RayActorError, ValueError) as exc:

@@ -262,8 +262,6 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
     other's sieves."""
     lead = Agent(settings, redis_url, name=AGENT0)
     begin(lead.out, lead.f, lead.s)  # clear or recover the Redis state once, for every agent
-    if lead.near is not None:
-        lead.near.close()
     m = Membership(settings, redis_url)
     started = time.time()
     try:

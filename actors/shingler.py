@@ -16,21 +16,22 @@ strings one by one costs twice as much). Sketches are computed by rensa (Rust) f
 pre-hashed shingles: see benchmarks/dedup.py for the comparison with datasketch and with a
 numpy MinHash of our own.
 
-:class:`NearDupIndex` is the crawl-time index (plain class, state in Redis or in memory); the
-agent calls it in its own process, once per batch.
+:class:`NearDupIndex` is the crawl-time index (plain class over a sketch store: in memory, or the
+crawl's duplicate stores on the agents' disks, actors/duplicates.py); the agent calls it in its own
+process, once per batch.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
 import xxhash
 
 from raycrawl.settings import Settings
-from raycrawl.storage.redis_frontier import Keys
-from raycrawl.storage.sketch_store import MemorySketchStore, RedisSketchStore
+from raycrawl.storage.sketch_store import MemorySketchStore, rep_id
 from raycrawl.text import tokens
 
 log = logging.getLogger(__name__)
@@ -166,22 +167,33 @@ def truncate_sketches(sketches: np.ndarray, bits: int) -> np.ndarray:
     return (sketches & np.uint32((1 << bits) - 1)).astype(dtype) if bits < 32 else sketches
 
 
+def near_dup_meta(num_perm: int = CRAWL_NUM_PERM, bands: int = DEFAULT_BANDS, rows: int = DEFAULT_ROWS,
+                  sketch_bits: int = CRAWL_SKETCH_BITS, k: int = DEFAULT_K, seed: int = 1) -> dict[str, str]:
+    """The parameters a stored index is built with: written with it, so that a store built with
+    others is refused instead of silently mixing sketches (storage/dedup_store.py)."""
+    meta = {"num_perm": num_perm, "bands": bands, "rows": rows, "bits": sketch_bits, "k": k, "seed": seed,
+            "hash": HASH_SCHEME}
+    return {key: str(v) for key, v in meta.items()}
+
+
+def sketch_dtype(sketch_bits: int) -> str:
+    return {8: "<u1", 16: "<u2", 32: "<u4"}[sketch_bits]
+
+
 class NearDupIndex:
     """Crawl-time near-duplicate index over cluster representatives.
 
-    State lives in Redis under ``key_prefix`` when ``redis_url`` is given (so it survives an
-    actor restart; see ``storage/sketch_store.py`` for the layout and memory per sketch), in
-    memory otherwise. Only representatives are stored: a near-duplicate is reported, not added.
+    State lives in ``store`` (storage/sketch_store.py's contract): the crawl's duplicate stores,
+    sharded on the agents' disks and surviving restarts (actors/duplicates.py), or memory (the
+    default). Only representatives are stored: a near-duplicate is reported, not added.
 
-    With several agents writing the same prefix, two near-duplicate pages checked at the same
-    instant by different agents may both become representatives (a missed suppression, never a
-    wrong one).
+    With several agents, two near-duplicate pages checked at the same instant by different agents
+    may both become representatives (a missed suppression, never a wrong one).
     """
 
     def __init__(
         self,
-        redis_url: str | None = None,
-        key_prefix: str = Keys(Settings.redis_prefix).near_dup,
+        store: object | None = None,
         num_perm: int = CRAWL_NUM_PERM,
         bands: int = DEFAULT_BANDS,
         threshold: float = DEFAULT_THRESHOLD,
@@ -189,7 +201,14 @@ class NearDupIndex:
         seed: int = 1,
         rows: int = DEFAULT_ROWS,
         sketch_bits: int = CRAWL_SKETCH_BITS,
+        flush_reps: int = 1,
+        flush_seconds: float = 0.0,
     ) -> None:
+        """``flush_reps``/``flush_seconds``: new representatives are written to ``store`` once that
+        many wait or that long passed (meanwhile they are matched from memory). A crash loses the
+        unwritten ones: later near-copies of those pages are then archived in full, never wrongly
+        marked. The crawl writes every 1,024 or 2 s: one write per shard per batch cost more than
+        the rest of the index (benchmarks/RESULTS.md, issue 28)."""
         if num_perm < 1 or bands < 1 or rows < 1 or bands * rows > num_perm:
             raise ValueError(f"bands × rows ({bands} × {rows}) must be ≤ num_perm ({num_perm})")
         if not 0.0 < threshold <= 1.0:
@@ -200,13 +219,11 @@ class NearDupIndex:
             raise ValueError(f"sketch_bits must be 8, 16 or 32, not {sketch_bits}")
         self.num_perm, self.bands, self.rows, self.threshold = num_perm, bands, rows, threshold
         self.k, self.seed, self.sketch_bits = k, seed, sketch_bits
-        meta = {"num_perm": num_perm, "bands": bands, "rows": rows, "bits": sketch_bits, "k": k, "seed": seed,
-                "hash": HASH_SCHEME}
-        meta = {key: str(v) for key, v in meta.items()}
-        dtype = {8: "<u1", 16: "<u2", 32: "<u4"}[sketch_bits]
-        self.store = (
-            RedisSketchStore(redis_url, key_prefix, meta, dtype) if redis_url else MemorySketchStore(meta, dtype)
-        )
+        self.store = store if store is not None else MemorySketchStore(sketch_dtype(sketch_bits))
+        self.flush_reps, self.flush_seconds = flush_reps, flush_seconds
+        self.pending: list[tuple[str, np.ndarray, list[int]]] = []  # new representatives: (url, sketch, keys)
+        self.pending_band: dict[int, int] = {}  # their band keys → index into pending
+        self.flushed_at = time.monotonic()
         self.checked = 0
         self.near_duplicates = 0
 
@@ -231,21 +248,15 @@ class NearDupIndex:
         assert sketches.shape == (len(urls), self.num_perm)
         if nonempty is None:
             nonempty = np.ones(len(urls), dtype=bool)
-        keys = band_keys(sketches, self.bands, self.rows)
+        key_ints = band_keys(sketches, self.bands, self.rows).tolist()
         sketches = truncate_sketches(sketches, self.sketch_bits)
-        key_bytes = [[int(x).to_bytes(8, "little") for x in row] for row in keys]
         # One round trip for every band key of the batch, one for the candidates' sketches.
-        flat = [kb for i, row in enumerate(key_bytes) if nonempty[i] for kb in row]
-        found = iter(self.store.lookup_bands(flat))
-        cand_ids: list[set[int]] = []
-        for i in range(len(urls)):
-            ids = {rid for _ in range(self.bands) if (rid := next(found)) is not None} if nonempty[i] else set()
-            cand_ids.append(ids)
+        found = self.store.lookup_bands([k for i, row in enumerate(key_ints) if nonempty[i] for k in row])
+        cand_ids = [{found[k] for k in row if k in found} if nonempty[i] else set() for i, row in enumerate(key_ints)]
         stored = self.store.representatives(set().union(*cand_ids))
 
         results: list[str | None] = []
-        new_reps: list[tuple[str, np.ndarray, list[bytes]]] = []  # (url, sketch, keys)
-        local_band: dict[bytes, int] = {}  # band key → index into new_reps
+        new_reps, local_band = self.pending, self.pending_band
         for i, url in enumerate(urls):
             if not nonempty[i]:
                 results.append(None)
@@ -253,7 +264,7 @@ class NearDupIndex:
             sk = sketches[i]
             best: tuple[float, str] | None = None
             cands = [stored[c] for c in sorted(cand_ids[i]) if c in stored]
-            local = {local_band[kb] for kb in key_bytes[i] if kb in local_band}
+            local = {local_band[kb] for kb in key_ints[i] if kb in local_band}
             cands += [(new_reps[j][1], new_reps[j][0]) for j in sorted(local)]
             for rep_sketch, rep_url in cands:
                 j = estimated_jaccard(sk, rep_sketch, self.sketch_bits)
@@ -266,29 +277,32 @@ class NearDupIndex:
                 self.near_duplicates += 1
             else:
                 results.append(None)
-                for kb in key_bytes[i]:
+                for kb in key_ints[i]:
                     local_band.setdefault(kb, len(new_reps))
-                new_reps.append((url, sk, key_bytes[i]))
-        if new_reps:
-            first = self.store.reserve_ids(len(new_reps))
-            self.store.add([(first + n, u, s, kb) for n, (u, s, kb) in enumerate(new_reps)])
+                new_reps.append((url, sk, key_ints[i]))
+        if len(new_reps) >= self.flush_reps or time.monotonic() - self.flushed_at >= self.flush_seconds:
+            self.flush()
         self.checked += len(urls)
         return results
 
+    def flush(self) -> None:
+        """Write the representatives waiting in memory to the store."""
+        if self.pending:
+            self.store.add([(rep_id(u), u, s, kb) for u, s, kb in self.pending])
+        self.pending, self.pending_band, self.flushed_at = [], {}, time.monotonic()
+
     def stats(self) -> dict[str, int]:
-        """Pages checked and near-duplicates found by this instance; representatives stored."""
-        return {
-            "checked": self.checked,
-            "near_duplicates": self.near_duplicates,
-            "representatives": self.store.count(),
-        }
+        """Pages checked and near-duplicates found by this instance."""
+        return {"checked": self.checked, "near_duplicates": self.near_duplicates}
 
     def close(self) -> None:
+        self.flush()
         self.store.close()
 
 
-def near_dup_index(settings: Settings, redis_url: str) -> NearDupIndex | None:
-    """The crawl's near-duplicate index (``near_dup`` setting), its state in the crawl's Redis."""
+def near_dup_index(settings: Settings, store: object) -> NearDupIndex | None:
+    """The crawl's near-duplicate index (``near_dup`` setting) over ``store``, the crawl's duplicate
+    stores (actors/duplicates.py), with the crawl-time parameters of :func:`near_dup_meta`."""
     if not settings.near_dup:
         return None
-    return NearDupIndex(redis_url=redis_url, key_prefix=Keys(settings.redis_prefix).near_dup)
+    return NearDupIndex(store=store, flush_reps=1024, flush_seconds=2.0)

@@ -29,6 +29,7 @@ from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
 from raycrawl.storage.crawl_dir import join_run
+from raycrawl.storage.dedup_store import DedupShards
 from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
@@ -213,7 +214,12 @@ class SieveShards:
 def actor_class():
     """The Ray actor shell (built lazily so importing this module does not import Ray). Ray restarts
     it after a crash and retries the call it was serving: it reopens the shards the map in Redis
-    gives its agent (pending logs replayed), and every call is idempotent (offsets, dedup)."""
+    gives its agent (pending logs replayed), and every call is idempotent (offsets, dedup).
+
+    The actor is the keeper of its agent's shards: beside their sieves it serves their duplicate
+    stores (storage/dedup_store.py), which move with them (``take``/``give``); other agents reach
+    them through actors/duplicates.py. ``dedup_meta``: the near-duplicate parameters every store
+    must have (None: no near-duplicate index)."""
     import ray
 
     @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
@@ -221,7 +227,7 @@ def actor_class():
     @named
     class SieveActor:
         def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int,
-                     cache_size: int) -> None:
+                     cache_size: int, dedup_meta: dict[str, str] | None = None) -> None:
             from raycrawl.redis_server import connect
             from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -229,7 +235,11 @@ def actor_class():
             client = connect(redis_url)
             owners = RedisFrontier(client, prefix, register=False).shard_owners()
             client.close()
-            self.sieve = SieveShards(root, [s for s, a in owners.items() if a == agent], batch_size, cache_size)
+            mine = [s for s, a in owners.items() if a == agent]
+            self.sieve = SieveShards(root, mine, batch_size, cache_size)
+            self.dedup = DedupShards(root, mine)
+            if dedup_meta is not None:
+                self.dedup.set_meta(dedup_meta)
 
         def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
             return self.sieve.enqueue(urls, levels)
@@ -249,14 +259,33 @@ def actor_class():
 
         def take(self, shards: list[int]) -> None:
             self.sieve.take(shards)
+            self.dedup.take(shards)
 
         def give(self, shards: list[int]) -> None:
             self.sieve.give(shards)
+            self.dedup.give(shards)
 
         def stats(self) -> dict[str, int]:
             return self.sieve.stats()
 
+        # --- the shards' duplicate stores (storage/dedup_store.py; actors/duplicates.py) --------------
+        def dedup_claim(self, by_shard: dict[int, list[tuple[bytes, str]]]) -> dict[int, list[str]]:
+            return self.dedup.claim(by_shard)
+
+        def dedup_bands(self, by_shard: dict[int, list[int]]) -> dict[int, int]:
+            return self.dedup.bands(by_shard)
+
+        def dedup_reps(self, by_shard: dict[int, list[int]]) -> dict[int, tuple[bytes, str]]:
+            return self.dedup.reps(by_shard)
+
+        def dedup_add(self, by_shard: dict[int, tuple[list, list]]) -> None:
+            self.dedup.add(by_shard)
+
+        def dedup_counts(self) -> dict[str, int]:
+            return self.dedup.counts()
+
         def close(self) -> None:
             self.sieve.close()
+            self.dedup.close()
 
     return SieveActor

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+LOCAL = "local"
+"""The error kind of a fetch that failed on our side (no file descriptor left): not the host's fault."""
 TRANSIENT_ERRORS = frozenset({"connect", "timeout", "reset"})
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -29,7 +31,10 @@ class FetchResult:
     status_line: str = ""  # e.g. "HTTP/1.1 200 OK"
     raw_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # response headers, in order
     http_version: str = ""
-    truncated: bool = False  # body cut by max_body/max_decompressed
+    # Why the body is not whole, as WARC 1.1's WARC-Truncated names it (None: it is whole): "length"
+    # (cut at max_body or max_decompressed), "disconnect" (the server closed or reset the connection
+    # before the end its Content-Length or chunked framing promised), "time" (a timeout mid-body).
+    truncated: str | None = None
     wire_bytes: int = 0  # body bytes received (before decoding)
 
     @property

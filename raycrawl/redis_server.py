@@ -77,8 +77,10 @@ class EmbeddedRedis:
     """
 
     def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True,
-                 bind: str = "127.0.0.1", supervise: bool = False) -> None:
+                 bind: str = "127.0.0.1", supervise: bool = False, options: tuple[str, ...] = ()) -> None:
+        """``options``: more server options (``--name value`` pairs)."""
         self.data_dir = Path(data_dir)
+        self.options = tuple(options)
         self.bind = bind
         self.port = port or free_port()
         self.appendonly = appendonly
@@ -93,6 +95,8 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
+        """Start the server and wait until it answers: ``timeout`` seconds without an answer, or
+        (while it loads a large crawl's data) without loading progress, is a failure."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._spawn(timeout)
         log.info("embedded Redis on %s (data in %s)", self.url, self.data_dir)
@@ -113,6 +117,7 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", "redis.log",
             "--pidfile", "redis.pid",  # for operators (and fault tests) who need to find it
+            *self.options,
         ]
         # In a session of its own, so a terminal's Ctrl-C (SIGINT to the foreground process group)
         # does not kill it under the crawl that is shutting down cleanly; and killed when the
@@ -124,15 +129,26 @@ class EmbeddedRedis:
         proc = subprocess.Popen([sys.executable, "-c", _EXEC_WITH_PDEATHSIG, str(os.getpid()), *args],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         self.proc = proc
-        client = redis.Redis(host="127.0.0.1", port=self.port)
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=max(timeout, 1.0))
         deadline = time.monotonic() + timeout
+        loaded, said = -1, False
         try:
             while True:
                 try:
-                    # While the AOF loads the server answers LOADING; wait it out.
                     if client.ping():
+                        if said:
+                            log.warning("embedded Redis loaded its data")
                         return
-                except (redis.ConnectionError, redis.BusyLoadingError):
+                except redis.BusyLoadingError:
+                    # Loading the AOF takes as long as the crawl is large: wait while it progresses.
+                    done = _loading_progress(client)
+                    if done > loaded:
+                        loaded, deadline = done, time.monotonic() + timeout
+                        if not said:
+                            log.warning("embedded Redis is loading its data (%s): the crawl waits for it",
+                                        self.data_dir)
+                            said = True
+                except (redis.ConnectionError, redis.TimeoutError):
                     pass
                 if proc.poll() is not None:
                     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
@@ -141,7 +157,8 @@ class EmbeddedRedis:
                 if time.monotonic() > deadline:
                     proc.kill()
                     proc.wait()
-                    raise UserError(f"embedded Redis did not answer within {timeout:.0f}s")
+                    raise UserError(f"embedded Redis did not answer within {timeout:.0f}s"
+                                    + (" (its data stopped loading)" if said else ""))
                 time.sleep(0.02)
         finally:
             client.close()
@@ -203,6 +220,14 @@ class EmbeddedRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _loading_progress(client: redis.Redis) -> int:
+    """Bytes of data the server has loaded so far (INFO answers while it loads; -1 if it did not)."""
+    try:
+        return int(client.info("persistence").get("loading_loaded_bytes", 0))
+    except (redis.ConnectionError, redis.ResponseError, ValueError):
+        return -1
 
 
 def _log_tail(data_dir: Path) -> str:

@@ -101,6 +101,13 @@ class Settings:
         "Retries of a transient failure (timeout, connect, reset, 5xx); others are never retried.")
     retry_backoff: float = knob(5.0, NETWORK,
         "First retry waits this long after the failure; each further retry doubles it.")
+    keepalive_timeout: float = knob(15.0, NETWORK,
+        "Seconds an idle connection to a host is kept for its next request. It is kept only when the host "
+        "has more URLs queued and its delay (host_delay or its Crawl-delay) is shorter; otherwise the "
+        "request says ``Connection: close`` (docs/fetching.md, Connections).")
+    max_idle_connections: int = knob(256, NETWORK,
+        "Idle keep-alive connections a fetch actor holds at most (the oldest is closed first): open sockets "
+        "stay bounded by politeness, not by the hosts recently visited.")
 
     # --- filters ----------------------------------------------------------------------------------
     allowed_schemes: list[str] = knob(None, FILTERS,
@@ -189,13 +196,14 @@ class Settings:
 
     def validate(self) -> Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
-        for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff"):
+        for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff",
+                     "keepalive_timeout"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 raise UserError(f"{name} must be a finite non-negative number, got {v!r}")
         if not isinstance(self.robots_ttl, int | float) or not 0 < self.robots_ttl <= 24 * 3600:
             raise UserError(f"robots_ttl must be more than 0 and at most 86400 seconds (RFC 9309), got {self.robots_ttl!r}")
-        for name in ("max_pages", "max_urls_per_host", "max_retries"):
+        for name in ("max_pages", "max_urls_per_host", "max_retries", "max_idle_connections"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
         for name in ("agents", "fetch_actors", "fetch_concurrency", "max_uncommitted", "front_size", "workbench_urls_per_host", "sieve_batch",

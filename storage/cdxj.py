@@ -13,6 +13,11 @@ A periodic crawl's ``server-not-modified`` revisits (a 304 to a conditional GET)
 web archives leave 304s out of replay indexes: replayed, they would answer 304 with no body (pywb
 takes the revisit's own HTTP head). Replay at their time falls to the nearest capture, which for
 an unchanged page is the one they revalidated. ``include_not_modified`` keeps them.
+
+A response whose body ended early (``WARC-Truncated: disconnect`` or ``time``: the server cut it,
+storage/warc.py) stays in its WARC file, bytes and all, but is no capture of the page: it is left
+out, so replay never shows the part that arrived as the whole page with its 200. A body cut by
+the crawl's own size cap (``length``) is a capture, as every crawler's is.
 """
 
 from __future__ import annotations
@@ -46,8 +51,28 @@ def file_lines(path: Path, include_not_modified: bool = False) -> list[str]:
             indexer.process_one(f, out, str(path))
     except Exception as exc:  # noqa: BLE001 - warcio's errors for a damaged file vary
         log.warning("%s: indexed up to a damaged record (%s)", path.name, str(exc)[:200])
+    cut = _cut_short(path)
     return [line for line in out.getvalue().splitlines(keepends=True)
-            if line.strip() and (include_not_modified or not _not_modified(line))]
+            if line.strip() and (include_not_modified or not _not_modified(line))
+            and not (cut and int(json.loads(line.split(" ", 2)[2])["offset"]) in cut)]
+
+
+CUT_SHORT = frozenset({"disconnect", "time"})
+
+
+def _cut_short(path: Path) -> set[int]:
+    """Offsets of the response records of ``path`` whose body ended early."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    offsets = set()
+    try:
+        with open(path, "rb") as f:
+            for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=False):
+                if rec.headers.get("WARC-Truncated") in CUT_SHORT:
+                    offsets.add(rec.stream_pos)
+    except Exception as exc:  # noqa: BLE001 - as far as it reads; file_lines warned already
+        log.debug("%s: scanned for cut-short records up to %s", path.name, exc)
+    return offsets
 
 
 def write_index(crawl_dir: str | Path, out: str | Path | None = None,

@@ -11,6 +11,9 @@ What must agree, and why it can be checked:
   point; ``fps.<gen>`` holds exactly ``fps`` fingerprints; ``queue`` is at least ``queue_bytes``
   long; the pending log is text the sieve wrote (UTF-8 lines). Redis's consumed offset of each
   shard's queue (``P soff:NN``) lies within the queue.
+* **Duplicate stores** (``OUT/sieve/NN/duplicates.sqlite``, :mod:`storage.dedup_store`): each
+  opens and passes SQLite's ``quick_check``. Its repair starts the shard's store empty: duplicates
+  of pages seen before are then missed (archived in full), never invented.
 * **Virtual queues** (``OUT/virtualizer``): each host's file reaches the end Redis committed
   (``P vend``).
 * **Link records and WARC** (the archive): each link record's WARC pointer lies inside its file,
@@ -31,6 +34,7 @@ Redis behind the archive the "repair" is the user's explicit consent to the refe
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +43,8 @@ import numpy as np
 from raycrawl.atomic import replace_bytes
 from raycrawl.policies.front_queues import queue_of
 from raycrawl.storage.crawl_dir import layout, virtual_queue
+from raycrawl.storage.dedup_store import FILE as DEDUP_FILE
+from raycrawl.storage.dedup_store import DedupShard, DedupStoreError
 from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 from raycrawl.storage.sieve_store import ShardFiles, SieveStore, fingerprint
 
@@ -88,7 +94,25 @@ def check_aof(redis_dir: Path) -> list[Damage]:
 
 # --- sieve shards ------------------------------------------------------------------------------------
 def check_sieve(sieve_root: Path) -> list[Damage]:
-    return [d for shard in sorted(sieve_root.glob("[0-9][0-9]")) for d in _check_shard(shard)]
+    return [d for shard in sorted(sieve_root.glob("[0-9][0-9]")) for d in (*_check_shard(shard), *_check_dedup(shard))]
+
+
+def _check_dedup(shard: Path) -> list[Damage]:
+    path = shard / DEDUP_FILE
+    if not path.exists():
+        return []
+    what = None
+    try:
+        store = DedupShard(path)
+        try:
+            result = store.quick_check()
+        finally:
+            store.close()
+        if result != "ok":
+            what = f"fails SQLite's quick_check ({result[:200]})"
+    except (DedupStoreError, sqlite3.DatabaseError) as exc:
+        what = f"is not a duplicate store ({str(exc)[:200]})"
+    return [Damage(path, what, "starts it empty (duplicates of earlier pages are then archived in full)")] if what else []
 
 
 def _check_shard(shard: Path) -> list[Damage]:
@@ -259,7 +283,11 @@ def repair(damages: list[Damage]) -> list[str]:
         if d.repair is None or d.kind == "behind":  # (that one is consent, given in Redis by the caller)
             continue
         shard = d.path.parent
-        if d.path.name.startswith("pending."):
+        if d.path.name == DEDUP_FILE:
+            for part in shard.glob(DEDUP_FILE + "*"):
+                part.unlink()
+            done.append(f"{d.path}: started empty")
+        elif d.path.name.startswith("pending."):
             data = d.path.read_bytes()
             end = data.rfind(b"\n") + 1
             lines = [line for line in data[:end].split(b"\n")[:-1] if _decodes(line)]

@@ -30,9 +30,15 @@ from typing import Any, TextIO
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 
-# Heritrix's FetchStatusCodes for the error kinds of the link records.
-HERITRIX_CODES = {"dns": -6, "connect": -2, "reset": -3, "timeout": -4, "robots": -9998, "filtered": -5000,
-                  "spam": -5002, "too-large": -5, "bomb": -5, "bad-content": -5}
+# Heritrix's FetchStatusCodes for the error kinds of the link records (docs/archiving.md has the
+# table). A DNS failure is -6 ("prerequisite domain-lookup failed"), as Heritrix logs the URLs of a
+# host that does not resolve (its -1 goes to the dns: record, which raycrawl does not write).
+HERITRIX_CODES = {"dns": -6, "connect": -2, "reset": -3, "timeout": -4, "robots": -9998, "robots-unavailable": -61,
+                  "forbidden-network": -5000, "filtered": -5000, "spam": -5002, "too-large": -5, "bomb": -5,
+                  "bad-content": -5, "bad-url": -7, "tls": -2, "bad-response": -5, "bad-encoding": -5}
+# A response whose body ended early (the connection was lost, or timed out, mid-body) is a failed
+# fetch, whatever its status line said: its code, and Heritrix's truncation annotation.
+CUT_SHORT = {"reset": "disconnectTrunc", "timeout": "timeTrunc"}
 COLUMNS = ("time", "status", "size", "url", "discovery_path", "via", "mime", "worker", "fetch_time", "fetch_ms", "digest",
            "source", "annotations", "warc_filename", "warc_offset", "duplicate_of", "duplicate_kind", "revisit_of",
            "http_status", "error", "epoch", "title")
@@ -116,7 +122,7 @@ def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
         t = rec.get("time") or 0.0
         http = rec.get("status") or 0
         err = rec.get("error")
-        status = http if http else HERITRIX_CODES.get(err or "", -5)
+        status = http if http and err not in CUT_SHORT else HERITRIX_CODES.get(err or "", -5)
         warc = rec.get("warc") or (None, None)
         notes = []
         if rec.get("dup_of"):
@@ -124,7 +130,7 @@ def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
         if rec.get("revisit_of"):
             notes.append("warcRevisit:" + ("notModified" if http == 304 else "digest"))
         if err and http:
-            notes.append(f"err={err}")
+            notes.append(CUT_SHORT.get(err) or ("lenTrunc" if err in ("too-large", "bomb") else f"err={err}"))
         yield {"time": t, "status": status, "size": rec.get("size") or 0, "url": rec["url"],
                "discovery_path": _path(rec["url"], via, hop, memo), "via": via.get(rec["url"]),
                "mime": rec.get("ctype") or None, "worker": worker, "fetch_time": rec.get("started") or t,

@@ -35,7 +35,6 @@ key                  type    content
 ``P vend``           hash    host → committed end (bytes) of its virtual queue
 ``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
 ``P robots``         hash    host → robots.txt rules (JSON of RobotsRules.to_dict), until expiry
-``P digest``         hash    content digest (hex) → first URL with it (exact duplicates)
 ``P meta``           hash    started, settings, crawl_id of the crawl; unconfirmed: URLs fetched
                              but never committed, as of the last resume (storage/crawl_check.py);
                              epoch: the current pass of a periodic crawl, pass_pages: pages
@@ -44,7 +43,6 @@ key                  type    content
                              URLs the current pass revisits: the validators of the conditional GET
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
-``P dedup:…``        …       the near-duplicate index's sketches (storage/sketch_store.py's keys)
 ``P spamblocked``    hash    host → score, hosts the crawl-time spam gate blocked: fetch actors
                              visit none of their queued URLs any more (policies/spam_gate.py)
 ==================== ======= =====================================================================
@@ -92,10 +90,9 @@ class Keys:
         self.hbusy, self.borrowed, self.ibusy = p + "hbusy", p + "borrowed", p + "ibusy"
         self.inflight, self.failing, self.queued, self.hcount = p + "inflight", p + "failing", p + "queued", p + "hcount"
         self.voff, self.vend, self.stats, self.robots = p + "voff", p + "vend", p + "stats", p + "robots"
-        self.digest, self.meta, self.activity, self.idle = p + "digest", p + "meta", p + "activity", p + "idle"
+        self.meta, self.activity, self.idle = p + "meta", p + "activity", p + "idle"
         self.sieve_offset_prefix, self.spam_blocked = p + "soff:", p + "spamblocked"
         self.prior = p + "prior"
-        self.near_dup = p + "dedup"  # the prefix of actors/shingler.py's sketch store (storage/sketch_store.py)
         self.virt, self.active, self.wb = v + "virt", v + "active", v + "wb"  # this view's
         self._vs, self._ent = p + "vs:", v + "ent:"
 
@@ -119,6 +116,7 @@ class RedisFrontier:
         self.view = view
         self.v = self.view_prefix(view)
         self.k = Keys(prefix, self.v)
+        self.more: set[str] = set()  # of the last acquire: hosts whose visit states hold more URLs
         self._scripts = {
             name: LuaScript(client, "".join((LUA_DIR / f"{part}.lua").read_text()
                                             for part in (*FRAGMENTS.get(name, ()), name)))
@@ -166,10 +164,11 @@ class RedisFrontier:
         self._scripts["acquire"](args=[self.p, self.v, repr(now), n], client=pipe)
         return self._acquired(pipe.execute()[-1])
 
-    @staticmethod
-    def _acquired(raw: list) -> tuple[list[tuple[str, str, str]], float | None]:
+    def _acquired(self, raw: list) -> tuple[list[tuple[str, str, str]], float | None]:
         earliest = float(raw[-1])
-        items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 3)]
+        items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 4)]
+        # Hosts with more URLs in their visit states: a fetcher keeps the connection to these.
+        self.more = {raw[i].decode() for i in range(0, len(raw) - 1, 4) if int(raw[i + 3]) > 0}
         return items, (None if earliest < 0 else earliest)
 
     def borrow(self, host: str, ip: str, held_ip: str, now: float) -> float | None:
@@ -304,16 +303,6 @@ class RedisFrontier:
 
     def forget_failing(self, urls: list[str]) -> None:
         self.r.hdel(self.k.failing, *urls)
-
-    def claim_digests(self, claims: list[tuple[str, str]]) -> list[bytes]:
-        """(digest hex, owner description): the first claim of a digest owns it, shared by every
-        agent (HSETNX); returns each digest's owner description, the caller's or an earlier one."""
-        pipe = self.r.pipeline(transaction=False)
-        for digest, owner in claims:
-            pipe.hsetnx(self.k.digest, digest, owner)
-        for digest, _ in claims:
-            pipe.hget(self.k.digest, digest)
-        return pipe.execute()[len(claims):]
 
     def activity(self) -> bytes:
         """The commit counter (distributed termination: see actors/agent.py ``_all_idle``)."""

@@ -18,8 +18,9 @@ record, marked with the extension fields ``Raycrawl-Duplicate-Of`` (the represen
 of the response/revisit record, which is what the link records store to find a page again.
 
 Records carry ``WARC-IP-Address``, ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` (SHA-1,
-base32), ``WARC-Concurrent-To`` linking request and response, and ``WARC-Truncated: length``
-when the body was cut by a size cap. The body stored is the *decoded* one (the fetcher removes the
+base32), ``WARC-Concurrent-To`` linking request and response, and ``WARC-Truncated`` when the body is not
+whole: ``length`` (cut by a size cap), ``disconnect`` (the server closed or reset the connection
+before the end it announced) or ``time`` (a timeout mid-body); the bytes that arrived are kept. The body stored is the *decoded* one (the fetcher removes the
 Content-Encoding), so the wire headers that no longer describe it are renamed
 ``X-Crawler-Content-Encoding`` / ``X-Crawler-Transfer-Encoding`` / ``X-Crawler-Content-Length``
 and a correct ``Content-Length`` is added — the convention of wget and warcio for decoded payloads.
@@ -228,7 +229,7 @@ class WarcStore:
             block = head + fr.body
             headers = {**common, "WARC-Payload-Digest": payload_digest}
             if fr.truncated:
-                headers["WARC-Truncated"] = "length"
+                headers["WARC-Truncated"] = fr.truncated  # WARC 1.1 §5.13: length, time or disconnect
             if duplicate_of is not None:
                 headers[DUPLICATE_OF], headers[DUPLICATE_KIND] = duplicate_of
             rec = self._record(WarcRecordType.response, block, headers, record_id=response_id)

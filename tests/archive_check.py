@@ -66,9 +66,11 @@ def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
             f"revisit {rv['uri']} claims the payload of {rv['refers_to']}, which the archive does not hold")
     # 2. every page websim answered with 200 is archived byte for byte (as websim rendered it), and
     #    every 304 it answered is a revisit of a capture holding the bytes it would have sent
+    from raycrawl.websim.server import cut_part
+
     model = WebModel.generate(**params)
     renderer = Renderer(model, web.port)
-    checked = not_modified = 0
+    checked = not_modified = cut = 0
     for r in web.requests():
         if r.status != 304:
             continue
@@ -79,11 +81,23 @@ def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
         assert expected in held, f"{url}: 304 from websim, but no revisit of a capture with the bytes it serves"
         not_modified += 1
     for r in web.requests():
-        if r.status != 200:
-            continue
         url = canonicalize(f"http://{r.host}{r.target}")
         host = model.by_name.get(r.host.rsplit(":", 1)[0])
         page = host.pages.get(r.target) if host is not None else None
+        if page is not None and page.kind == "cut":
+            # 3. a body the server cut short: every response record of it holds a prefix of what
+            #    arrived, says so (WARC-Truncated: disconnect), and never claims the whole page
+            whole = renderer.response(host, page).body
+            records = responses.get(url, [])
+            assert records and all(e["truncated"] == "disconnect" and whole.startswith(e["body"])
+                                   and len(e["body"]) < len(whole) for e in records), (
+                url, [(e["truncated"], len(e["body"])) for e in records], len(whole))
+            assert any(e["body"] == cut_part(whole) for e in records), url  # the bytes that arrived are kept
+            assert not [rv for rv in revisits if rv["uri"] == url], url
+            cut += 1
+            continue
+        if r.status != 200:
+            continue
         if url is None or page is None or host.trap or page.kind not in ("html", "pdf", "png"):
             continue  # robots files, traps, fault bodies (cut by design) are checked elsewhere
         expected = renderer.response(host, page).body
@@ -92,7 +106,7 @@ def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
         assert expected in stored, f"{url}: served {len(expected)} bytes, archived {[len(b) for b in stored]}"
         checked += 1
     return {"responses": sum(map(len, responses.values())), "revisits": len(revisits), "pages_checked": checked,
-            "not_modified_checked": not_modified,
+            "not_modified_checked": not_modified, "cut_short_checked": cut,
             "duplicates_kept_whole": sum(1 for es in responses.values() for e in es if e["duplicate_of"])}
 
 

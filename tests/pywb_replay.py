@@ -69,6 +69,8 @@ def captures(warc_dir: Path) -> tuple[dict[tuple[str, str], tuple[int, bytes]], 
                 if rec.rec_type not in ("response", "revisit"):
                     continue
                 h = rec.rec_headers
+                if h.get_header("WARC-Truncated") in ("disconnect", "time"):
+                    continue  # a body the server cut short is no capture of the page (storage/cdxj.py)
                 url, date = h.get_header("WARC-Target-URI"), h.get_header("WARC-Date")
                 status = int(rec.http_headers.get_statuscode())
                 body = rec.content_stream().read()
@@ -83,6 +85,19 @@ def captures(warc_dir: Path) -> tuple[dict[tuple[str, str], tuple[int, bytes]], 
     unique = [(url, ts(date), status, body) for url, date, status, body in found if seen[url, ts(date)] == 1]
     return ({(url, stamp): (status, payloads[body] if isinstance(body, tuple) else body)
              for url, stamp, status, body in unique}, sum(isinstance(body, tuple) for *_, body in unique))
+
+
+def cut_short(warc_dir: Path) -> list[tuple[str, str]]:
+    """(URL, 14-digit timestamp) of every response whose body the server cut short (warcio)."""
+    out = []
+    for path in sorted(warc_dir.glob("*.warc.gz")):
+        with open(path, "rb") as f:
+            for rec in ArchiveIterator(f):
+                h = rec.rec_headers
+                if rec.rec_type == "response" and h.get_header("WARC-Truncated") in ("disconnect", "time"):
+                    out.append((h.get_header("WARC-Target-URI"),
+                                "".join(ch for ch in h.get_header("WARC-Date") if ch.isdigit())[:14]))
+    return out
 
 
 def check_replay(port: int, collection: str, expected: dict[tuple[str, str], tuple[int, bytes]]) -> None:

@@ -282,6 +282,28 @@ def test_two_agents_two_nodes_politeness_and_same_urls(web_and_baseline) -> None
     shared = {ip_of[h] for h in by_writer["agent0"] if h in ip_of} & {ip_of[h] for h in by_writer["agent1"] if h in ip_of}
     assert shared, "no IP had hosts of both agents: the test would prove nothing"
     same_pages(one, tmp / "two", manifest)
+    exact_duplicates_across_agents(tmp / "two", manifest, by_writer)
+
+
+def exact_duplicates_across_agents(out: Path, manifest, by_writer: dict[str, set[str]]) -> None:
+    """websim's exact-copy clusters (the same visible text on several pages), crawled by two agents
+    whose duplicate stores each hold half the digests: in every cluster the crawl fetched, exactly one
+    page is the original and every other one is recorded as its duplicate, also where the copies are
+    on hosts of different agents (which must happen, or this proves nothing)."""
+    recs = {r["url"]: r for r in iter_link_records(out) if r["status"] == 200}
+    across = 0
+    for cluster in manifest.clusters:
+        if cluster["kind"] != "exact":
+            continue
+        got = [u for u in cluster["urls"] if u in recs]
+        if len(got) < 2:
+            continue
+        firsts = [u for u in got if not recs[u]["dup_of"]]
+        assert len(firsts) == 1, (cluster["urls"], [(u, recs[u]["dup_of"]) for u in got])
+        assert all(recs[u]["dup_of"] == firsts[0] and recs[u]["dup_kind"] == "exact" for u in got if u != firsts[0])
+        agents = {a for u in got for a, hosts in by_writer.items() if urlsplit(u).hostname in hosts}
+        across += len(agents) > 1
+    assert across, "no exact-copy cluster spanned both agents"
 
 
 @pytest.mark.slow

@@ -435,8 +435,9 @@ def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
-    """OUT on a 1.2 MB tmpfs: the crawl runs out of space (in Redis's AOF, the WARC, link, sieve or
-    spill files, whichever fills first) and stops with one line and exit 2, no traceback, no
+    """OUT on a 2 MB tmpfs (1.2 MB for what grows, ~0.8 MB for the 64 shards' duplicate stores): the
+    crawl runs out of space (in Redis's AOF, the WARC, link, sieve, duplicate-store or spill files,
+    whichever fills first) and stops with one line and exit 2, no traceback, no
     half-written report; with space again, --resume finishes the crawl: no URL lost (websim's
     manifest), no robots or unlinked request, and what is fetched again is bounded by the
     uncommitted window. When Redis kept every write, only URLs of its in-flight set are fetched
@@ -450,7 +451,7 @@ def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
 
     disk = tmp_path / "disk"
     disk.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1200k", "tmpfs", str(disk)], capture_output=True,
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2000k", "tmpfs", str(disk)], capture_output=True,
                            text=True)
     if mount.returncode != 0:  # a real full disk is the point: no stand-in
         pytest.fail(f"this test mounts a tmpfs (needs root): {mount.stderr.strip()}")
@@ -572,15 +573,19 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
         (u, canon[u], c) for u, c in expected.items() if canon[u] != c][:5]
     assert any(expected.values())
     # pywb replays every capture from the CDXJ index written beside the crawl, duplicates included
-    from pywb_replay import captures, check_replay, pywb
+    from pywb_replay import captures, check_replay, cut_short, get, pywb
 
     proc = run([sys.executable, "-m", "raycrawl", "warc", "index", str(out), "--pywb",
                 str(tmp_path / "pywb" / "collections" / "crawl")])
     assert proc.returncode == 0, proc.stderr[-2000:]
     replayable, revisits = captures(out / "warc")
     assert revisits > 0 and len(replayable) > 0.95 * archive["pages_checked"], (revisits, len(replayable))
+    cut = cut_short(out / "warc")
+    assert cut and archive["cut_short_checked"] > 0, (cut, archive)
     with pywb(tmp_path / "pywb") as port:
         check_replay(port, "crawl", replayable)
+        # a body the server cut short is never replayed as the page with its 200
+        assert all(get(port, f"/crawl/{stamp}id_/{url}")[0] != 200 for url, stamp in cut), cut
 
 
 def live_status(proc: subprocess.Popen, out: Path) -> dict | None:

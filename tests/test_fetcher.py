@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import os
 import socket
@@ -192,6 +193,65 @@ async def test_slow_drip_bounded_by_total_timeout(site):
 async def test_reset(site, fetcher):
     fr = await fetcher.fetch(f"{site.base}/reset", "127.0.0.1")
     assert fr.error == "reset" and fr.transient
+    assert fr.body == b"<html>partial" and fr.truncated == "disconnect"
+
+
+async def test_timeout_mid_body_keeps_what_arrived(site):
+    f = make_fetcher(total_timeout=1.0)
+    try:
+        fr = await f.fetch(f"{site.base}/drip", "127.0.0.1")
+    finally:
+        await f.close()
+    assert fr.error == "timeout" and fr.status == 200
+    assert fr.body and set(fr.body) == {ord("x")} and fr.truncated == "time"
+
+
+async def test_connection_close_when_the_host_is_not_visited_again_soon(site, fetcher):
+    """keep_alive=False: the request says Connection: close, and the next request to the host dials
+    a new connection; keep_alive=True (the default) reuses it."""
+    for keep in (True, True, False, True, True):
+        fr = await fetcher.fetch(f"{site.base}/page", "127.0.0.1", keep_alive=keep)
+        assert fr.status == 200 and (b"Connection: close" in fr.request_head) == (not keep)
+    peers = [peer for _, _, peer in site.requests]
+    assert peers[0] == peers[1] == peers[2] != peers[3] == peers[4]
+    assert fetcher.idle_connections() == 1
+
+
+async def test_idle_connections_are_capped(site):
+    """Past max_idle, the connection idle longest is closed: 12 hosts visited, 4 kept."""
+    f = make_fetcher(max_idle=4)
+    try:
+        for i in range(12):
+            await f.fetch(f"http://h{i}.test:{site.port}/page", "127.0.0.1")
+            assert f.idle_connections() == min(i + 1, 4)
+        await f.fetch(f"http://h11.test:{site.port}/page", "127.0.0.1")  # the newest is still open
+        await f.fetch(f"http://h0.test:{site.port}/page", "127.0.0.1")  # the oldest was closed
+    finally:
+        await f.close()
+    peers = [peer for _, _, peer in site.requests]
+    assert peers[12] == peers[11] and peers[13] not in peers[:12]
+
+
+async def test_out_of_descriptors_is_our_error_not_the_hosts(site):
+    """With no file descriptor left, a fetch fails as ``local``, not as the host's ``connect``."""
+    import resource
+
+    f = make_fetcher()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hog = []
+    try:
+        await f.fetch(f"{site.base}/page", "127.0.0.1", keep_alive=False)  # the session exists
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 256), hard))
+        with contextlib.suppress(OSError):
+            while True:
+                hog.append(socket.socket())
+        fr = await f.fetch(f"http://other.test:{site.port}/page", "127.0.0.1")
+    finally:
+        for sock in hog:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        await f.close()
+    assert fr.error == "local" and not fr.transient and fr.status == 0
 
 
 async def test_connection_refused(fetcher):
@@ -272,6 +332,8 @@ RAW_REPLIES = {
     "huge-header": b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\nok",
     "ftp-location": b"HTTP/1.1 302 Found\r\nLocation: ftp://files.test/x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     "short-body": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/html\r\n\r\nonly this",
+    "broken-chunks": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/html\r\n\r\n"
+                     b"9\r\nfirst bit\r\n",
     # a Location in Latin-1 bytes (browsers percent-encode the byte), and one in UTF-8
     "latin1-location": b"HTTP/1.1 301 Moved\r\nLocation: /caf\xe9 x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     "utf8-location": b"HTTP/1.1 301 Moved\r\nLocation: /caf\xc3\xa9\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -303,7 +365,12 @@ async def test_misbehaving_servers_are_classified(raw_server, fetcher):
     assert got["http10-eof"].status_line == "HTTP/1.0 200 OK"
     assert got["huge-header"].error == "bad-response"
     assert got["ftp-location"].status == 302 and got["ftp-location"].redirect is None
+    # a body cut short keeps the bytes that arrived, and says it is cut
     assert got["short-body"].error == "reset" and got["short-body"].status == 200
+    assert got["short-body"].body == b"only this" and got["short-body"].truncated == "disconnect"
+    assert got["broken-chunks"].error == "reset" and got["broken-chunks"].body == b"first bit"
+    assert got["broken-chunks"].truncated == "disconnect"
+    assert got["http10-eof"].truncated is None
     assert got["latin1-location"].error is None and got["latin1-location"].redirect == f"{raw_server}/caf%E9%20x"
     assert got["utf8-location"].redirect == f"{raw_server}/caf%C3%A9"
     assert fetcher._pins.pins == {}  # no address stays pinned once its fetches are over

@@ -165,3 +165,34 @@ def test_release_and_acquire_across_a_restart(tmp_path: Path) -> None:
         assert sorted(inflight) == sorted(h + p for h, _, p in got[0])
     finally:
         server.stop()
+
+
+def test_embedded_redis_waits_while_a_large_aof_loads(tmp_path: Path, caplog) -> None:
+    """Loading takes as long as the crawl is large: start-up waits while the load progresses (here
+    ~3 s, slowed per key by the server's own test option) however short the no-answer timeout."""
+    import logging
+
+    import redis as redis_py
+
+    from raycrawl.redis_server import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    client = redis_py.Redis.from_url(server.url)
+    for b in range(0, 30_000, 5_000):
+        client.mset({f"k{i}": i for i in range(b, b + 5_000)})
+    client.bgrewriteaof()
+    deadline = time.monotonic() + 30
+    while client.info("persistence")["aof_rewrite_in_progress"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    client.close()
+    server.stop()
+    slow = EmbeddedRedis(tmp_path / "redis", options=("--key-load-delay", "100", "--loading-process-events-interval-bytes", "1024"))
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="raycrawl.redis_server"):
+        slow.start(timeout=0.5)
+    try:
+        assert time.monotonic() - began > 1.0  # it did load slowly, past the 0.5 s timeout
+        assert "loading its data" in caplog.text
+        assert redis_py.Redis.from_url(slow.url).dbsize() == 30_000
+    finally:
+        slow.stop()

@@ -1,4 +1,4 @@
-"""Shingles, MinHash accuracy and the crawl-time NearDupIndex (memory, Redis, Ray actor)."""
+"""Shingles, MinHash accuracy and the crawl-time NearDupIndex (memory, and the sharded stores on disk)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,19 @@ import random
 import numpy as np
 import pytest
 
+from raycrawl.actors.duplicates import ShardedDuplicates, ask_local
 from raycrawl.actors.shingler import (
     NearDupIndex,
     estimated_jaccard,
     exact_jaccard,
+    near_dup_meta,
     shingle_hashes,
     shingle_set,
     sketch_texts,
     truncate_sketches,
 )
-from raycrawl.storage.sketch_store import RedisSketchStore, SketchStoreMismatch
+from raycrawl.policies.assignment import SHARDS
+from raycrawl.storage.dedup_store import DedupShards, DedupStoreMismatch
 
 VOCAB = [f"w{i}q" for i in range(20000)]
 WEIGHTS = [1 / (i + 1) for i in range(20000)]
@@ -114,37 +117,43 @@ def test_index_in_memory_finds_mirrors_not_near_misses():
     precision, recall, flagged, should = _crawl_time_metrics(docs, results)
     assert should > 30
     assert precision >= 0.95 and recall >= 0.95, (precision, recall, flagged, should)
-    stats = index.stats()
-    assert stats["near_duplicates"] == flagged
-    assert stats["representatives"] == len(docs) - flagged
+    assert index.stats()["near_duplicates"] == flagged
+    assert index.store.count() == len(docs) - flagged
     # A representative re-checked is not its own duplicate; an empty page is never stored.
     assert index.check_and_add([(docs[0][0], docs[0][1]) if results[0] is None else ("http://x.test/", "")]) == [None]
     assert index.check_and_add([("http://e.test/", "")]) == [None]
-    assert index.stats()["representatives"] == stats["representatives"]
+    assert index.store.count() == len(docs) - flagged
 
 
-def test_redis_state_survives_restart_and_is_compact(redis_url):
+def disk_index(root, shards=range(SHARDS)) -> tuple[NearDupIndex, DedupShards]:
+    """The crawl's index over shard files on disk, every shard held by this process."""
+    stores = DedupShards(root, shards)
+    stores.set_meta(near_dup_meta())
+    return NearDupIndex(store=ShardedDuplicates(ask_local(stores))), stores
+
+
+def test_disk_state_survives_restart_and_is_compact(tmp_path):
     docs = corpus(11)
     half = len(docs) // 2
-    first = NearDupIndex(redis_url=redis_url, key_prefix="t:dedup")
+    first, stores = disk_index(tmp_path)
     r1 = first.check_and_add([(u, t) for u, t, _ in docs[:half]])
-    first.close()
+    stores.close()
     # A new instance (what a restarted actor builds) sees every representative stored so far.
-    second = NearDupIndex(redis_url=redis_url, key_prefix="t:dedup")
+    second, stores = disk_index(tmp_path)
     r2 = second.check_and_add([(u, t) for u, t, _ in docs[half:]])
     reference = NearDupIndex()  # the same stream through one in-memory index
     expected = reference.check_and_add([(u, t) for u, t, _ in docs])
     assert r1 + r2 == expected
     precision, recall, _, _ = _crawl_time_metrics(docs, r1 + r2)
     assert precision >= 0.95 and recall >= 0.95
-    store = second.store
-    assert isinstance(store, RedisSketchStore)
-    assert store.count() == sum(1 for r in expected if r is None)
-    # Bounded memory per representative: 512 B of sketch + 16 band keys + URL + overheads.
-    per_rep = store.memory_per_representative()
-    assert 512 < per_rep < 2048, per_rep
-    with pytest.raises(SketchStoreMismatch):
-        NearDupIndex(redis_url=redis_url, key_prefix="t:dedup", num_perm=256)
+    reps = sum(1 for r in expected if r is None)
+    counts = stores.counts()
+    assert counts["rep"] == reps and counts["band"] <= 16 * reps
+    stores.close()
+    other = DedupShards(tmp_path, range(SHARDS))
+    other.set_meta(near_dup_meta(num_perm=256))
+    with pytest.raises(DedupStoreMismatch):
+        other.bands({0: [1]})
 
 
 def test_bad_parameters_are_rejected():
@@ -156,15 +165,55 @@ def test_bad_parameters_are_rejected():
         NearDupIndex(k=0)
 
 
-def test_a_new_instance_keeps_the_state_in_redis(redis_url):
-    """The agent's checker after a restart (--resume) is a new instance over the same Redis keys."""
+def test_a_new_instance_keeps_the_state_on_disk(tmp_path):
+    """The agent's checker after a restart (--resume) is a new instance over the same shard files."""
     rng = random.Random(5)
     base = [zipf_text(rng) for _ in range(5)]
-    first = NearDupIndex(redis_url=redis_url, key_prefix="t:restart")
+    first, stores = disk_index(tmp_path)
     assert first.check_and_add([(f"http://o{i}.test/", t) for i, t in enumerate(base)]) == [None] * 5
     assert first.stats()["checked"] == 5
-    again = NearDupIndex(redis_url=redis_url, key_prefix="t:restart")
-    assert again.stats() == {"checked": 0, "near_duplicates": 0, "representatives": 5}
+    stores.close()
+    again, stores = disk_index(tmp_path)
+    assert again.stats() == {"checked": 0, "near_duplicates": 0}
+    assert stores.counts()["rep"] == 5
     mirrors = [(f"http://m{i}.test/", edit(rng, t, 1)) for i, t in enumerate(base)]
     assert again.check_and_add(mirrors) == [f"http://o{i}.test/" for i in range(5)]
     assert again.stats()["near_duplicates"] == 5
+
+
+def test_shards_split_between_two_holders_answer_as_one(tmp_path):
+    """Two agents' keepers, each holding half the shards: the index finds the same duplicates as
+    one in-memory index, and a shard asked of the wrong holder is refused."""
+    docs = corpus(13)
+    a, b = DedupShards(tmp_path, range(0, SHARDS, 2)), DedupShards(tmp_path, range(1, SHARDS, 2))
+
+    def ask(method, by_shard):
+        parts = [{s: p for s, p in by_shard.items() if s % 2 == k} for k in (0, 1)]
+        return [getattr(holder, method)(part) for holder, part in zip((a, b), parts, strict=True) if part]
+
+    split = NearDupIndex(store=ShardedDuplicates(ask))
+    got = []
+    for s in range(0, len(docs), 25):
+        got += split.check_and_add([(u, t) for u, t, _ in docs[s:s + 25]])
+    assert got == NearDupIndex().check_and_add([(u, t) for u, t, _ in docs])
+    assert a.counts()["rep"] > 0 and b.counts()["rep"] > 0
+    with pytest.raises(ValueError):
+        a.bands({1: [1]})
+
+
+def test_representatives_wait_in_memory_until_flushed(tmp_path):
+    """The crawl writes new representatives in groups: until then they are matched from memory,
+    across batches; a flush (every flush_reps, flush_seconds, or at close) writes them all."""
+    rng = random.Random(9)
+    base = [zipf_text(rng) for _ in range(6)]
+    stores = DedupShards(tmp_path, range(SHARDS))
+    stores.set_meta(near_dup_meta())
+    index = NearDupIndex(store=ShardedDuplicates(ask_local(stores)), flush_reps=1024, flush_seconds=3600)
+    assert index.check_and_add([(f"http://o{i}.test/", t) for i, t in enumerate(base)]) == [None] * 6
+    assert stores.counts()["rep"] == 0  # not written yet...
+    mirrors = [(f"http://m{i}.test/", edit(rng, t, 1)) for i, t in enumerate(base)]
+    assert index.check_and_add(mirrors) == [f"http://o{i}.test/" for i in range(6)]  # ...but matched
+    index.close()
+    assert stores.counts()["rep"] == 6
+    again = NearDupIndex(store=ShardedDuplicates(ask_local(stores)))
+    assert again.check_and_add(mirrors[:2]) == ["http://o0.test/", "http://o1.test/"]

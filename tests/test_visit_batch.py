@@ -41,7 +41,7 @@ def test_pages_links_and_counters() -> None:
 def test_duplicates_are_revisits_only_when_byte_identical() -> None:
     body = b"<p>same</p>"
     first = json.dumps([A, "2026-01-01T00:00:00Z", sha1_b32(body)])
-    copy, other, cut = page(B, body=body), page(C, body=b"<p>same</p> "), page(B + "2", body=body, truncated=True)
+    copy, other, cut = page(B, body=body), page(C, body=b"<p>same</p> "), page(B + "2", body=body, truncated="length")
     dup_of, revisit_of = exact_duplicates([(copy, sha1_b32(body)), (other, sha1_b32(other.body)),
                                            (cut, sha1_b32(body)), (page(A, body=body), sha1_b32(body))],
                                           [first, first, first, first])

@@ -132,7 +132,7 @@ def test_revisit_refused_unless_payload_byte_identical(tmp_path):
     other = exchange("http://a.test/copy", BODY.replace(b"<title>", b"<title> "))  # same text, other bytes
     with pytest.raises(ValueError, match="not byte-identical"):
         store.write(other, revisit_of=("http://a.test/orig", "2023-11-14T22:13:20Z", sha1_b32(BODY)))
-    truncated = exchange("http://a.test/cut", truncated=True)
+    truncated = exchange("http://a.test/cut", truncated="length")
     with pytest.raises(ValueError, match="not byte-identical"):
         store.write(truncated, revisit_of=("http://a.test/orig", "2023-11-14T22:13:20Z", sha1_b32(BODY)))
     name, offset = store.write(other, duplicate_of=("http://a.test/orig", "exact"))
@@ -190,15 +190,17 @@ def test_damage_in_the_middle_loses_only_that_record(tmp_path, caplog):
 
 def test_truncated_flag_and_refusal_without_response(tmp_path):
     store = WarcStore(tmp_path, "t")
-    store.write(exchange("http://a.test/big", truncated=True, error="too-large"))
+    store.write(exchange("http://a.test/big", truncated="length", error="too-large"))
+    store.write(exchange("http://a.test/cut", truncated="disconnect", error="reset"))
     try:
         store.write(FetchResult(url="http://a.test/x", ip="127.0.0.1", error="connect"))
         raise AssertionError("a fetch without a response must be refused")
     except ValueError:
         pass
     store.close()
-    [resp] = [r for r in warcio_records(warc_files(tmp_path)[0]) if r[0] == "response"]
-    assert resp[5].get_header("WARC-Truncated") == "length"
+    big, cut = [r for r in warcio_records(warc_files(tmp_path)[0]) if r[0] == "response"]
+    assert big[5].get_header("WARC-Truncated") == "length"
+    assert cut[5].get_header("WARC-Truncated") == "disconnect"
 
 
 async def test_real_gzip_fetch_stored_decoded(tmp_path):

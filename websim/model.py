@@ -70,7 +70,7 @@ class Page:
     """One URL of a host. ``links`` are (host name, path) targets, unique, in document order."""
 
     path: str
-    kind: str = "html"      # html | pdf | png | binary | redirect | error | reset | oversized | bomb
+    kind: str = "html"      # html | pdf | png | binary | redirect | error | reset | oversized | bomb | cut
     topic: int = 0
     status: int = 200
     links: list[tuple[str, str]] = field(default_factory=list)
@@ -260,6 +260,7 @@ class WebModel:
         self._connect_hosts(rng, host_cum)
         if not self.clean:
             self._make_browser_cases()
+            self._make_cut_bodies()
 
     def _host_sizes(self, rng: random.Random) -> list[int]:
         alpha = 1.3
@@ -501,6 +502,23 @@ class WebModel:
                     host.pages[page.path] = page
                 if new and new[0].path in host.pages:
                     host.pages[src].links.append((host.name, new[0].path))
+
+    def _make_cut_bodies(self) -> None:
+        """Servers that cut a body short (a stream of its own, so the rest of the web is unchanged):
+        per 100 hosts, one page whose ``Content-Length`` promises more than is sent before the
+        connection closes, and one whose chunked stream breaks off (no last chunk). A crawler must
+        archive what arrived as cut (WARC-Truncated), never as the whole page."""
+        rng = self._rng("cut-bodies")
+        plain = [h for h in self.hosts if h.role == "plain" and h.robots not in ("error_5xx", "agent_excluded")]
+        for k in range(max(1, round(self.n_hosts / 100))):
+            for label in ("content_length", "chunked"):
+                host = rng.choice(plain)
+                src = rng.choice([p for p, pg in host.pages.items() if pg.kind == "html" and not pg.copy_of])
+                path = f"/cut/{label}{k}.html"
+                if path not in host.pages:
+                    host.pages[path] = Page(path, kind="cut", topic=host.topic, paras=[0, 0], parent=src,
+                                            labels=[label])
+                    host.pages[src].links.append((host.name, path))
 
     def _make_browser_cases(self) -> None:
         """What a crawler must read as browsers and RFC 9309 do (a stream of its own: the rest of the

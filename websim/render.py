@@ -41,6 +41,7 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
     stream_bytes: int = 0   # > 0: stream this many bytes (chunked, no Content-Length)
     reset: bool = False     # abort the connection instead of answering
+    cut: str = ""           # "content_length" | "chunked": send a part of ``body``, then close (CUT_SHARE)
     raw_headers: tuple[tuple[str, bytes], ...] = ()  # header values sent as these exact bytes
 
 
@@ -340,6 +341,9 @@ class Renderer:
                 return Response(page.status, "text/html", b"<html><body>server error</body></html>", headers)
             case "reset":
                 return Response(0, None, reset=True)
+            case "cut":
+                body = self.html(host, page, sid).encode("utf-8")
+                return Response(200, "text/html", body, cut=page.labels[0])
             case "oversized":
                 if "chunked" in page.labels:
                     return Response(200, "text/html", stream_bytes=OVERSIZED_BYTES)

@@ -236,6 +236,11 @@ class WebsimServer:
             if resp.reset:
                 _reset(request)
                 raise _Dropped
+            if resp.cut:
+                # Logged with status 0, as a reset is: the response never completed (an audit must
+                # not count it as answered, so a crawler may try it again).
+                nbytes, end = _send_cut(request, resp), time.time()
+                raise _Dropped
             if resp.raw_headers:
                 # Header bytes aiohttp would re-encode as UTF-8: written by hand, then the connection closes.
                 head = [f"HTTP/1.1 {resp.status} {_REASONS.get(resp.status, 'Status')}".encode(),
@@ -295,6 +300,29 @@ class WebsimServer:
                 return
             await asyncio.sleep(0.05)
         _reset(request)
+
+
+def cut_part(body: bytes) -> bytes:
+    """What a cutting server sends of ``body`` before it closes the connection: the first third."""
+    return body[: len(body) // 3]
+
+
+def _send_cut(request: web.Request, resp: Response) -> int:
+    """A 200 whose body breaks off: ``Content-Length`` of the whole body, or a chunked stream without
+    its last chunk; the first third of the body, then the connection closes. Returns bytes sent."""
+    part = cut_part(resp.body)
+    head = [b"HTTP/1.1 200 OK", f"Content-Type: {resp.ctype or 'text/html'}".encode()]
+    if resp.cut == "chunked":
+        head.append(b"Transfer-Encoding: chunked")
+        data = f"{len(part):x}\r\n".encode() + part + b"\r\n"
+    else:
+        head.append(f"Content-Length: {len(resp.body)}".encode())
+        data = part
+    transport = request.transport
+    assert transport is not None
+    transport.write(b"\r\n".join(head) + b"\r\n\r\n" + data)
+    transport.close()
+    return len(part)
 
 
 _REASONS = {301: "Moved Permanently", 302: "Found", 303: "See Other", 307: "Temporary Redirect",

@@ -1,7 +1,9 @@
 -- acquire: take up to n ready hosts of one agent's workbench view, one per IP workbench entry,
 -- and pop one path from each.
--- ARGV: prefix P, view prefix V, now, n.  Returns {host1, ip1, path1, ..., earliest} where
--- earliest is the smallest score left in the view's workbench (-1 if none): when to try again.
+-- ARGV: prefix P, view prefix V, now, n.  Returns {host1, ip1, path1, left1, ..., earliest} where
+-- left is how many paths the host's visit state still holds (the fetcher keeps its connection
+-- only for a host it will visit again soon) and earliest is the smallest score left in the view's
+-- workbench (-1 if none): when to try again.
 -- A taken host and its IP are marked busy (one request in flight per host and per IP, across ALL
 -- views: hbusy/ibusy are global) until release.lua; the URL is recorded in the in-flight hash
 -- until the caller commits it. An IP busy for another view is just dropped from this view's
@@ -27,10 +29,12 @@ for _, ip in ipairs(ips) do
       redis.call('HSET', P .. 'hbusy', host, ip)
       redis.call('HSET', P .. 'inflight', host .. path, host)
       redis.call('DECR', P .. 'queued')
-      if redis.call('LLEN', P .. 'vs:' .. host) == 0 then redis.call('SREM', V .. 'active', host) end
+      local left = redis.call('LLEN', P .. 'vs:' .. host)
+      if left == 0 then redis.call('SREM', V .. 'active', host) end
       out[#out + 1] = host
       out[#out + 1] = ip
       out[#out + 1] = path
+      out[#out + 1] = left
     elseif redis.call('ZCARD', ent) > 0 then
       -- an empty visit state is never in an entry; if one slipped in, it is dropped here
       local t = redis.call('ZRANGE', ent, 0, 0, 'WITHSCORES')
