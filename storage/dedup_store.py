@@ -260,3 +260,36 @@ class DedupShards:
 
     def close(self) -> None:
         self.give(list(self.open))
+
+
+def migrate_legacy(root: str | Path, frontier: Any, shards: int) -> tuple[int, int]:
+    """Move the duplicate indexes an older raycrawl kept in the crawl's Redis into the shards'
+    stores under ``root`` (the resume of such a crawl; no agent holds the files yet), then drop
+    them from Redis. Returns (digests, representatives) moved."""
+    from raycrawl.storage.sketch_store import rep_id
+
+    stores = DedupShards(root, range(shards))
+    moved = [0, 0]
+    try:
+        for kind, items in frontier.legacy_duplicates():
+            if kind == "digest":
+                by_shard: dict[int, list[tuple[bytes, str]]] = {}
+                for hexdigest, owner in items:
+                    digest = bytes.fromhex(hexdigest)
+                    by_shard.setdefault(shard_of_key(digest, shards), []).append((digest, owner))
+                stores.claim(by_shard)
+                moved[0] += len(items)
+                continue
+            adds: dict[int, tuple[list, list]] = {}
+            for url, sketch, band_keys in items:
+                rid = rep_id(url)
+                adds.setdefault(shard_of_key(rid, shards), ([], []))[0].append((rid, url, sketch))
+                for raw in band_keys:
+                    key = int.from_bytes(raw, "little")
+                    adds.setdefault(shard_of_key(key, shards), ([], []))[1].append((key, rid))
+            stores.add(adds)
+            moved[1] += len(items)
+    finally:
+        stores.close()
+    frontier.drop_legacy_duplicates()
+    return moved[0], moved[1]

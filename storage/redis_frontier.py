@@ -246,6 +246,31 @@ class RedisFrontier:
             log.warning("Redis AOF not on disk yet (WAITAOF 0): waiting")
 
     # --- the crawl's identity, failures, duplicates and termination marks --------------------------
+    # --- duplicate indexes of crawls started before they moved to disk (storage/dedup_store.py) ---
+    LEGACY_DIGEST, LEGACY_NEAR = "digest", "dedup"  # ``P digest`` hash; ``P dedup:{band,sketch,url,…}``
+
+    def legacy_duplicates(self, batch: int = 5000):
+        """What an older raycrawl kept in Redis, in batches: ("digest", [(digest hex, owner)]) and
+        ("near", [(url, sketch bytes, [band keys as 8-byte little-endian])]), for the resume's
+        migration to the shards' stores; nothing for a crawl without them."""
+        digest, near = self.p + self.LEGACY_DIGEST, self.p + self.LEGACY_NEAR
+        for chunk in _hscan_chunks(self.r, digest, batch):
+            yield "digest", [(k.decode(), v.decode()) for k, v in chunk]
+        bands: dict[bytes, list[bytes]] = {}
+        for chunk in _hscan_chunks(self.r, near + ":band", batch):
+            for key, rid in chunk:
+                bands.setdefault(rid, []).append(key)
+        for chunk in _hscan_chunks(self.r, near + ":url", batch):
+            ids = [rid for rid, _ in chunk]
+            sketches = self.r.hmget(near + ":sketch", ids)
+            yield "near", [(url.decode(), sketch, bands.get(rid, [])) for (rid, url), sketch
+                           in zip(chunk, sketches, strict=True) if sketch is not None]
+
+    def drop_legacy_duplicates(self) -> None:
+        keys = [self.p + self.LEGACY_DIGEST, *(f"{self.p}{self.LEGACY_NEAR}:{n}"
+                                               for n in ("meta", "next", "band", "sketch", "url"))]
+        self.r.delete(*keys)
+
     def has_crawl(self) -> bool:
         return bool(self.r.exists(self.k.meta))
 
@@ -456,3 +481,15 @@ class RedisFrontier:
             if cursor == 0:
                 break
         self.register()
+
+
+def _hscan_chunks(client: redis.Redis, key: str, batch: int):
+    """A hash's (field, value) pairs in chunks of about ``batch``."""
+    chunk: list[tuple[bytes, bytes]] = []
+    for pair in client.hscan_iter(key, count=batch):
+        chunk.append(pair)
+        if len(chunk) >= batch:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -126,3 +126,42 @@ def test_raycrawl_check_finds_and_repairs_a_damaged_store(tmp_path):
     assert check_sieve(tmp_path) == []
     stores = DedupShards(tmp_path, [3, 4])  # the good shard kept its claim
     assert stores.claim({3: [(bytes(16), owner("http://b.test/"))]}) == {3: [owner("http://a.test/")]}
+
+
+def test_a_resumed_crawl_of_an_older_raycrawl_keeps_its_duplicates(tmp_path, redis_url):
+    """An older raycrawl kept the indexes in Redis (``P digest``, ``P dedup:*``): the resume moves
+    them to the shards' stores, where a later copy is still found, and drops them from Redis."""
+    import random
+
+    import redis as redis_py
+
+    from raycrawl.actors.shingler import (
+        NearDupIndex,
+        band_keys,
+        near_dup_meta,
+        sketch_texts,
+        truncate_sketches,
+    )
+    from raycrawl.storage.dedup_store import migrate_legacy
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+    rng = random.Random(4)
+    words = [f"w{i}x" for i in range(5000)]
+    text = " ".join(rng.choice(words) for _ in range(300))
+    mirror = text.replace(text.split()[10], "changed", 1)
+    sketches, _ = sketch_texts([text], 512)
+    keys = band_keys(sketches, 16, 8)[0].tolist()
+    client = redis_py.Redis.from_url(redis_url)
+    client.hset("old:digest", mapping={"ab" * 16: owner("http://first.test/")})
+    client.hset("old:dedup:band", mapping={k.to_bytes(8, "little"): 7 for k in keys})
+    client.hset("old:dedup:sketch", mapping={7: truncate_sketches(sketches, 8)[0].tobytes()})
+    client.hset("old:dedup:url", mapping={7: "http://orig.test/"})
+    frontier = RedisFrontier(client, "old:", register=False)
+    assert migrate_legacy(tmp_path, frontier, SHARDS) == (1, 1)
+    assert not client.exists("old:digest", "old:dedup:band", "old:dedup:sketch", "old:dedup:url")
+    stores = DedupShards(tmp_path, range(SHARDS))
+    stores.set_meta(near_dup_meta())
+    dups = ShardedDuplicates(ask_local(stores))
+    assert dups.claim_digests([(bytes.fromhex("ab" * 16), owner("http://later.test/"))]) == [owner("http://first.test/")]
+    assert NearDupIndex(store=dups).check_and_add([("http://copy.test/", mirror)]) == ["http://orig.test/"]
+    assert migrate_legacy(tmp_path, frontier, SHARDS) == (0, 0)  # nothing left: a second resume moves nothing
