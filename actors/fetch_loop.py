@@ -315,7 +315,7 @@ class FetchLoop:
 
     async def _visit(self, host: str, ip: str, entry: str, more: bool = False) -> None:
         if entry.startswith(ROBOTS):
-            await self._visit_robots(host, ip, entry, more)
+            await self._visit_robots(host, ip, entry)
             return
         path, level = split_level(entry)  # a focused crawl's priority travels with the path
         key, url = host + entry, host + path  # the in-flight key, the URL
@@ -363,7 +363,7 @@ class FetchLoop:
         self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay))
         self.done.append(Outcome(key, "page", fr, attempt, level, prior))
 
-    async def _visit_robots(self, host: str, ip: str, marker: str, more: bool = False) -> None:
+    async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
         """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.
 
         ``marker`` is ROBOTS, or ROBOTS + " <hops> <last> <target>" while a redirect is followed

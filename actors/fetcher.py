@@ -186,7 +186,7 @@ class PoliteConnector(aiohttp.TCPConnector):
 
     def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
         super()._release(key, protocol, should_close=should_close)
-        idle = sum(len(conns) for conns in self._conns.values())
+        idle = self.idle()
         while idle > self.max_idle:
             oldest = min(self._conns, key=lambda k: self._conns[k][0][1])
             proto, _ = self._conns[oldest].popleft()

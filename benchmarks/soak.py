@@ -1,7 +1,7 @@
 """Soak: a broad crawl at scale, watched per tenth — does anything grow with pages that should not?
 
 websim serves ``--hosts`` hosts (about ``--pages-per-host`` pages each; its aiohttp server keeps idle
-connections 75 s, as nginx does), and ``raycrawl crawl`` runs over it as a user runs it (default
+connections for an hour, aiohttp's default — nginx keeps them 75 s, Apache 5 s), and ``raycrawl crawl`` runs over it as a user runs it (default
 settings but the politeness delays) up to ``--pages``. A sampler reads, every second, the crawl's
 committed pages (Redis), Redis's ``used_memory``, the AOF's size, and the RSS and open files of every
 process of the crawl (driver, Redis, each Ray actor, Ray's own); at each tenth of ``--pages`` it

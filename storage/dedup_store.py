@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from raycrawl.errors import UserError
+
 log = logging.getLogger(__name__)
 
 FILE = "duplicates.sqlite"
@@ -51,8 +53,9 @@ CREATE TABLE IF NOT EXISTS rep (id INTEGER PRIMARY KEY, url TEXT NOT NULL, sketc
 """
 
 
-class DedupStoreMismatch(ValueError):
-    """The stored near-duplicate index was built with other parameters."""
+class DedupStoreMismatch(UserError):
+    """The stored near-duplicate index was built with other parameters (a crawl stops on it: it is
+    not one of the routing errors a duplicate store's caller rides out, actors/duplicates.py)."""
 
 
 class DedupStoreError(OSError):

@@ -24,3 +24,23 @@ def test_truncated_tail_loses_only_last_batch(tmp_path):
     w2 = LinkRecordWriter(tmp_path)
     w2.write_batch([_rec(99)])
     assert [r["url"] for r in iter_link_records(tmp_path)][-1] == _rec(99)["url"]
+
+
+def test_crawl_log_gives_failures_heritrix_fetch_status_codes(tmp_path):
+    """A body cut short is a failed fetch (-3 connection lost, -4 timeout) whatever its status line,
+    with Heritrix's truncation annotation; our size cap keeps the HTTP status (lenTrunc); robots.txt
+    unavailable is -61, a DNS failure -6, a robots exclusion -9998."""
+    from raycrawl.actors.visit_batch import link_record
+    from raycrawl.storage.crawl_log import rows
+
+    cases = {"cut": (200, "reset"), "slow": (200, "timeout"), "capped": (200, "too-large"), "ok": (200, None),
+             "noname": (0, "dns"), "unavailable": (0, "robots-unavailable"), "excluded": (0, "robots"),
+             "refused": (0, "connect")}
+    w = LinkRecordWriter(tmp_path)
+    w.write_batch(link_record(f"http://a.test/{name}", status, "text/html", 1.0 + i, "127.0.0.1", 10, error=err)
+                  for i, (name, (status, err)) in enumerate(cases.items()))
+    w.close()
+    got = {r["url"].rsplit("/", 1)[1]: (r["status"], r["http_status"], r["annotations"]) for r in rows(tmp_path)}
+    assert got == {"cut": (-3, 200, "disconnectTrunc"), "slow": (-4, 200, "timeTrunc"), "capped": (200, 200, "lenTrunc"),
+                   "ok": (200, 200, None), "noname": (-6, 0, None), "unavailable": (-61, 0, None),
+                   "excluded": (-9998, 0, None), "refused": (-2, 0, None)}
