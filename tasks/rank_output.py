@@ -153,7 +153,10 @@ def rank_edges(n: int, cells: int = 100) -> np.ndarray:
     """Integer rank boundaries ``1 = e_0 < … < e_m = n + 1``, log-equidistant where ranks allow: a
     cell ``[e_i, e_i+1)`` always holds at least one rank (plain ln bins leave the cells below
     rank ~cells empty, as black stripes)."""
-    return np.unique(np.floor(np.logspace(0.0, np.log10(n + 1), cells + 1)).astype(np.int64))
+    # 10 ** log10(n + 1) can come out a hair below n + 1 (it does with numpy 2.4), and flooring it
+    # would drop the last rank from every cell: the ends are set exactly.
+    inner = np.floor(np.logspace(0.0, np.log10(n + 1), cells + 1) + 1e-9).astype(np.int64)
+    return np.unique(np.clip(np.concatenate(([1], inner, [n + 1])), 1, n + 1))
 
 
 def density(rs: RankSet, cells: int = 100) -> tuple[np.ndarray, np.ndarray]:
