@@ -279,6 +279,8 @@ class Agent:
                 log.warning("agent %s: Redis is gone; stopping without committing the visits in flight", self.name)
             elif self.crew is not None:
                 self._stop_fetching()
+                if self.near is not None:  # while every agent's sieve actor still runs (close() ends them)
+                    self.near.flush()
         except Exception as exc:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
             if isinstance(exc, UserError) or storage_failure(exc) is not None:  # said once, by the caller
                 log.warning("agent shutdown incomplete: %s", getattr(exc, "cause", None) or exc)
@@ -290,10 +292,10 @@ class Agent:
     def close(self) -> None:
         """End the crew. With several agents, only once every agent has stopped: until then others
         may still send links to this agent's sieve."""
+        if self.near is not None:  # (its representatives were written at the run's end)
+            self.near.close()
         if self.crew is not None:
             self.crew.close()
-        if self.near is not None:
-            self.near.close()
 
 
 def actor_class():
