@@ -21,7 +21,7 @@ import numpy as np
 
 from raycrawl.actors.link_router import LinkRouter
 from raycrawl.policies.assignment import SHARDS
-from raycrawl.storage.dedup_store import DedupShards, shard_of_key
+from raycrawl.storage.dedup_store import DedupShards, adds_by_shard, claims_by_shard, shard_of_key
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +72,7 @@ class ShardedDuplicates:
     def claim_digests(self, claims: Sequence[tuple[bytes, str]]) -> list[str]:
         """(digest, owner description): the first claim of a digest owns it, for every agent;
         returns each digest's owner description, the caller's or an earlier one."""
-        by_shard: dict[int, list[tuple[bytes, str]]] = {}
-        for digest, owner in claims:
-            by_shard.setdefault(shard_of_key(digest, SHARDS), []).append((digest, owner))
+        by_shard = claims_by_shard(claims, SHARDS)
         answers = self._ask("claim", by_shard)
         if answers is None:
             return [owner for _, owner in claims]
@@ -106,12 +104,8 @@ class ShardedDuplicates:
     def add(self, reps: Sequence[tuple[int, str, np.ndarray, Sequence[int]]]) -> None:
         """(id, URL, sketch, band keys): each representative goes to its id's shard, each band key
         to the key's shard; durable when this returns."""
-        by_shard: dict[int, tuple[list, list]] = {}
-        for rid, url, sketch, keys in reps:
-            by_shard.setdefault(shard_of_key(rid, SHARDS), ([], []))[0].append(
-                (rid, url, np.ascontiguousarray(sketch, dtype=self.dtype).tobytes()))
-            for k in keys:
-                by_shard.setdefault(shard_of_key(k, SHARDS), ([], []))[1].append((k, rid))
+        by_shard = adds_by_shard(((rid, url, np.ascontiguousarray(sketch, dtype=self.dtype).tobytes(), keys)
+                                  for rid, url, sketch, keys in reps), SHARDS)
         self._ask("add", by_shard)
 
     def close(self) -> None:

@@ -189,6 +189,26 @@ def shard_of_key(key: int | bytes, shards: int) -> int:
     return key % shards
 
 
+def claims_by_shard(claims: Iterable[tuple[bytes, str]], shards: int) -> dict[int, list[tuple[bytes, str]]]:
+    """(digest, owner) claims grouped by their digests' shards, in order."""
+    out: dict[int, list[tuple[bytes, str]]] = {}
+    for digest, owner in claims:
+        out.setdefault(shard_of_key(digest, shards), []).append((digest, owner))
+    return out
+
+
+def adds_by_shard(reps: Iterable[tuple[int, str, bytes, Iterable[int]]], shards: int
+                  ) -> dict[int, tuple[list[tuple[int, str, bytes]], list[tuple[int, int]]]]:
+    """(id, URL, sketch bytes, band keys) representatives as :meth:`DedupShards.add` takes them:
+    each representative in its id's shard, each band key in the key's."""
+    out: dict[int, tuple[list, list]] = {}
+    for rid, url, sketch, keys in reps:
+        out.setdefault(shard_of_key(rid, shards), ([], []))[0].append((rid, url, sketch))
+        for k in keys:
+            out.setdefault(shard_of_key(k, shards), ([], []))[1].append((k, rid))
+    return out
+
+
 class DedupShards:
     """The duplicate stores of the shards one agent owns (:meth:`take`, :meth:`give`); requests come
     grouped by shard, and a shard not owned here is a routing bug (ValueError). A shard's file is
@@ -276,22 +296,12 @@ def migrate_legacy(root: str | Path, frontier: Any, shards: int) -> tuple[int, i
     try:
         for kind, items in frontier.legacy_duplicates():
             if kind == "digest":
-                by_shard: dict[int, list[tuple[bytes, str]]] = {}
-                for hexdigest, owner in items:
-                    digest = bytes.fromhex(hexdigest)
-                    by_shard.setdefault(shard_of_key(digest, shards), []).append((digest, owner))
-                stores.claim(by_shard)
+                stores.claim(claims_by_shard(((bytes.fromhex(d), owner) for d, owner in items), shards))
                 moved[0] += len(items)
-                continue
-            adds: dict[int, tuple[list, list]] = {}
-            for url, sketch, band_keys in items:
-                rid = rep_id(url)
-                adds.setdefault(shard_of_key(rid, shards), ([], []))[0].append((rid, url, sketch))
-                for raw in band_keys:
-                    key = int.from_bytes(raw, "little")
-                    adds.setdefault(shard_of_key(key, shards), ([], []))[1].append((key, rid))
-            stores.add(adds)
-            moved[1] += len(items)
+            else:
+                stores.add(adds_by_shard(((rep_id(url), url, sketch, [int.from_bytes(k, "little") for k in keys])
+                                          for url, sketch, keys in items), shards))
+                moved[1] += len(items)
     finally:
         stores.close()
     frontier.drop_legacy_duplicates()
