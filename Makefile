@@ -36,7 +36,8 @@ $(PYWB_STAMP):
 
 pywb: $(PYWB_STAMP)
 
-demo: setup
+# The demo needs no browser: only the tests install chromium.
+demo: $(STAMP)
 	$(VENV)/bin/raycrawl demo --out demo-out
 
 lint: setup
@@ -53,7 +54,7 @@ test: setup pywb lint
 test-fast: setup pywb
 	$(PYTEST) -m "not slow"
 
-# docs/settings.md and docs/sample-config.toml are generated from raycrawl/settings.py (tests/test_settings.py checks it is current).
+# docs/settings.md and docs/sample-config.toml are generated from core/settings.py (tests/test_settings.py checks it is current).
 docs: setup
 	$(PY) -c "from raycrawl.settings import markdown; print(markdown(), end='')" > docs/settings.md
 	$(PY) -c "from raycrawl.settings import sample_config; print(sample_config(), end='')" > docs/sample-config.toml

@@ -1,5 +1,22 @@
 """actors: the parts of a crawling agent (BUbiNG's names), each a Ray actor or driven by one."""
 
+import functools
+import logging
+import os
+
+LOG_LEVEL_ENV = "RAYCRAWL_LOG_LEVEL"
+"""The log level of the actors' processes (``raycrawl -v`` sets it for the Ray it starts; on a
+cluster joined with ``--address``, set it in the workers' environment or the job's runtime_env)."""
+
+
+def actor_logging() -> None:
+    """Log at the level the CLI was given (WARNING by default) in an actor's process."""
+    level = os.environ.get(LOG_LEVEL_ENV, "WARNING").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        level = "WARNING"
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)  # (Ray may have configured the root logger already)
+
 
 def actor_repr(actor: object) -> str:
     """How the Ray dashboard and the worker logs name an actor: its class and its actor name,
@@ -16,7 +33,15 @@ def actor_repr(actor: object) -> str:
 def named(cls: type) -> type:
     """An actor class as the Ray dashboard should show it (apply under ``@ray.remote``): its own
     name, not ``actor_class.<locals>.X`` (the factories define it inside a function), and
-    :func:`actor_repr`."""
+    :func:`actor_repr`; its process logs at the CLI's level (:func:`actor_logging`)."""
     cls.__qualname__ = cls.__name__
     cls.__repr__ = actor_repr
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - the actor's own signature
+        actor_logging()
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
     return cls

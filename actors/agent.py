@@ -310,7 +310,6 @@ def actor_class():
     class AgentActor:
         def __init__(self, settings: Settings, redis_url: str, name: str, shards: dict[int, str],
                      budget: int | None) -> None:
-            logging.basicConfig(level=logging.WARNING)
             self.run_lock = join_run(settings.out)  # storage/crawl_dir.py, "Workers"
             self.agent = Agent(settings, redis_url, None, name=name, shards=shards, budget=budget)
 

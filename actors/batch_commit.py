@@ -29,13 +29,13 @@ from raycrawl.actors.crew import Crew
 from raycrawl.actors.duplicates import ShardedDuplicates
 from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import LinkRouter
-from raycrawl.actors.parser import page_text
 from raycrawl.actors.visit_batch import decide, exact_duplicates, link_record
 from raycrawl.exchange import FetchResult
 from raycrawl.sitemaps import is_sitemap
 from raycrawl.storage.crawl_pages import is_page
 from raycrawl.storage.redis_frontier import RedisFrontier
 from raycrawl.storage.warc import sha1_b32, warc_date
+from raycrawl.text import page_text
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class BatchCommitter:
         refs = [crew.store.write_batch.remote(decision.items)]
         if crew.summary_writer is not None:
             # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py), spilled
-            # before the commit, as the parser's visible text (actors.parser.page_text): the writer
+            # before the commit, as the parser's visible text (raycrawl.text.page_text): the writer
             # does not parse the HTML again, and the bodies do not travel to it.
             texts = [(o.fr.url, parsed[o.fr.url].text if o.fr.url in parsed else page_text(o.fr.body, o.fr.charset))
                      for o in pages if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated, o.fr.url in dup_of)]

@@ -27,16 +27,15 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import redis
 
 from raycrawl.actors.virtualizer import Virtualizer
-from raycrawl.actors.workbench import ROBOTS, Workbench
+from raycrawl.actors.workbench import Workbench, robots_marker
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.front_queues import DEFAULT_BIAS, queue_id, with_level
+from raycrawl.servers import name_of, split_server
 from raycrawl.settings import Settings
-from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +119,14 @@ class Distributor:
             urls, levels, qids, ends = urls[:take], levels[:take], qids[:take], ends[:take]
         new_offsets = dict(zip(qids, ends, strict=True))  # each queue's last URL taken
         res.taken = len(urls)
-        by_host: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        by_host: dict[str, list[tuple[str, str, int]]] = defaultdict(list)  # server → (url, entry, level)
         for url, lvl in zip(urls, levels, strict=True):
-            by_host[split_host(url)[0]].append((url, lvl))
+            host, entry = split_server(url)
+            by_host[host].append((url, entry, lvl))
         hosts = list(by_host)
         known = dict(zip(hosts, self.f.host_ips(hosts), strict=True))
         new = [h for h in hosts if known[h] is None]
-        names = sorted({urlsplit(h).hostname or "" for h in new})
+        names = sorted({name_of(h) for h in new})
         addresses = resolve(names) if names else {}
         counts = dict(zip(hosts, self.f.host_counts(hosts), strict=True))
         virtualized = dict(zip(hosts, self.virt.virtualized(hosts), strict=True))
@@ -136,12 +136,10 @@ class Distributor:
         groups: list[tuple[str, str, list[str]]] = []
         pipe.multi()
         for host, host_urls in by_host.items():
-            ip = known[host] or addresses.get(urlsplit(host).hostname or "")
-            if ip is None:
-                res.failed += [(u, "dns") for u, _ in host_urls]
-                continue
-            if not self.allows(ip):
-                res.failed += [(u, "forbidden-network") for u, _ in host_urls]
+            ip = known[host] or addresses.get(name_of(host))
+            if ip is None or not self.allows(ip):
+                kind = "dns" if ip is None else "forbidden-network"
+                res.failed += [(u, kind) for u, _, _ in host_urls]
                 continue
             allowed = max(0, self.max_urls_per_host - counts[host])
             if len(host_urls) > allowed:
@@ -150,10 +148,10 @@ class Distributor:
             if not host_urls:
                 continue
             ips[host] = ip
-            paths = [with_level(split_host(u)[1], lvl) for u, lvl in host_urls]
+            paths = [with_level(e, lvl) for _, e, lvl in host_urls]
             pipe.hincrby(self.f.k.hcount, host, len(paths))
-            if known[host] is None:
-                paths.insert(0, ROBOTS)
+            if known[host] is None:  # robots.txt of its first URL's origin (any other: when needed)
+                paths.insert(0, robots_marker(host_urls[0][1]))
                 res.new_hosts += 1
             in_redis = 0 if virtualized[host] else max(0, self.virt.budget - lengths[host])
             keep, spill = paths[:in_redis], paths[in_redis:]
@@ -170,11 +168,11 @@ class Distributor:
 
     def _front_cut(self, urls: list[str], room: int) -> int:
         """How many of ``urls`` to take so that at most ``room`` hosts not in the front join it."""
-        hosts = list(dict.fromkeys(split_host(u)[0] for u in urls))
+        servers = [split_server(u)[0] for u in urls]
+        hosts = list(dict.fromkeys(servers))
         active = dict(zip(hosts, self.f.in_front(hosts), strict=True))
         joining: set[str] = set()
-        for i, url in enumerate(urls):
-            host = split_host(url)[0]
+        for i, host in enumerate(servers):
             if not active[host] and host not in joining:
                 if len(joining) == room:
                     return i

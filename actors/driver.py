@@ -24,7 +24,7 @@ from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
 from raycrawl.storage.crawl_check import check_against_redis, check_files, refusal
 from raycrawl.storage.crawl_dir import CrawlDirLock, layout, read_crawl_id
-from raycrawl.storage.redis_frontier import RedisFrontier
+from raycrawl.storage.redis_frontier import LAYOUT, RedisFrontier
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,12 @@ def verify_resume(out: Path, f: RedisFrontier) -> None:
         raise UserError(f"--resume: the Redis of {out} {where}, not crawl {ours}: its data "
                         f"(AOF in {out / 'redis'} or --redis-url) is lost or not this crawl's; "
                         "restore it, or start over in a new --out")
+    layout_held = f.meta().get("layout")
+    if held is not None and layout_held != LAYOUT:
+        raise UserError(f"--resume: the crawl in {out} was started by an older raycrawl, whose frontier "
+                        f"keys hosts by scheme (layout {layout_held or 1}; this version's is {LAYOUT}, one "
+                        "visit state per server name): finish it with the raycrawl that started it, or "
+                        "start over in a new --out")
     damages, unconfirmed = check_against_redis(out, f)
     if damages:
         raise UserError(refusal(damages, out))
@@ -140,7 +146,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     from raycrawl.redis_server import redis_url_for
 
     out = Path(settings.out)
-    # Before Redis and Ray start: a local cluster's processes inherit the limit (raycrawl/file_limit.py).
+    # Before Redis and Ray start: a local cluster's processes inherit the limit (core/file_limit.py).
     raise_file_limit(files_needed(settings) * settings.fetch_actors)
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
     with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, layout(out).redis, supervise=True) as url:

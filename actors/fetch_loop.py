@@ -1,16 +1,18 @@
 """The fetch loop: BUbiNG's fetching threads as one asyncio loop over the shared workbench.
 
-It acquires ready hosts from the workbench (Redis), fetches one URL per host — robots.txt first,
-then pages the robots rules allow — and releases each host as soon as its response has ENDED, so
-the next fetch of the host and of its IP is scheduled from the end of the response. Up to
+It acquires ready hosts from the workbench (Redis), fetches one URL per host — robots.txt of the
+URL's origin first (:mod:`actors.robots_fetch`), then pages the robots rules allow — and
+releases each host as soon as its response has ENDED, so the next fetch of the host and of its
+IP is scheduled from the end of the response. Up to
 ``concurrency`` fetches run at once; hosts and IPs are never fetched twice at a time because the
 workbench hands out each at most once until released.
 
 Completed exchanges wait in a buffer for the agent to :meth:`FetchLoop.drain`; they leave the
 workbench's in-flight set only when the agent commits them (after storing), so a crash re-fetches
 at most what was in flight or buffered — at most ``max_uncommitted`` visits, since the loop
-acquires nothing more while that many are in flight or buffered. Transient failures (connect/timeout/reset, 429/5xx) go
-back to the front of their visit state with exponential back-off, up to ``max_retries`` times.
+acquires nothing more while that many are in flight or buffered. Transient failures
+(connect/timeout/reset, 429/5xx) go back to the front of their visit state with exponential
+back-off, up to ``max_retries`` times.
 """
 
 from __future__ import annotations
@@ -20,56 +22,32 @@ import contextlib
 import json
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from raycrawl import metrics
 from raycrawl.actors import named
 from raycrawl.actors.dns import Resolver
-from raycrawl.actors.workbench import ROBOTS, Release, Workbench
-from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
+from raycrawl.actors.robots_fetch import RobotsFetch
+from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key, is_robots, robots_marker
+from raycrawl.exchange import LOCAL, FetchResult
 from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.policies.front_queues import split_level
-from raycrawl.policies.politeness import Politeness
-from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
+from raycrawl.policies.politeness import Politeness, response_end
 from raycrawl.redis_server import connect
+from raycrawl.servers import name_of, origin_of
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.stops import storage_failure
 from raycrawl.storage.crawl_dir import join_run, read_crawl_id
-from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
 
 SPAM_REFRESH = 0.5  # seconds between reads of the spam gate's blocked hosts
 LOCAL_RETRY = 1.0  # seconds a URL waits after a request that failed for want of a file descriptor
-ROBOTS_CACHE = 8192  # parsed robots.txt rules kept in a fetch actor (about 5 KB each)
-
-
-class LruDict(OrderedDict):
-    """A dict of at most ``size`` entries: reading or writing one makes it the newest; the oldest
-    goes first."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get(self, key, default=None):  # noqa: ANN001, ANN201 - dict's signature
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        return default
-
-    def __setitem__(self, key, value) -> None:  # noqa: ANN001
-        super().__setitem__(key, value)
-        self.move_to_end(key)
-        if len(self) > self.size:
-            self.popitem(last=False)
 
 
 @dataclass
 class Outcome:
-    """A finished visit: ``key`` is the in-flight key (host + visit-state entry) to commit; ``kind``
+    """A finished visit: ``key`` is the in-flight key (server and visit-state entry) to commit; ``kind``
     is "page" (a URL of the crawl, with a link record) or "robots" (a robots.txt exchange);
     ``level`` the priority level the URL was queued with (a focused crawl's front queue)."""
 
@@ -92,9 +70,6 @@ class FetchLoop:
         self.politeness = Politeness.of(settings)
         self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
         self.budget = budget  # page fetches this loop may still start (None = unlimited)
-        # Rules of the hosts visited lately (all rules are in Redis: a host visited long ago is read
-        # back from there), so the actor's memory does not grow with every host of a broad crawl.
-        self.robots: LruDict[str, RobotsRules] = LruDict(ROBOTS_CACHE)
         self.attempts: dict[str, int] = {}
         self.done: list[Outcome] = []
         self.releases: list[Release] = []
@@ -107,6 +82,9 @@ class FetchLoop:
         self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
         self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0}
+        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self._release, self._local_failure,
+                                        self._keep_alive, self.counters)
+        self.robots = self.robots_fetch.cache  # origin → rules (the tests read them here)
         self.spam_blocked: set[str] = set()  # host names the spam gate blocked (P spamblocked)
         # A periodic crawl's pass: the last captures of the URLs acquired (conditional GETs).
         self.epoch = self.wb.frontier.epoch()
@@ -255,19 +233,19 @@ class FetchLoop:
             self.waited += 1
         self._polite_idle = len(got) < slots and self.earliest is not None and self.earliest > time.time()
         if self.epoch:
-            self._load_priors([(host, path) for host, ip, path in got if path != ROBOTS])
+            self._load_priors([(host, entry) for host, ip, entry in got if not is_robots(entry)])
         more = self.wb.frontier.more  # hosts with more URLs queued: their connections are worth keeping
-        for host, ip, path in got:
-            if path != ROBOTS and self.budget is not None:
+        for host, ip, entry in got:
+            if self.budget is not None and not is_robots(entry):
                 self.budget -= 1
-            task = asyncio.create_task(self._visit(host, ip, path, host in more))
+            task = asyncio.create_task(self._visit(host, ip, entry, host in more))
             self.tasks.add(task)
             task.add_done_callback(self._done)
 
     def _load_priors(self, entries: list[tuple[str, str]]) -> None:
         """One round trip for the last captures of the URLs a revisit pass just acquired."""
-        keys = [host + entry for host, entry in entries]
-        urls = [host + split_level(entry)[0] for host, entry in entries]
+        keys = [inflight_key(host, entry) for host, entry in entries]
+        urls = ["".join((origin, split_level(rest)[0])) for origin, rest in (origin_of(h, e) for h, e in entries)]
         for key, raw in zip(keys, self.wb.frontier.priors(urls), strict=True):
             if raw is not None:
                 self.priors[key] = json.loads(raw)
@@ -286,14 +264,6 @@ class FetchLoop:
     def _release(self, rel: Release) -> None:
         self.releases.append(rel)
         self._wake.set()
-
-    def _shared_rules(self, host: str) -> RobotsRules | None:
-        """Rules another fetch actor (or the crawl before a resume) stored in Redis."""
-        raw = self.wb.frontier.robots_rules(host)
-        if raw is None:
-            return None
-        rules = self.robots[host] = RobotsRules.from_dict(json.loads(raw))
-        return rules
 
     def _keep_alive(self, more: bool, crawl_delay: float | None) -> bool:
         """Keep the connection after this request: the host has more URLs queued and its next visit
@@ -314,25 +284,29 @@ class FetchLoop:
         return True
 
     async def _visit(self, host: str, ip: str, entry: str, more: bool = False) -> None:
-        if entry.startswith(ROBOTS):
-            await self._visit_robots(host, ip, entry)
+        """Visit one entry of server ``host``'s visit state (a page, or robots.txt of an origin)."""
+        origin, rest = origin_of(host, entry)
+        if rest.startswith(ROBOTS):
+            fr = await self.robots_fetch.visit(self.fetcher, self.resolver, host, ip, entry, origin, rest)
+            if fr is not None:
+                self.done.append(Outcome(inflight_key(host, entry), "robots", fr))
             return
-        path, level = split_level(entry)  # a focused crawl's priority travels with the path
-        key, url = host + entry, host + path  # the in-flight key, the URL
+        path, level = split_level(rest)  # a focused crawl's priority travels with the path
+        key, url = inflight_key(host, entry), origin + path
         now = time.time()
-        if self.spam_blocked and key not in self.attempts and (urlsplit(host).hostname or "") in self.spam_blocked:
+        if self.spam_blocked and key not in self.attempts and name_of(host) in self.spam_blocked:
             # Blocked by the spam gate after this URL was queued: not fetched (a retry is finished),
             # and recorded as such.
             self._release(Release(host, ip, end=None))
             self.done.append(Outcome(key, "page", FetchResult(url=url, ip=ip, started=now, ended=now, error="spam"),
                                      level=level))
             return
-        rules = self.robots.get(host) or self._shared_rules(host)
+        rules = self.robots_fetch.rules(origin)
         if rules is None or rules.expired(now):
-            # robots.txt first (again, once expired): it goes in front of this URL, politely.
+            # robots.txt of this URL's origin first (again, once expired): in front of it, politely.
             if self.budget is not None:
                 self.budget += 1
-            self._release(Release(host, ip, end=None, putback=(ROBOTS, entry)))
+            self._release(Release(host, ip, end=None, putback=(robots_marker(entry), entry)))
             return
         crawl_delay = rules.crawl_delay
         if not rules.allowed(url):
@@ -355,114 +329,13 @@ class FetchLoop:
             if self.budget is not None:
                 self.budget += 1
             log.debug("retry %d of %s after %s", attempt, url, fr.error or fr.status)
-            self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay, putback=(entry,),
-                                  not_before=self.politeness.retry_next(_end(fr), attempt, crawl_delay)))
+            self._release(Release(host, ip, end=response_end(fr), crawl_delay=crawl_delay, putback=(entry,),
+                                  not_before=self.politeness.retry_next(response_end(fr), attempt, crawl_delay)))
             return
         self.attempts.pop(key, None)
         self.priors.pop(key, None)
-        self._release(Release(host, ip, end=_end(fr), crawl_delay=crawl_delay))
+        self._release(Release(host, ip, end=response_end(fr), crawl_delay=crawl_delay))
         self.done.append(Outcome(key, "page", fr, attempt, level, prior))
-
-    async def _visit_robots(self, host: str, ip: str, marker: str) -> None:
-        """One request of the robots.txt fetch of ``host`` — the crawl's only robots.txt code path.
-
-        ``marker`` is ROBOTS, or ROBOTS + " <hops> <last> <target>" while a redirect is followed
-        (RFC 9309 §2.3.1.2: up to five, also to other authorities); ``target`` is a path on ``host``
-        or an absolute URL elsewhere; ``last`` is when our last request to ``host`` ended. Every
-        request is scheduled like any other: a hop on ``host`` waits for it again (and, its
-        Crawl-delay being unknown until the file is read, the largest one we would honour); a hop to another authority borrows that host from the workbench only when
-        it and its IP are due (:meth:`Workbench.borrow`), else ``host`` waits and tries again.
-        Transient failures (no response, 429, 5xx) are retried with back-off, ``max_retries``
-        times, before the host is ruled unreachable (everything disallowed, re-checked after
-        ``UNREACHABLE_TTL``). The rules found apply to ``host``, the authority that was asked."""
-        hops, last, target = 0, 0.0, "/robots.txt"
-        if marker != ROBOTS:
-            parts = marker.split(" ", 3)  # ROBOTS hops last-contact target (older crawls: no last-contact)
-            hops = int(parts[1])
-            last, target = (float(parts[2]), parts[3]) if len(parts) == 4 else (0.0, parts[2])
-        key = host + marker
-        limit = max(self.s.max_body, PARSE_LIMIT)
-        borrowed: tuple[str, str] | None = None
-        if target.startswith("/"):
-            # The page that waited for robots.txt follows (its Crawl-delay still unknown: the default).
-            fr = await self.fetcher.fetch(host + target, ip, max_body=limit, keep_alive=self._keep_alive(True, None))
-        else:
-            other, _ = split_host(target)
-            other_ip = await self.resolver.resolve(urlsplit(other).hostname or "")
-            now = time.time()
-            if other_ip is not None and not self.fetcher.policy.allows(other_ip):
-                fr = FetchResult(url=target, ip=other_ip, started=now, ended=now, error="forbidden-network")
-            elif other_ip is None:
-                fr = FetchResult(url=target, ip="", started=now, ended=now, error="dns")
-            else:
-                wait = self.wb.borrow(other, other_ip, ip, now)
-                if wait is not None:  # not due yet: nothing sent, try again then
-                    self._release(Release(host, ip, end=None, putback=(marker,), not_before=wait))
-                    return
-                borrowed = (other, other_ip)
-                fr = await self.fetcher.fetch(target, other_ip, max_body=limit, keep_alive=False)
-                if fr.error == LOCAL:  # nothing sent: the borrowed host goes back as it was
-                    self._release(Release(other, other_ip, end=None))
-        if self._local_failure(host, ip, marker, fr, page=False):
-            return
-        self.counters["robots_requests"] += fr.error not in ("dns", "forbidden-network")
-        if fr.error == "too-large":
-            fr.error = None  # RFC 9309 §2.5: the first 500 KiB are parsed, the rest ignored
-        status = 0 if fr.error is not None and fr.error != "bomb" else fr.status
-        end = _end(fr) if fr.error != "dns" else fr.ended
-        # The asked host was contacted only if the request went to it; its IP may still have been.
-        host_end = end if borrowed is None else None
-        releases = [] if borrowed is None else [Release(*borrowed, end=end, crawl_delay=self._known_delay(borrowed[0]))]
-        attempt = self.attempts.get(key, 0) + 1
-        retry = (status == 0 and fr.error not in ("forbidden-network", "bomb")) or fr.transient
-        if retry and attempt <= self.s.max_retries:
-            self.attempts[key] = attempt
-            self.counters["retries"] += 1
-            releases.append(Release(host, ip, end=host_end, putback=(marker,),
-                                    not_before=self.politeness.retry_next(end, attempt, None)))
-        elif status in REDIRECT_STATUSES and fr.redirect and hops < MAX_HOPS:
-            self.attempts.pop(key, None)
-            to_host, to_path = split_host(fr.redirect)
-            # The end of our last request to ``host`` travels with the hops: its Crawl-delay, read
-            # from another authority, must count from there (not from that authority's answer).
-            contact = host_end if host_end is not None else last
-            nxt = f"{ROBOTS} {hops + 1} {contact:.6f} {to_path if to_host == host else fr.redirect}"
-            # A second request to the authority just asked waits its largest possible Crawl-delay
-            # (unknown until a file is read); another authority's own next-fetch time governs it.
-            again = to_host == (borrowed[0] if borrowed else host)
-            if again and borrowed:
-                releases[0] = Release(*borrowed, end=end, crawl_delay=self.politeness.max_crawl_delay)
-            releases.append(Release(host, ip, end=host_end, putback=(nxt,),
-                                    not_before=end + self.politeness.max_crawl_delay if again and not borrowed else None))
-        else:
-            self.attempts.pop(key, None)
-            if status in REDIRECT_STATUSES:
-                status = 404  # too many redirects, or an unusable Location: "unavailable" (§2.3.1.2)
-            rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(),
-                                              self.s.robots_ttl)
-            self.robots[host] = rules
-            self.wb.frontier.store_robots(host, json.dumps(rules.to_dict()))
-            not_before = self.politeness.host_next(last, rules.crawl_delay) if host_end is None and last else None
-            releases.append(Release(host, ip, end=host_end, crawl_delay=rules.crawl_delay, not_before=not_before))
-        for rel in releases:
-            self._release(rel)
-        # (an outcome without an exchange — dns, forbidden-network — still commits the in-flight marker)
-        self.done.append(Outcome(key, "robots", fr))
-
-    def _known_delay(self, host: str) -> float:
-        """The Crawl-delay a borrowed ``host`` must be given after our request: its own if its
-        robots.txt was read, else the largest one we would honour (the hop may be our first request
-        there, before its robots.txt: the next one, perhaps that very file, waits as if it said so)."""
-        rules = self.robots.get(host) or self._shared_rules(host)
-        if rules is None or rules.mode != PARSED:
-            return self.politeness.max_crawl_delay if rules is None else 0.0
-        return rules.crawl_delay or 0.0
-
-
-CUT_GRACE = 1.0
-"""Seconds added to the end of an exchange WE cut (timeout, body or decompressed-size cap): the
-server may still be sending when we stop reading, and its response ends only when it notices."""
-CUT_ERRORS = frozenset({"timeout", "too-large", "bomb"})
 
 
 def conditional_headers(prior: list | None) -> dict[str, str] | None:
@@ -480,11 +353,6 @@ def conditional_headers(prior: list | None) -> dict[str, str] | None:
     return headers or None
 
 
-def _end(fr: FetchResult) -> float:
-    """When the exchange ended on the wire, conservatively, for politeness."""
-    return fr.ended + (CUT_GRACE if fr.error in CUT_ERRORS else 0.0)
-
-
 def actor_class():
     """The Ray actor shell (async actor: one event loop runs the fetch loop and serves calls)."""
     import ray
@@ -495,7 +363,6 @@ def actor_class():
     @named
     class FetchActor:
         def __init__(self, settings: Settings, redis_url: str, budget: int | None, view: str = "agent0") -> None:
-            logging.basicConfig(level=logging.WARNING)
             # a killed run's fetcher may still be talking to a host: the next run waits for it
             self.run_lock = join_run(settings.out) if settings.out else None  # storage/crawl_dir.py
             self.loop = FetchLoop(settings, redis_url, budget, view)

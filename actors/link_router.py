@@ -13,7 +13,7 @@ from typing import Any
 
 from raycrawl.actors.sieve import RecentSet, fingerprint
 from raycrawl.policies.assignment import shard_of
-from raycrawl.urls import split_host
+from raycrawl.servers import server_of
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class LinkRouter:
         self.peers = {}
 
     def owner(self, url: str) -> str:
-        return self.shard_owner(shard_of(split_host(url)[0]))
+        return self.shard_owner(shard_of(server_of(url)))
 
     def shard_owner(self, shard: int) -> str:
         return self.shards[shard] if len(self.agents) > 1 else self.name

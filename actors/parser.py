@@ -14,11 +14,9 @@ One lexbor parse per page (selectolax), shared by link extraction and the text p
   product token) and ``X-Robots-Tag`` — unscoped, or scoped to our token (``raycrawl: nofollow``;
   ``otherbot: nofollow`` is not for us) — ``nofollow`` / ``none`` drops all links, ``noindex`` /
   ``none`` sets ``noindex``;
-* the character set comes from a BOM, the Content-Type ``charset``, a ``<meta charset>`` /
-  ``http-equiv`` in the first 4 KiB, else UTF-8 if it decodes, else windows-1252 (WHATWG's
-  fallback; ISO-8859-1 and ASCII labels mean windows-1252 too); bytes that don't decode are replaced;
-* a body that is not text (NUL bytes / control characters near the start) is "binary": no links,
-  no text, no digest — whatever the Content-Type claims.
+* the body is decoded, and a binary one recognised, by ``raycrawl.text`` (``decode_body``,
+  ``looks_binary``: the browsers' character-set rules); a binary body gets no links, no text, no
+  digest — whatever the Content-Type claims.
 
 A 2xx sitemap (``raycrawl.sitemaps``) yields its ``<loc>`` entries as links, canonicalised, and
 nothing else. Otherwise only 2xx responses with an HTML or XHTML type are parsed (a response
@@ -28,7 +26,6 @@ without Content-Type is sniffed: a body starting with ``<!doctype html``/``<html
 
 from __future__ import annotations
 
-import codecs
 import logging
 import re
 from dataclasses import dataclass, field
@@ -40,22 +37,17 @@ from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
 from raycrawl.sitemaps import read_sitemap
 from raycrawl.storage.crawl_pages import HTML_TYPES
-from raycrawl.text import content_digest, parse_html, visible_text
+from raycrawl.text import content_digest, decode_body, html_tree, looks_binary, visible_text
 from raycrawl.urls import C0_SPACE, canonicalize
 
 log = logging.getLogger(__name__)
 
 TEXT_TYPES = frozenset({"text/plain"})
 MAX_TITLE = 1000
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.IGNORECASE)
 _ASCII_WS = " \t\n\f\r"
 # X-Robots-Tag directives that carry a value after a colon (so "name:" there is not a bot scope).
 _VALUED_DIRECTIVES = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
 _SCOPE = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*:(.*)$", re.DOTALL)
-_WHATWG_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "us-ascii": "cp1252",
-                   "ascii": "cp1252", "iso8859-1": "cp1252"}
-_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-_CONTROL = bytes([*range(0, 9), *range(14, 32)])
 
 
 @dataclass
@@ -71,73 +63,13 @@ class ParseResult:
     canonical: str | None = None  # <link rel=canonical href>, canonical form
     binary: bool = False  # body is not text, whatever its Content-Type says
     score: float | None = None  # a focused crawl's classifier score of the page (policies/focus.py)
-    sitemap: bool = False  # a sitemap: its <loc> entries are the links (raycrawl/sitemaps.py)
-
-
-def looks_binary(body: bytes, sample: int = 1024) -> bool:
-    """NUL bytes, or > 10 % control characters, in the first ``sample`` bytes (UTF-16 BOMs excepted)."""
-    head = body[:sample]
-    if not head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return False
-    if b"\0" in head:
-        return True
-    # bytes.translate deletes the control bytes in C (a Python loop over the sample was 8 % of the
-    # parser's time, benchmarks/profile_crawl.py)
-    return len(head) - len(head.translate(None, _CONTROL)) > len(head) // 10
+    sitemap: bool = False  # a sitemap: its <loc> entries are the links (core/sitemaps.py)
 
 
 def sniff_type(body: bytes) -> str:
     """"text/html" for a body without Content-Type that starts like HTML, else ""."""
     head = body[:512].lstrip(b" \t\r\n\xef\xbb\xbf").lower()
     return "text/html" if head.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) else ""
-
-
-def _codec(label: str | None) -> str | None:
-    if not label:
-        return None
-    label = label.strip().strip("\"'").lower()
-    label = _WHATWG_ALIASES.get(label, label)
-    try:
-        name = codecs.lookup(label).name
-    except LookupError:
-        return None
-    # An HTML page cannot really be UTF-16 without a BOM (the meta would not be ASCII-readable).
-    return None if name.startswith(("utf-16", "utf-32")) else name
-
-
-def decode_body(body: bytes, header_charset: str | None) -> tuple[str, str]:
-    """(text, codec name) following the module's charset rules; never raises."""
-    for bom, name in _BOMS:
-        if body.startswith(bom):
-            return body[len(bom):].decode(name, errors="replace"), name
-    name = _codec(header_charset)
-    if name is None:
-        m = _META_CHARSET.search(body[:4096])
-        name = _codec(m.group(1).decode("ascii", "replace")) if m else None
-    if name is not None:
-        return body.decode(name, errors="replace"), name
-    try:
-        return body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        return body.decode("cp1252", errors="replace"), "cp1252"
-
-
-def _tree(html: str):
-    # lexbor stops a text node at NUL; a browser shows U+FFFD there.
-    return parse_html(html.replace("\0", "\ufffd"))
-
-
-def page_text(body: bytes, header_charset: str | None) -> str:
-    """The visible text :meth:`Parser.parse` gives an HTML page with this body: "" for a binary
-    body, else the text of the decoded page. Summaries are built from it, at crawl time (where the
-    parser's own text is used) and afterwards from the WARC, so both read a page the same way."""
-    if not body or looks_binary(body):
-        return ""
-    try:
-        return visible_text(_tree(decode_body(body, header_charset)[0]))
-    except Exception as e:  # noqa: BLE001 - as Parser.parse: no text, the page is still kept
-        log.warning("no visible text: %r", e)
-        return ""
 
 
 def _robots_tokens(content: str) -> set[str]:
@@ -281,7 +213,7 @@ class Parser:
         return result
 
     def _parse_html(self, html: str, result: ParseResult) -> None:
-        tree = _tree(html)
+        tree = html_tree(html)
         title = tree.css_first("title")
         if title is not None:
             result.title = " ".join(title.text(separator=" ").split())[:MAX_TITLE]

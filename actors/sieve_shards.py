@@ -28,9 +28,9 @@ from raycrawl.actors import named
 from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
+from raycrawl.servers import server_of
 from raycrawl.storage.crawl_dir import join_run
 from raycrawl.storage.dedup_store import DedupShards
-from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class SieveShards:
         by_shard: dict[int, tuple[list[str], list[int]]] = {}
         for i, url in enumerate(urls):
             if not self.cache.repeat(fingerprint(url)):
-                batch = by_shard.setdefault(shard_of(split_host(url)[0]), ([], []))
+                batch = by_shard.setdefault(shard_of(server_of(url)), ([], []))
                 batch[0].append(url)
                 batch[1].append(levels[i] if levels is not None else 0)
         foreign = set(by_shard) - set(self.sieves)
@@ -95,7 +95,7 @@ class SieveShards:
         many were queued now (0: queued before, e.g. by the run a crash ended)."""
         by_shard: dict[int, tuple[list[str], list[int]]] = {s: ([], []) for s in self.sieves}
         for url, level in zip(urls, levels, strict=True):
-            shard = shard_of(split_host(url)[0])
+            shard = shard_of(server_of(url))
             if shard not in by_shard:
                 raise ValueError(f"URL of shard {shard} sent to an agent that does not own it")
             by_shard[shard][0].append(url)

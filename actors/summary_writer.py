@@ -1,7 +1,7 @@
 """Summary writer: turns parsed pages into term counts during a crawl, then builds the archive.
 
 The agent hands each page of the crawl (storage/crawl_pages.py) to its summary writer as the
-visible text the parser extracted (``actors.parser.page_text``: the HTML is parsed once per page).
+visible text the parser extracted (``raycrawl.text.page_text``: the HTML is parsed once per page).
 The writer runs the rest of the one text pipeline (:mod:`raycrawl.text`: tokens → stopwords out →
 Porter stems),
 counts terms per document and appends them to a temporary *spill file* under
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def document_counts(visible: str) -> tuple[int, dict[str, int]]:
-    """(ℓ, {term: count}) of a document's visible text (``actors.parser.page_text``): ℓ = its
+    """(ℓ, {term: count}) of a document's visible text (``raycrawl.text.page_text``): ℓ = its
     length in words (tokens before stopword removal, as the paper's "document length in words"),
     counts over its stemmed terms."""
     words = text.tokens(visible)
@@ -39,7 +39,7 @@ def document_counts(visible: str) -> tuple[int, dict[str, int]]:
 class SummaryWriter:
     """Accumulates per-document term counts of one agent into its spill file.
 
-    Contract: :meth:`add_page` takes a page's visible text (``actors.parser.page_text``; an empty
+    Contract: :meth:`add_page` takes a page's visible text (``raycrawl.text.page_text``; an empty
     text gives ℓ = 0, s = 0); nothing is lost once :meth:`flush` returns.
     """
 

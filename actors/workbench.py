@@ -1,6 +1,8 @@
 """The workbench (BUbiNG §3.5): visit states grouped into workbench entries, in Redis.
 
-A :class:`VisitState` is a host's FIFO of URLs (path+query) plus its next-fetch time; a
+A :class:`VisitState` is a server's FIFO of URLs plus its next-fetch time — a server being a host
+name whatever the scheme and port (:mod:`raycrawl.servers`: ``http://a.test/`` and
+``https://a.test/`` share one schedule, each URL's entry naming its origin); a
 :class:`WorkbenchEntry` groups the visit states of one IP address and has the IP's next-fetch
 time. A host is *ready* when both times have passed. The workbench hands out ready hosts with
 :meth:`Workbench.acquire` and takes them back with :meth:`Workbench.release`; between the two the
@@ -9,8 +11,9 @@ acquire/release discipline makes politeness a property of the data structure, no
 All moves are Lua scripts (:mod:`storage.redis_frontier`), so several fetch actors, or agents,
 share one workbench safely.
 
-The first URL of every new visit state is :data:`ROBOTS`, a marker meaning "fetch robots.txt":
-robots requests are scheduled, and delayed, like any other request.
+The first URL of every new visit state is :data:`ROBOTS`, a marker meaning "fetch robots.txt" of
+the origin its tag names (robots.txt is per origin, RFC 9309): robots requests are scheduled, and
+delayed, like any other request.
 """
 
 from __future__ import annotations
@@ -21,20 +24,45 @@ from dataclasses import dataclass
 
 import redis
 
+from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness
+from raycrawl.servers import split_server, url_of
 from raycrawl.settings import Settings
 from raycrawl.storage.redis_frontier import RedisFrontier
-from raycrawl.urls import split_host
 
 log = logging.getLogger(__name__)
 
 ROBOTS = "!robots"
-"""Path marker of a robots.txt fetch (real paths always start with "/")."""
+"""Path marker of a robots.txt fetch (real paths always start with "/"), behind its origin's tag."""
+
+
+def robots_marker(entry: str) -> str:
+    """The robots.txt marker for the origin of a visit-state ``entry`` (its tag, then ROBOTS)."""
+    cut = min(i for i in (entry.find("/"), entry.find("!"), len(entry)) if i >= 0)
+    return entry[:cut] + ROBOTS
+
+
+def is_robots(entry: str) -> bool:
+    """Whether a visit-state entry is a robots.txt marker (of any origin): its ``!`` comes before
+    any ``/`` (a page's entry starts its path with ``/`` right after the tag)."""
+    bang, slash = entry.find("!"), entry.find("/")
+    return bang >= 0 and (slash < 0 or bang < slash)
+
+
+def inflight_key(host: str, entry: str) -> str:
+    """The key of an acquired entry in ``P inflight`` (acquire.lua spells it the same way)."""
+    return f"{host} {entry}"
+
+
+def inflight_url(key: str) -> str:
+    """The URL an in-flight key stands for (a robots.txt marker: its origin, then the marker)."""
+    host, _, entry = key.partition(" ")
+    return url_of(host, entry if is_robots(entry) else split_level(entry)[0])
 
 
 @dataclass(frozen=True)
 class VisitState:
-    """A host as the workbench sees it (a read-only snapshot)."""
+    """A server as the workbench sees it (a read-only snapshot)."""
 
     host: str
     ip: str | None
@@ -80,15 +108,15 @@ class Workbench:
         self.politeness = politeness or Politeness()
 
     def add_urls(self, urls: list[str], ips: dict[str, str], new_hosts: set[str] = frozenset()) -> int:
-        """Append canonical URLs to their hosts' visit states (``ips``: host → IP). Hosts in
-        ``new_hosts`` get the robots.txt marker first."""
+        """Append canonical URLs to their servers' visit states (``ips``: server → IP). Servers in
+        ``new_hosts`` get the robots.txt marker of their first URL's origin first."""
         groups: dict[str, list[str]] = defaultdict(list)
-        for host in new_hosts:
-            groups[host].append(ROBOTS)
         for url in urls:
-            host, path = split_host(url)
+            host, entry = split_server(url)
             assert host in ips, host
-            groups[host].append(path)
+            if host in new_hosts and host not in groups:
+                groups[host].append(robots_marker(entry))
+            groups[host].append(entry)
         return self.frontier.add([(h, ips[h], paths) for h, paths in groups.items()])
 
     def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:

@@ -53,8 +53,8 @@ def main() -> int:
     ap.add_argument("--ip-delay", type=float, default=0.02)
     args = ap.parse_args()
 
-    from raycrawl.actors.graph_compressor import build_crawl_graph
     from raycrawl.commands import simulate as simulate_cmd
+    from raycrawl.storage.crawl_graph import build_crawl_graph
     from raycrawl.tasks.focus_harvest import fetch_order, harvest_curve
     from raycrawl.tasks.simulate import read_url_labels
     from raycrawl.tasks.summaries_build import build as build_summaries

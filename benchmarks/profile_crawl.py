@@ -28,7 +28,7 @@ from crawl_vs_scrapy import session_cpu  # noqa: E402
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 # py-spy names a frame "function (file:line)", the file relative to its package root: ours are these.
-OURS = ("actors/", "storage/", "policies/", "tasks/", "raycrawl/", "websim/")
+OURS = ("actors/", "storage/", "policies/", "tasks/", "core/", "websim/")
 
 
 def session_procs(sid: int) -> dict[int, tuple[str, float]]:

@@ -130,12 +130,12 @@ def tenths(samples: list[dict], target: int) -> list[dict]:
 
 def package_of(checkout: Path, into: Path) -> Path:
     """A directory where ``import raycrawl`` finds ``checkout``'s code as the wheel lays it out
-    (``raycrawl.storage`` = ``storage/``, …): ``checkout``'s ``raycrawl/`` with its sibling packages
-    linked in."""
+    (``raycrawl.storage`` = ``storage/``, …): ``checkout``'s ``core/`` (``raycrawl/`` before
+    2026-11-26) with its sibling packages linked in."""
     import shutil
 
     pkg = into / "raycrawl"
-    shutil.copytree(checkout / "raycrawl", pkg, symlinks=True)
+    shutil.copytree(checkout / ("core" if (checkout / "core").is_dir() else "raycrawl"), pkg, symlinks=True)
     for name in ("actors", "storage", "policies", "tasks", "websim"):
         (pkg / name).symlink_to(checkout / name)
     return into

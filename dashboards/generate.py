@@ -1,6 +1,6 @@
 """Writes dashboards/raycrawl.json (Grafana) from the panel list below: `python dashboards/generate.py`.
 
-Queries use only metric names defined in raycrawl/metrics.py (tests/test_dashboards.py checks it).
+Queries use only metric names defined in core/metrics.py (tests/test_dashboards.py checks it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ PANELS = [
 ]
 
 
-CRAWL = 'crawl=~"$crawl"'  # every metric carries the crawl's id (raycrawl/metrics.py, bind_crawl)
+CRAWL = 'crawl=~"$crawl"'  # every metric carries the crawl's id (core/metrics.py, bind_crawl)
 
 
 def select_crawl(expr: str) -> str:

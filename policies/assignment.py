@@ -55,7 +55,7 @@ SHARDS = 64
 
 
 def shard_of(host: str) -> int:
-    """The shard of ``host`` (``scheme://name[:port]``, as :func:`raycrawl.urls.split_host` gives)."""
+    """The shard of ``host``, a server (a host name whatever the scheme and port: :mod:`raycrawl.servers`)."""
     return _h(host) % SHARDS
 
 

@@ -6,7 +6,7 @@ A :class:`Filter` is a named predicate; ``a & b``, ``a | b`` and ``~a`` build ne
 
 The factories read the filter settings of :class:`raycrawl.settings.Settings` (its "filters"
 group, docs/settings.md: schemes, host suffixes, URL length, repeated segments, depth, excluded
-extensions, scope rules (raycrawl/scope_rules.py), content types) from a Settings, any object with
+extensions, scope rules (core/scope_rules.py), content types) from a Settings, any object with
 those attributes, or a mapping; a missing one takes the setting's default.
 
 (The maximum number of URLs per host is counted by the frontier, not here.)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 
 
@@ -45,3 +46,14 @@ class Politeness:
         """When retry number ``attempt`` (1-based) of a transient failure may start."""
         assert attempt >= 1
         return max(self.host_next(end, crawl_delay), end + self.retry_backoff * 2 ** (attempt - 1))
+
+
+CUT_GRACE = 1.0
+"""Seconds added to the end of an exchange WE cut (timeout, body or decompressed-size cap): the
+server may still be sending when we stop reading, and its response ends only when it notices."""
+CUT_ERRORS = frozenset({"timeout", "too-large", "bomb"})
+
+
+def response_end(fr: FetchResult) -> float:
+    """When an exchange ended on the wire, conservatively: the time delays run from."""
+    return fr.ended + (CUT_GRACE if fr.error in CUT_ERRORS else 0.0)

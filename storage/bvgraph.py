@@ -29,28 +29,11 @@ import numpy as np
 from raycrawl.errors import UserError
 from raycrawl.storage import bv_decode
 from raycrawl.storage.codes import read_gamma_sequence, words_from_bytes
+from raycrawl.storage.java_properties import read_properties
 
 log = logging.getLogger(__name__)
 
 SUPPORTED_FLAGS = ("",)
-
-
-def read_properties(path: str | Path) -> dict[str, str]:
-    """A Java ``.properties`` file as a dict (comments and blank lines skipped)."""
-    props: dict[str, str] = {}
-    try:
-        text = Path(path).read_text(encoding="latin-1")
-    except OSError as e:
-        raise UserError(f"cannot read graph properties {path}: {e.strerror or e}") from e
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            key, _, value = line.partition(":")
-        props[key.strip()] = value.strip()
-    return props
 
 
 def write_properties(path: str | Path, props: dict[str, object]) -> None:

@@ -196,13 +196,6 @@ def begin(out: Path, frontier: RedisFrontier, settings: Settings) -> None:
     or another --out), or a resumed one (the driver verified it first): its in-flight URLs go back
     to their visit states, every host and IP waiting a full delay."""
     if settings.resume:
-        from raycrawl.policies.assignment import SHARDS
-        from raycrawl.storage.dedup_store import migrate_legacy
-
-        digests, reps = migrate_legacy(layout(out).sieve, frontier, SHARDS)
-        if digests or reps:
-            log.warning("resuming: %d content digests and %d near-duplicate representatives moved from Redis "
-                        "to the shards' duplicate stores (DIR/sieve/NN/duplicates.sqlite)", digests, reps)
         frontier.clear_idle()
         requeued = frontier.recover(time.time(), settings.host_delay, settings.ip_delay)
         log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)

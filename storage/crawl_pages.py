@@ -48,7 +48,7 @@ class Page:
     url: str
     body: bytes
     charset: str | None
-    """The Content-Type header's charset, if any (decode with actors.parser.decode_body)."""
+    """The Content-Type header's charset, if any (decode with raycrawl.text.decode_body)."""
     warc: tuple[str, int]
     """(file name, offset) of its response record."""
 

@@ -68,7 +68,7 @@ _SQLITE_IOERR, _SQLITE_FULL = 10, 13  # primary result codes (the low byte of an
 @contextlib.contextmanager
 def disk_errors(path: Path) -> Iterator[None]:
     """SQLite's full-disk and I/O errors as the OSError they are, so that the crawl stops with its
-    one line for a failing disk (raycrawl/stops.py) instead of a crash."""
+    one line for a failing disk (core/stops.py) instead of a crash."""
     try:
         yield
     except sqlite3.OperationalError as exc:
@@ -283,26 +283,3 @@ class DedupShards:
 
     def close(self) -> None:
         self.give(list(self.open))
-
-
-def migrate_legacy(root: str | Path, frontier: Any, shards: int) -> tuple[int, int]:
-    """Move the duplicate indexes an older raycrawl kept in the crawl's Redis into the shards'
-    stores under ``root`` (the resume of such a crawl; no agent holds the files yet), then drop
-    them from Redis. Returns (digests, representatives) moved."""
-    from raycrawl.storage.sketch_store import rep_id
-
-    stores = DedupShards(root, range(shards))
-    moved = [0, 0]
-    try:
-        for kind, items in frontier.legacy_duplicates():
-            if kind == "digest":
-                stores.claim(claims_by_shard(((bytes.fromhex(d), owner) for d, owner in items), shards))
-                moved[0] += len(items)
-            else:
-                stores.add(adds_by_shard(((rep_id(url), url, sketch, [int.from_bytes(k, "little") for k in keys])
-                                          for url, sketch, keys in items), shards))
-                moved[1] += len(items)
-    finally:
-        stores.close()
-    frontier.drop_legacy_duplicates()
-    return moved[0], moved[1]

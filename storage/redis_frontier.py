@@ -5,7 +5,10 @@ Keys (all under a prefix ``P``, default ``rc:``; ``V`` = ``P v:<agent>:`` is one
 ==================== ======= =====================================================================
 key                  type    content
 ==================== ======= =====================================================================
-``P vs:<host>``      list    the visit state's FIFO of path+query (host = ``scheme://name[:port]``)
+``P vs:<host>``      list    the visit state's FIFO of entries; host = a server, the host name
+                             whatever the scheme and port; an entry = path+query behind its
+                             origin's tag (``/x``, ``s/x`` for https, ``s:8443/x``…:
+                             core/servers.py), or a robots.txt marker (``s!robots…``)
 ``P hostip``         hash    host → IPv4 address it is fetched from (fixed at first add)
 ``P hnext``          hash    host → UNIX time its next request may start
 ``P cdelay``         hash    host → robots.txt Crawl-delay (seconds, already capped)
@@ -25,7 +28,8 @@ key                  type    content
 ``P hbusy``          hash    host → IP, hosts with a request in flight
 ``P borrowed``       hash    host → view ``V`` that borrowed it for one robots.txt redirect hop
 ``P ibusy``          set     IPs with a request in flight (by any agent)
-``P inflight``       hash    URL → host, acquired but not yet committed (re-queued by recover)
+``P inflight``       hash    "<host> <entry>" → host, acquired but not yet committed (re-queued by
+                             recover)
 ``P failing``        hash    URL → error kind, failures being recorded but not yet committed
                              (storage/crawl_check.py counts them as in flight)
 ``P queued``         string  number of paths in all visit states
@@ -34,8 +38,9 @@ key                  type    content
 ``P voff``           hash    host → byte offset already read from its virtual queue
 ``P vend``           hash    host → committed end (bytes) of its virtual queue
 ``P stats``          hash    crawl counters (pages, statuses, errors…; see raycrawl.report)
-``P robots``         hash    host → robots.txt rules (JSON of RobotsRules.to_dict), until expiry
-``P meta``           hash    started, settings, crawl_id of the crawl; unconfirmed: URLs fetched
+``P robots``         hash    origin (``scheme://name[:port]``) → robots.txt rules (JSON of
+                             RobotsRules.to_dict), until expiry
+``P meta``           hash    started, settings, crawl_id, layout (:data:`LAYOUT`) of the crawl; unconfirmed: URLs fetched
                              but never committed, as of the last resume (storage/crawl_check.py);
                              epoch: the current pass of a periodic crawl, pass_pages: pages
                              committed before it began (its budget counts from there)
@@ -71,6 +76,11 @@ LUA_DIR = Path(__file__).with_name("lua")
 # Shared Lua functions (``lua/_<name>.lua``) prepended to the scripts that use them.
 FRAGMENTS = {"recover": ("_delay",), "recover_view": ("_delay",)}
 
+
+LAYOUT = "2"
+"""How the frontier keys its state (``P meta`` ``layout``): "2", visit states per server name with
+origin-tagged entries (core/servers.py); absent, an older raycrawl's, per ``scheme://host[:port]``
+— its Redis keys and sieve shards are not this version's, and ``--resume`` refuses it."""
 
 DURABLE_PATIENCE = 30.0
 """Seconds a commit waits for Redis to fsync its AOF before the crawl stops."""
@@ -246,30 +256,6 @@ class RedisFrontier:
             log.warning("Redis AOF not on disk yet (WAITAOF 0): waiting")
 
     # --- the crawl's identity, failures, duplicates and termination marks --------------------------
-    # --- duplicate indexes of crawls started before they moved to disk (storage/dedup_store.py) ---
-    LEGACY_DIGEST, LEGACY_NEAR = "digest", "dedup"  # ``P digest`` hash; ``P dedup:{band,sketch,url,…}``
-
-    def legacy_duplicates(self, batch: int = 5000):
-        """What an older raycrawl kept in Redis, in batches: ("digest", [(digest hex, owner)]) and
-        ("near", [(url, sketch bytes, [band keys as 8-byte little-endian])]), for the resume's
-        migration to the shards' stores; nothing for a crawl without them."""
-        digest, near = self.p + self.LEGACY_DIGEST, self.p + self.LEGACY_NEAR
-        for chunk in _hscan_chunks(self.r, digest, batch):
-            yield "digest", [(k.decode(), v.decode()) for k, v in chunk]
-        bands: dict[bytes, list[bytes]] = {}
-        for chunk in _hscan_chunks(self.r, near + ":band", batch):
-            for key, rid in chunk:
-                bands.setdefault(rid, []).append(key)
-        for chunk in _hscan_chunks(self.r, near + ":url", batch):
-            ids = [rid for rid, _ in chunk]
-            sketches = self.r.hmget(near + ":sketch", ids)
-            yield "near", [(url.decode(), sketch, bands.get(rid, [])) for (rid, url), sketch
-                           in zip(chunk, sketches, strict=True) if sketch is not None]
-
-    def drop_legacy_duplicates(self) -> None:
-        keys = [self.p + self.LEGACY_DIGEST, *(f"{self.p}{self.LEGACY_NEAR}:{n}"
-                                               for n in ("meta", "next", "band", "sketch", "url"))]
-        self.r.delete(*keys)
 
     def has_crawl(self) -> bool:
         return bool(self.r.exists(self.k.meta))
@@ -279,7 +265,8 @@ class RedisFrontier:
         return {k.decode(): v.decode() for k, v in self.r.hgetall(self.k.meta).items()}
 
     def start_crawl(self, crawl_id: str, settings_json: str, now: float) -> None:
-        self.r.hset(self.k.meta, mapping={"started": now, "crawl_id": crawl_id, "settings": settings_json})
+        self.r.hset(self.k.meta, mapping={"started": now, "crawl_id": crawl_id, "settings": settings_json,
+                                          "layout": LAYOUT})
 
     # --- the passes of a periodic crawl (storage/crawl_epochs.py) ---------------------------------------
     def epoch(self) -> int:
@@ -481,15 +468,3 @@ class RedisFrontier:
             if cursor == 0:
                 break
         self.register()
-
-
-def _hscan_chunks(client: redis.Redis, key: str, batch: int):
-    """A hash's (field, value) pairs in chunks of about ``batch``."""
-    chunk: list[tuple[bytes, bytes]] = []
-    for pair in client.hscan_iter(key, count=batch):
-        chunk.append(pair)
-        if len(chunk) >= batch:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk

@@ -64,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from raycrawl.storage.codes import read_gamma_sequence, words_from_bytes
+from raycrawl.storage.java_properties import read_properties
 
 TYPE_NAME = (
     "sux::dict::elias_fano::EliasFano<u64, sux::rank_sel::select_adapt_const::SelectAdaptConst<"
@@ -231,8 +232,6 @@ def ef_bytes(offsets: np.ndarray, upper_bound: int) -> bytes:
 def graph_offsets(basename: str | Path) -> tuple[np.ndarray, int]:
     """The ``n + 1`` record offsets of a stored BV graph (from its ``.offsets``) and the bit
     length of its ``.graph`` file (webgraph's upper bound)."""
-    from raycrawl.storage.bvgraph import read_properties
-
     basename = str(basename)
     n = int(read_properties(basename + ".properties")["nodes"])
     gaps, _ = read_gamma_sequence(words_from_bytes(Path(basename + ".offsets").read_bytes()), n + 1)

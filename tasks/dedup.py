@@ -128,8 +128,8 @@ def iter_warc_pages(warc_dir: str | Path, damaged: list[str] | None = None) -> I
     The WARC reader resumes after a damaged record and skips torn bodies; every damaged file is
     also logged here and named in ``damaged``, so the report can say what is missing.
     """
-    from raycrawl.actors.parser import decode_body
     from raycrawl.storage.crawl_pages import iter_pages
+    from raycrawl.text import decode_body
 
     warc_dir = Path(warc_dir)
     for page in iter_pages(warc_dir.parent):  # decoded as the crawler decodes (charset, BOM, <meta>)

@@ -50,8 +50,8 @@ def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None 
     (an unchanged page keeps its version). ``snippets`` (if given) receives the start of each URL's
     latest visible text; ``captures`` where each version is archived (the WARC record holding its
     bytes, with that capture's time and title), for the search page's links."""
-    from raycrawl.actors.parser import decode_body
     from raycrawl.storage.crawl_pages import iter_pages, snapshot_pages
+    from raycrawl.text import decode_body
 
     out: Versions = {}
     done: dict[tuple[Path, str, int], tuple[list[str], str]] = {}  # a capture read once for all its epochs

@@ -38,7 +38,7 @@ def load_graph(basename: str | Path):
     return LinkMatrix.from_successors(indptr, indices)
 
 
-URLMAP_NAME = "urls.map"  # actors.graph_compressor.URLMAP: the crawl graph's URL map, next to bv.*
+URLMAP_NAME = "urls.map"  # storage.crawl_graph.URLMAP: the crawl graph's URL map, next to bv.*
 
 
 def url_lookup(

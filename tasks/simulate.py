@@ -149,7 +149,7 @@ def simulate(coll: Collection, rel: Relevance, policy: str | FocusPolicy, budget
 
 def load_collection(crawl_dir: Path) -> Collection:
     """The crawl's graph (``DIR/graph/`` BV graph if present, else the link records) and hosts."""
-    from raycrawl.actors.graph_compressor import graph_paths, node_map
+    from raycrawl.storage.crawl_graph import graph_paths, node_map
     from raycrawl.urls import host_of
 
     id_of, url_of, n, source = node_map(crawl_dir)

@@ -20,9 +20,9 @@ log = logging.getLogger(__name__)
 
 def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
     """(URL, visible text) of every page of the crawl (storage/crawl_pages.py), read as the parser
-    reads it at crawl time (``actors.parser.page_text``: its charset rules, binary bodies empty)."""
-    from raycrawl.actors.parser import page_text
+    reads it at crawl time (``raycrawl.text.page_text``: its charset rules, binary bodies empty)."""
     from raycrawl.storage.crawl_pages import iter_pages
+    from raycrawl.text import page_text
 
     if not warc_files(layout(crawl_dir).warc):
         raise UserError(f"{crawl_dir}/warc: no WARC files (is {crawl_dir} a crawl directory?)")
@@ -33,9 +33,9 @@ def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
 def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
           from_spill: bool = False) -> dict:
     """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
-    from raycrawl.actors.graph_compressor import node_map
     from raycrawl.actors.summary_writer import document_counts
     from raycrawl.storage import summaries
+    from raycrawl.storage.crawl_graph import node_map
 
     crawl_dir = Path(crawl_dir)
     if not crawl_dir.is_dir():

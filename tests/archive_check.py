@@ -68,20 +68,20 @@ def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
     #    every 304 it answered is a revisit of a capture holding the bytes it would have sent
     from raycrawl.websim.server import cut_part
 
-    model = WebModel.generate(**params)
-    renderer = Renderer(model, web.port)
+    model = WebModel.generate(**{k: v for k, v in params.items() if k != "https_hosts"})
+    renderer = Renderer(model, web.port, web.tls_port, frozenset(web.info.get("https_hosts", ())))
     checked = not_modified = cut = 0
     for r in web.requests():
         if r.status != 304:
             continue
-        url = canonicalize(f"http://{r.host}{r.target}")
+        url = canonicalize(f"{web.scheme_of(r.host)}://{r.host}{r.target}")
         host = model.by_name[r.host.rsplit(":", 1)[0]]
         expected = renderer.response(host, host.pages[r.target]).body
         held = [responses_body(responses, rv) for rv in revisits if rv["uri"] == url and rv["payload_digest"] is None]
         assert expected in held, f"{url}: 304 from websim, but no revisit of a capture with the bytes it serves"
         not_modified += 1
     for r in web.requests():
-        url = canonicalize(f"http://{r.host}{r.target}")
+        url = canonicalize(f"{web.scheme_of(r.host)}://{r.host}{r.target}")
         host = model.by_name.get(r.host.rsplit(":", 1)[0])
         page = host.pages.get(r.target) if host is not None else None
         if page is not None and page.kind == "cut":

@@ -11,7 +11,6 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import redis
 
@@ -80,5 +79,8 @@ def check_crawl(out: Path, web, audit, in_flight: set[str]) -> None:
 
 
 def canonical_in_flight(in_flight: set[str]) -> set[str]:
-    """In-flight keys as the audit names URLs (they are canonical URLs already; kept explicit)."""
-    return {u for u in in_flight if urlsplit(u).scheme in ("http", "https")}
+    """In-flight URLs (``inflight_url`` of the keys) as the audit names URLs: the pages' (robots.txt
+    markers name no URL of their own)."""
+    from raycrawl.actors.workbench import inflight_url, is_robots
+
+    return {inflight_url(k) for k in in_flight if not is_robots(k.partition(" ")[2])}

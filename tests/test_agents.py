@@ -336,8 +336,10 @@ def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline) 
 
 def in_flight_at_faults(proc) -> set[str]:
     """The URLs Redis held in flight at each fault (the driver's INFLIGHT lines, see freeze())."""
-    return {u for line in proc.stdout.splitlines() if line.startswith("INFLIGHT ")
-            for u in json.loads(line.split(" ", 1)[1])}
+    from raycrawl.actors.workbench import inflight_url
+
+    return {inflight_url(k) for line in proc.stdout.splitlines() if line.startswith("INFLIGHT ")
+            for k in json.loads(line.split(" ", 1)[1])}
 
 
 def check_against_baseline(one: Path, out: Path, requests, manifest, may_refetch: set[str]) -> dict:

@@ -201,7 +201,10 @@ def stopped_crawl_state(out: Path) -> tuple[set[str], int]:
     server = EmbeddedRedis(out / "redis").start()
     client = redis.Redis.from_url(server.url)
     try:
-        return {k.decode() for k in client.hkeys("rc:inflight")}, int(client.hget("rc:stats", "pages") or 0)
+        from raycrawl.actors.workbench import inflight_url
+
+        keys = client.hkeys("rc:inflight")
+        return {inflight_url(k.decode()) for k in keys}, int(client.hget("rc:stats", "pages") or 0)
     finally:
         client.close()
         server.stop()
@@ -254,8 +257,7 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     served = Counter(str(code) for code in last.values())
     assert {k: v for k, v in status["by_status"].items() if k != "0"} == dict(served)
     per_host = Counter(host for host, _ in last) + Counter(["h2.test"])  # + the robots-denied URL
-    assert {r["host"]: r["done"] for r in status["hosts"]} == {
-        f"http://{h}:{port}": n for h, n in per_host.items()}
+    assert {r["host"]: r["done"] for r in status["hosts"]} == dict(per_host)  # by server name
     assert [r["done"] for r in status["hosts"]] == sorted(per_host.values(), reverse=True)
     assert all(r["queued"] == r["in_flight"] == 0 for r in status["hosts"])
     check_crawl_log(out, records, port, log)
@@ -503,9 +505,11 @@ def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_crawl_websim_audit(tmp_path: Path) -> None:
     """A full crawl of a small websim (traps, faults, robots variety, duplicates, the cases only a
-    browser-exact reader gets right): websim's own audit finds no politeness, robots, duplicate-fetch
-    or unlinked-URL violation, every fault is classified, and the archive (read with warcio) holds
-    every page served, byte for byte, with revisit records only for byte-identical payloads."""
+    browser-exact reader gets right, two sites on both http and https): websim's own audit finds no
+    politeness (per host name, whatever the scheme), robots (an https page only after the https
+    robots.txt), duplicate-fetch or unlinked-URL violation, every fault is classified, and the
+    archive (read with warcio) holds every page served, byte for byte, with revisit records only
+    for byte-identical payloads."""
     from archive_check import check_archive
 
     from raycrawl.websim import Websim
@@ -515,13 +519,14 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
                       "max_crawl_delay = 2.0\nfetch_actors = 2\n"  # two fetch actors share one workbench
                       "robots_ttl = 3.0\n")  # rules expire mid-crawl: robots.txt is fetched again
     out = tmp_path / "crawl"
-    params = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8}
+    params = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8, "https_hosts": 2}
     with Websim(**params, out_dir=tmp_path / "web") as web:
         started = time.time()
         proc = subprocess.Popen(
             [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
              "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
-             "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "60", "--config", str(config),
+             # (100, not 60: the two sites on both schemes have each page under two URLs)
+             "--host-delay", "0.1", "--ip-delay", "0.02", "--max-urls-per-host", "100", "--config", str(config),
              "--dashboard"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
             env={**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)})
@@ -544,7 +549,11 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
         audit_report = web.audit(0.1, 0.02)
         manifest = web.manifest
         archive = check_archive(out / "warc", web, params)
-        targets = {(r.host.split(":")[0], r.target) for r in web.requests()}
+        requests = web.requests()
+        targets = {(r.host.split(":")[0], r.target) for r in requests}
+        schemes = {(web.scheme_of(r.host), r.host.split(":")[0], r.target != "/robots.txt")
+                   for r in requests if r.status == 200 or r.target == "/robots.txt"}
+        both = web.info["https_hosts"]
     assert archive["pages_checked"] > 100 and archive["duplicates_kept_whole"] > 0, archive
     assert archive["revisits"] > 0, archive  # websim's /index.html copies are byte-identical: revisits
     # the browser-exact cases were met: robots.txt on another authority, a Latin-1 Location,
@@ -554,6 +563,9 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     assert any(t.startswith("/robots-for/") for _, t in targets)
     assert any(t.startswith("/caf%E9") for _, t in targets) and any(t.startswith("/find?q=") for _, t in targets)
     assert audit_report.requests > 100
+    # the sites on both schemes were crawled under both, robots.txt and pages, as one host each
+    assert len(both) == 2 and all((s, h, page) in schemes for s in ("http", "https") for h in both
+                                  for page in (False, True)), (both, [x for x in schemes if x[1] in both])
     assert audit_report.ok, audit_report.summary()  # (pages after an expiry obey the file fetched again)
     assert audit_report.robots_refetches > 0
     report = json.loads((out / "report.json").read_text())

@@ -104,3 +104,27 @@ def test_the_next_run_waits_for_a_killed_runs_workers(tmp_path):
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_resume_refuses_a_crawl_of_the_older_frontier_layout(tmp_path, redis_url):
+    """A crawl started before the frontier keyed visit states by server name (its ``P meta`` has no
+    ``layout``) cannot be resumed: its Redis keys and sieve shards are another layout's (issue 29).
+    One line says so; a crawl of this layout passes that check."""
+    import redis
+
+    from raycrawl.actors.driver import verify_resume
+    from raycrawl.storage.redis_frontier import LAYOUT, RedisFrontier
+
+    out = tmp_path / "crawl"
+    (out / "sieve").mkdir(parents=True)
+    crawl_id = new_crawl_id(out)
+    f = RedisFrontier(redis.Redis.from_url(redis_url), "old:", register=False)
+    f.r.hset(f.k.meta, mapping={"started": 1.0, "crawl_id": crawl_id, "settings": "{}"})  # as an older raycrawl wrote it
+    with pytest.raises(UserError, match="started by an older raycrawl.*layout 1.*new --out") as info:
+        verify_resume(out, f)
+    assert "\n" not in str(info.value)
+    f.r.hset(f.k.meta, "layout", LAYOUT)
+    try:
+        verify_resume(out, f)
+    except UserError as exc:  # (the consistency check may still object to this bare directory)
+        assert "older raycrawl" not in str(exc)

@@ -27,6 +27,8 @@ from fault_crawl import (
     start_until,
 )
 
+from raycrawl.actors.workbench import inflight_url
+
 
 def _largest_shard(out: Path) -> Path:
     return max((out / "sieve").glob("[0-9][0-9]"), key=lambda d: (d / "queue").stat().st_size)
@@ -86,7 +88,7 @@ def killed_crawl(tmp_path_factory):
 
         with EmbeddedRedis(out / "redis") as server:
             client = redis.Redis.from_url(server.url)
-            in_flight = {k.decode() for k in client.hkeys("rc:inflight")}
+            in_flight = {inflight_url(k.decode()) for k in client.hkeys("rc:inflight")}
             client.close()
         # after the driver died, a request could only be one the fetchers had already acquired
         # (a robots.txt request is in flight as its host's "!robots" marker; a cross-authority hop

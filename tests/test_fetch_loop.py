@@ -49,7 +49,7 @@ async def test_politeness_wait_and_dns_lookups_are_counted(redis_url, tmp_path):
                      redis_url)
     try:
         assert await loop.resolve_many(["a.test", "nx.test", "a.test"]) == {"a.test": "127.0.0.1", "nx.test": None}
-        loop.wb.frontier.add([(f"http://a.test:{port}", "127.0.0.1", ["/1", "/2", "/3"])])
+        loop.wb.frontier.add([("a.test", "127.0.0.1", [f":{port}/1", f":{port}/2", f":{port}/3"])])
         t0 = time.monotonic()
         await loop.start()
         pages = []

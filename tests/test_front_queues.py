@@ -19,11 +19,12 @@ from raycrawl.actors.distributor import Distributor
 from raycrawl.actors.sieve import Sieve
 from raycrawl.actors.sieve_shards import SieveShards
 from raycrawl.actors.virtualizer import Virtualizer
-from raycrawl.actors.workbench import ROBOTS, Release, Workbench
+from raycrawl.actors.workbench import Release, Workbench, is_robots
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.focus import FocusPolicy, LinearClassifier, TermQuery
 from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness
+from raycrawl.servers import url_of
 
 
 @pytest.fixture
@@ -148,10 +149,10 @@ def test_focused_distributor_keeps_the_front_and_levels_survive_virtualizer_and_
             assert wb.recover(now) == len(got)
             continue
         for host, ip, entry in got:
-            if entry != ROBOTS:
+            if not is_robots(entry):
                 path, level = split_level(entry)
-                assert host + path not in fetched
-                fetched[host + path] = level
+                assert url_of(host, path) not in fetched
+                fetched[url_of(host, path)] = level
             wb.release([Release(host, ip, end=now)])
         now += 1
     assert crashed and virt.spilled > 0 and virt.refilled > 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -14,6 +13,7 @@ from raycrawl.actors.virtualizer import Virtualizer
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.politeness import Politeness
+from raycrawl.servers import server_of, url_of
 
 
 @pytest.fixture
@@ -25,9 +25,9 @@ def client(redis_url):
 
 def test_distribution_with_virtualizer(client, tmp_path) -> None:
     rng = random.Random(11)
-    hosts = [f"http://s{i}.test" for i in range(12)] + ["http://nxdomain.test"]
-    stream = [f"{rng.choice(hosts)}/p{rng.randrange(60)}" for _ in range(3000)]
-    dns = {urlsplit(h).hostname: f"127.0.{i % 4}.1" for i, h in enumerate(hosts[:-1])}
+    hosts = [f"s{i}.test" for i in range(12)] + ["nxdomain.test"]  # servers, each on http and https
+    stream = [f"{rng.choice(('http', 'https'))}://{rng.choice(hosts)}/p{rng.randrange(60)}" for _ in range(3000)]
+    dns = {h: f"127.0.{i % 4}.1" for i, h in enumerate(hosts[:-1])}
     dns["s11.test"] = "10.1.2.3"  # forbidden by the network policy below
     sieve = SieveShards(tmp_path / "sieve", range(SHARDS), batch_size=200)
     for i in range(0, len(stream), 100):
@@ -42,7 +42,7 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
 
     dist = Distributor(wb, virt, front_size=1000, max_urls_per_host=40, batch=37,
                        allows=lambda ip: ip.startswith("127."))
-    fetched: list[str] = []
+    fetched: list[tuple[str, str]] = []  # (server, URL or origin + robots marker)
     failed: list[tuple[str, str]] = []
     over = 0
     max_len = 0
@@ -52,7 +52,7 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
         over += res.over_host_limit
         got, _ = wb.acquire(1e12, 3)
         for host, ip, path in got:
-            fetched.append(host + path)
+            fetched.append((host, url_of(host, path)))
             wb.release([Release(host, ip, end=1.0)])
         max_len = max([max_len] + [wb.frontier.queue_length(h) for h in hosts])
         if not got and res.taken == 0 and res.refilled == 0 and sieve.exhausted(wb.frontier.sieve_offsets(dist.queues)):
@@ -62,18 +62,18 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
     assert max_len <= 6 + 1  # budget (+ the robots marker)
     queued_names = [n for n in resolved if n not in ("nxdomain.test", "s11.test")]
     assert len(queued_names) == len(set(queued_names)) == 11, "a queued host was resolved twice"
-    pages = [u for u in fetched if not u.endswith(ROBOTS)]
+    pages = [u for _, u in fetched if not u.endswith(ROBOTS)]
     assert len(pages) == len(set(pages))
     for h in hosts:
-        mine = [u for u in first_seen if u.startswith(h + "/")]
-        if h in ("http://nxdomain.test", "http://s11.test"):
+        mine = [u for u in first_seen if server_of(u) == h]
+        if h in ("nxdomain.test", "s11.test"):
             kind = "dns" if "nxdomain" in h else "forbidden-network"
             assert sorted(u for u, k in failed if k == kind) == sorted(mine)
             continue
-        got_h = [u for u in fetched if u.startswith(h + "/") or u == h + ROBOTS]
-        assert got_h[0] == h + ROBOTS
+        got_h = [u for s, u in fetched if s == h]
+        assert got_h[0] == mine[0].split("/")[0] + "//" + h + ROBOTS  # robots.txt of the first URL's origin
         assert got_h[1:] == mine[:40], h  # first-seen order, capped at max_urls_per_host
-    assert over == sum(max(0, len([u for u in first_seen if u.startswith(h + "/")]) - 40) for h in hosts[:11])
+    assert over == sum(max(0, len([u for u in first_seen if server_of(u) == h]) - 40) for h in hosts[:11])
     assert not list(virt.dir.glob("*.q")), "drained virtual queues are deleted"
 
 
@@ -83,8 +83,8 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
     and the next one queues the same URLs — each exactly once."""
     from raycrawl.redis_server import EmbeddedRedis, connect
 
-    hosts = [f"http://s{i}.test" for i in range(6)]
-    urls = [f"{h}/p{j}" for j in range(5) for h in hosts]
+    hosts = [f"s{i}.test" for i in range(6)]
+    urls = [f"{('http', 'https')[j % 2]}://{h}/p{j}" for j in range(5) for h in hosts]
     with EmbeddedRedis(tmp_path / "redis") as server:
         client = connect(server.url, wait=30)
         sieve = SieveShards(tmp_path / "sieve", range(SHARDS))
@@ -106,6 +106,6 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
         assert restarts and first.taken == 0 and wb.frontier.counts()["queued"] == 0
         while not sieve.exhausted(wb.frontier.sieve_offsets(dist.queues)):
             dist.step(sieve.read_front, resolve)
-        queued = [h + p.decode() for h in hosts for p in client.lrange("t:vs:" + h, 0, -1)]
+        queued = [url_of(h, p.decode()) for h in hosts for p in client.lrange("t:vs:" + h, 0, -1)]
         assert sorted(u for u in queued if not u.endswith(ROBOTS)) == sorted(urls)
         client.close()

@@ -1,7 +1,9 @@
-"""Imports run downward (issue 15): core (``raycrawl``'s ground modules) below storage, policies and
-websim; actors and tasks above those; the CLI (``raycrawl.cli``, ``raycrawl.commands``) on top. A
-module may import its own layer or lower ones, never a higher one (function-level imports count:
-a lazy import is still a dependency)."""
+"""Imports run downward (issues 15, 30): core (``raycrawl``'s ground modules) below storage, policies
+and websim; actors above those; tasks (Ray tasks over a crawl's files, which use the actors' pure
+parts: the shingler, the summary counts) above the actors; the CLI (``raycrawl.cli``,
+``raycrawl.commands``) on top. A module may import its own layer or lower ones, never a higher one
+(function-level imports count: a lazy import is still a dependency; ``from package import module``
+is an import of that module)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Repository folders; each installs as ``raycrawl.<folder>`` except ``raycrawl/`` itself.
-PACKAGES = ("raycrawl", "storage", "policies", "websim", "actors", "tasks")
-LAYERS = {"core": 0, "storage": 1, "policies": 1, "websim": 1, "actors": 2, "tasks": 2, "cli": 3}
+# Repository folders; each installs as ``raycrawl.<folder>`` except ``core/``, which is ``raycrawl``.
+PACKAGES = ("core", "storage", "policies", "websim", "actors", "tasks")
+LAYERS = {"core": 0, "storage": 1, "policies": 1, "websim": 1, "actors": 2, "tasks": 3, "cli": 4}
 
 
 def layer_of(module: str) -> str:
@@ -24,7 +26,7 @@ def layer_of(module: str) -> str:
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
-    parts = parts if parts[0] == "raycrawl" else ("raycrawl", *parts)
+    parts = ("raycrawl", *parts[1:]) if parts[0] == "core" else ("raycrawl", *parts)
     return ".".join(parts).removesuffix(".__init__")
 
 
@@ -32,8 +34,12 @@ def modules() -> list[str]:
     return [module_name(path) for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))]
 
 
+MODULES: set[str] = set()
+
+
 def imports() -> list[tuple[str, str]]:
     """(importer, imported) for every import between the project's packages."""
+    MODULES.update(modules())
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -42,7 +48,9 @@ def imports() -> list[tuple[str, str]]:
                 if isinstance(node, ast.Import):
                     names = [a.name for a in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module]
+                    # ``from raycrawl.storage import bv_writer`` imports the module bv_writer
+                    names = [node.module, *(f"{node.module}.{a.name}" for a in node.names
+                                            if f"{node.module}.{a.name}" in MODULES)]
                 else:
                     continue
                 found += [(module, n) for n in names if n.split(".")[0] == "raycrawl"]

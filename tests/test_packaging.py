@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("raycrawl", "actors", "storage", "policies", "tasks", "websim")
+PACKAGES = ("core", "actors", "storage", "policies", "tasks", "websim")
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +57,36 @@ def test_every_module_imports_from_the_unpacked_wheel(wheel: Path, tmp_path: Pat
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_the_demo_in_a_checkout(wheel: Path, tmp_path: Path) -> None:
+    """The README's pip route: the wheel installed (not editable) in a fresh venv runs ``raycrawl
+    demo`` — websim, its audit and a short crawl on a local Ray — with a checkout of the repository
+    as working directory, where no folder may shadow the installed package (issue 30)."""
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    py = venv / "bin" / "python"
+    # The dependencies are this test venv's, on the path as a plain directory (not a site dir, so its
+    # .pth files — the editable install's finder — are not run): no download, no editable mapping.
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    done = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    where = subprocess.run([str(py), "-c", "import raycrawl.storage, sys; print(raycrawl.storage.__file__)"],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert where.returncode == 0 and where.stdout.startswith(str(site)), (where.stdout, where.stderr[-2000:])
+    from raycrawl.commands.demo import STAGES
+
+    out = tmp_path / "demo"
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "RAY_AUTH_MODE": "disabled"}
+    demo = subprocess.run([str(venv / "bin" / "raycrawl"), "demo", "--out", str(out), "--hosts", "20", "--ips", "4",
+                           "--skip", ",".join(STAGES)], cwd=ROOT, capture_output=True, text=True, env=env,
+                          timeout=400)
+    assert demo.returncode == 0, (demo.stdout[-3000:], demo.stderr[-3000:])
+    assert "verdict             OK" in demo.stdout, demo.stdout[-3000:]
+    assert (out / "crawl" / "report.json").is_file()

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from raycrawl.actors.parser import Parser, ParseResult, decode_body, looks_binary
+from raycrawl.actors.parser import Parser, ParseResult
 from raycrawl.exchange import FetchResult
-from raycrawl.text import content_digest, visible_text
+from raycrawl.text import content_digest, decode_body, looks_binary, visible_text
 
 BASE = "http://a.test/b/c/d;p?q"
 # RFC 3986 §5.4.1/§5.4.2 examples (host "a" → "a.test"); fragments are dropped by canonicalisation.
@@ -261,7 +261,7 @@ def test_memoised_resolution_equals_direct_canonicalisation():
 ])
 def test_page_text_is_the_parsers_visible_text(body, charset):
     """Summaries use page_text after a crawl and the parser's text during it: they must agree."""
-    from raycrawl.actors.parser import page_text
+    from raycrawl.text import page_text
 
     fr = page(body, headers={"content-type": f"text/html; charset={charset}"} if charset else None)
     assert fr.charset == charset

@@ -147,22 +147,23 @@ def test_virtual_queue_refill_across_a_restart_loses_nothing(tmp_path: Path) -> 
 def test_release_and_acquire_across_a_restart(tmp_path: Path) -> None:
     """The fetchers' one round trip (a pipeline of two scripts) held when Redis restarts: it
     completes on the new server (it raised NOSCRIPT), and every URL is queued or in flight once."""
+    from raycrawl.actors.workbench import inflight_key
     from raycrawl.redis_server import EmbeddedRedis, connect
     from raycrawl.storage.redis_frontier import RedisFrontier
 
     server = EmbeddedRedis(tmp_path / "redis").start()
     try:
         f = RedisFrontier(connect(server.url), "t:", view="agent0")
-        hosts = [f"http://h{i}.test:1" for i in range(3)]
-        f.add([(h, f"127.0.0.{i + 2}", ["/a", "/b"]) for i, h in enumerate(hosts)])
+        hosts = [f"h{i}.test" for i in range(3)]  # servers; entries ":1/a" are http://h0.test:1/a
+        f.add([(h, f"127.0.0.{i + 2}", [":1/a", ":1/b"]) for i, h in enumerate(hosts)])
         (got, _) = f.acquire(time.time(), 1)
         (host, ip, path), = got
         got = _restart_under(server, lambda: f.release_and_acquire([(host, ip, 0.0, 0.0, [path])], time.time(), 3))
         assert not isinstance(got, Exception), repr(got)
-        queued = [h + p.decode() for h in hosts for p in f.r.lrange(f.k.visit_state(h), 0, -1)]
+        queued = [inflight_key(h, p.decode()) for h in hosts for p in f.r.lrange(f.k.visit_state(h), 0, -1)]
         inflight = [k.decode() for k in f.r.hkeys(f.k.inflight)]
-        assert sorted(queued + inflight) == sorted(h + p for h in hosts for p in ("/a", "/b"))
-        assert sorted(inflight) == sorted(h + p for h, _, p in got[0])
+        assert sorted(queued + inflight) == sorted(inflight_key(h, p) for h in hosts for p in (":1/a", ":1/b"))
+        assert sorted(inflight) == sorted(inflight_key(h, p) for h, _, p in got[0])
     finally:
         server.stop()
 

@@ -176,12 +176,12 @@ async def crawl_robots(redis_url: str, tmp_path, site: RobotsSite, names: list[s
                  read_timeout=1.0, **settings)
     loop = FetchLoop(s, redis_url)
     port = site.port
-    origins = {f"http://{n}:{port}": ("127.0.0.2" if n == "other.test" else "127.0.0.1") for n in names}
-    loop.wb.add_urls([f"{o}/page" for o in origins], origins, new_hosts=set(origins))
+    servers = {n: ("127.0.0.2" if n == "other.test" else "127.0.0.1") for n in names}
+    loop.wb.add_urls([f"http://{n}:{port}/page" for n in servers], servers, new_hosts=set(servers))
     await loop.start()
     loop.outcomes = []
     deadline = time.time() + 30
-    while sum(o.kind == "page" for o in loop.outcomes) < len(origins) and time.time() < deadline:
+    while sum(o.kind == "page" for o in loop.outcomes) < len(servers) and time.time() < deadline:
         loop.outcomes += await loop.drain(1000, 0.2)
     await loop.stop()
     loop.outcomes += await loop.drain(1000, 0)

@@ -103,9 +103,10 @@ def test_sieve_shards_move_between_agents(tmp_path) -> None:
     not-yet-merged batch: each URL still comes out once, at the new owner."""
     from raycrawl.actors.sieve_shards import SieveShards
     from raycrawl.policies.assignment import SHARDS, shard_of
+    from raycrawl.servers import server_of
 
     hosts = [f"http://h{i}.test" for i in range(40)]
-    mine = {shard_of(h) for h in hosts[:20]}
+    mine = {shard_of(server_of(h + "/")) for h in hosts[:20]}
     a = SieveShards(tmp_path, range(SHARDS), batch_size=1000)
     b = SieveShards(tmp_path, [], batch_size=1000)
     first = [f"{h}/{j}" for h in hosts for j in range(5)]
@@ -118,7 +119,7 @@ def test_sieve_shards_move_between_agents(tmp_path) -> None:
     b.take(mine)
     with pytest.raises(ValueError):
         a.enqueue([f"{hosts[0]}/x"])
-    moved = [u for u in first if shard_of(u.rsplit("/", 1)[0]) in mine]
+    moved = [u for u in first if shard_of(server_of(u)) in mine]
     b.enqueue(moved)  # all seen already: none comes out again
     b.enqueue([f"{hosts[0]}/fresh"])
     out = list(got)

@@ -177,7 +177,7 @@ def test_simulate_cli_end_to_end(tmp_path, capsys):
     coll, records, labels = sim.websim_corpus(model)
     crawl = tmp_path / "crawl"
     make_crawl_dir(crawl, coll, records, labels)
-    from raycrawl.actors.graph_compressor import build_crawl_graph
+    from raycrawl.storage.crawl_graph import build_crawl_graph
 
     build_crawl_graph(crawl)  # the replay then reads the BV graph and its URL map
     r = run_cli("summaries", "build", crawl, "--min-df", "2")

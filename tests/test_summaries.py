@@ -295,7 +295,7 @@ def test_build_from_crawl_dir_cli(tmp_path, capsys):
     r = cli(capsys, "summaries", "build", crawl, "--min-df", "1")
     assert r.returncode == 0, r.stderr
     a = SummaryArchive.open(crawl)
-    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.storage.crawl_graph import node_map
 
     id_of, url_of, n, _ = node_map(crawl)
     assert a.num_nodes == n == 6  # the 2xx records (4 pages, png, copy); c.test failed: not a node
@@ -306,7 +306,7 @@ def test_build_from_crawl_dir_cli(tmp_path, capsys):
         assert a.get(id_of(url)).length == len(text.tokens(text.visible_text(html)))
     assert id_of("http://c.test/") is None and a.get(id_of("http://a.test/x.png")) is None
     # Once the graph is built, its URL map gives the ids, and they are the same.
-    from raycrawl.actors.graph_compressor import build_crawl_graph
+    from raycrawl.storage.crawl_graph import build_crawl_graph
     from raycrawl.storage.urlmap import UrlMap
 
     build_crawl_graph(crawl)
@@ -374,9 +374,9 @@ def test_a_page_fetched_twice_counts_once(tmp_path, capsys):
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
-    from raycrawl.actors.parser import page_text
     from raycrawl.actors.summary_writer import SummaryWriter
     from raycrawl.storage.link_records import LinkRecordWriter
+    from raycrawl.text import page_text
 
     crawl = tmp_path / "crawl"
     make_crawl(crawl)

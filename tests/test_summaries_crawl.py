@@ -28,7 +28,7 @@ def run(args, timeout=420):
 
 
 def test_crawled_websim_round_trip(tmp_path, capsys):
-    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.storage.crawl_graph import node_map
     from raycrawl.websim import Websim
     from raycrawl.websim.model import WebModel
     from raycrawl.websim.render import Renderer

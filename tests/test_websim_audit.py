@@ -121,6 +121,44 @@ async def test_crawl_delay_robots_and_duplicate_violations(web):
     assert report.count("duplicate") == 1 and report.count("robots") == 0
 
 
+async def test_a_host_on_both_schemes_is_one_host_and_each_scheme_needs_its_robots_txt(tmp_path):
+    """websim --https: a host answers http and https (same bytes), about half the links to it are
+    https ones; the audit counts its requests on both schemes against ONE host delay, and an https
+    page fetched before the https robots.txt is a ``robots-first`` violation even after the http one."""
+    with Websim(hosts=20, ips=2, seed=3, out_dir=tmp_path / "web", https_hosts=1) as web:
+        m = web.manifest
+        [host] = web.info["https_hosts"]
+        assert m.tls_port == web.tls_port > 0 and m.hosts[host]["role"] == "plain"
+        links = [u for p in m.pages.values() for u in p["links"] if m.host_name(u) == host]
+        https = [u for u in links if u.startswith("https://")]
+        assert https and 0.25 < len(https) / len(links) < 0.75, (len(https), len(links))
+        page = next(p for p in m.pages.values() if p["host"] == host and p["kind"] == "html" and p["allowed"])
+        twin = page["url"].replace(f"http://{host}:{m.port}/", f"https://{host}:{m.tls_port}/")
+        assert m.pages[twin]["links"] == page["links"]  # the same page, the same links, on both schemes
+        http_robots, https_robots = (f"http://{host}:{m.port}/robots.txt", f"https://{host}:{m.tls_port}/robots.txt")
+
+        async def get(urls: list[str], pause: float) -> list[bytes]:
+            connector = aiohttp.TCPConnector(resolver=HostsResolver(web.hosts_file), limit=1, ssl=False)
+            bodies = []
+            async with aiohttp.ClientSession(connector=connector) as s:
+                for u in urls:
+                    async with s.get(u, allow_redirects=False) as r:
+                        bodies.append(await r.read())
+                    await asyncio.sleep(pause)
+            return bodies
+
+        t0 = time.time()
+        bodies = await get([http_robots, page["url"], twin], pause=0.0)
+        assert bodies[1] == bodies[2]  # byte for byte the same page
+        rude = audit(since(web, t0), m, host_delay=0.3, ip_delay=0.0)
+        assert rude.count("host") == 2 and rude.hosts == 1, rude.summary()  # one host, two schemes
+        assert [v.key for v in rude.violations if v.kind == "robots-first"] == [twin], rude.summary()
+        t1 = time.time()
+        await get([http_robots, page["url"], https_robots, twin], pause=0.35)
+        polite = audit(since(web, t1), m, host_delay=0.3, ip_delay=0.0)
+        assert polite.ok, polite.summary()
+
+
 def rec(start, end, host, target="/", ip="127.0.1.1", status=200):
     return LoggedRequest(start, end, ip, host, target, status, 10)
 

@@ -7,8 +7,9 @@ import random
 import pytest
 import redis
 
-from raycrawl.actors.workbench import ROBOTS, Release, Workbench
+from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key, is_robots
 from raycrawl.policies.politeness import Politeness
+from raycrawl.servers import origin_of, server_of, split_server, url_of
 
 
 @pytest.fixture
@@ -18,11 +19,17 @@ def client(redis_url):
     c.close()
 
 
+ORIGINS = ("http://{}", "https://{}", "http://{}:8080", "https://{}:8443")
+
+
 def make_web(rng: random.Random, hosts: int, ips: int, per_host: int) -> tuple[list[str], dict[str, str]]:
-    ip_of = {f"http://h{i}.test": f"127.0.{i % ips}.1" for i in range(hosts)}
-    urls = [f"{h}/p{j}" for j in range(per_host) for h in ip_of]
+    """URLs of ``hosts`` servers on ``ips`` IPs, each server answering on both schemes and on a
+    non-default port too: one server, one politeness schedule, whatever the origin."""
+    ip_of = {f"h{i}.test": f"127.0.{i % ips}.1" for i in range(hosts)}
+    urls = [ORIGINS[rng.randrange(4)].format(h) + f"/p{j}" for j in range(per_host) for h in ip_of]
     rng.shuffle(urls)
     return urls, ip_of
+
 
 
 def simulate(wb: Workbench | list[Workbench], pol: Politeness, rng: random.Random, fetchers: int,
@@ -35,7 +42,7 @@ def simulate(wb: Workbench | list[Workbench], pol: Politeness, rng: random.Rando
     in_flight: list[tuple[float, str, str, str]] = []  # (end, host, ip, path)
     last_end_host: dict[str, float] = {}
     last_end_ip: dict[str, float] = {}
-    fetched: list[str] = []
+    fetched: list[tuple[str, str]] = []  # (server, entry)
     busy_hosts: set[str] = set()
     busy_ips: set[str] = set()
     while True:
@@ -67,8 +74,8 @@ def simulate(wb: Workbench | list[Workbench], pol: Politeness, rng: random.Rando
         busy_ips.discard(ip)
         last_end_host[host] = end
         last_end_ip[ip] = end
-        fetched.append(host + path)
-        cd = crawl_delays.get(host) if path == ROBOTS else None
+        fetched.append((host, path))
+        cd = crawl_delays.get(host) if is_robots(path) else None
         wbs[rng.randrange(len(wbs))].release(
             [Release(host, ip, end=end, crawl_delay=crawl_delays.get(host) if cd is None else cd)])
 
@@ -79,20 +86,23 @@ def test_politeness_fifo_and_completeness(client) -> None:
     wb = Workbench(client, "t:", pol)
     urls, ip_of = make_web(rng, hosts=40, ips=7, per_host=6)
     crawl_delays = {h: 10.0 for h in list(ip_of)[:5]}  # capped to 3 s
-    hosts = set(ip_of)
+    seen: set[str] = set()
     for i in range(0, len(urls), 50):
-        wb.add_urls(urls[i : i + 50], ip_of, new_hosts=hosts)
-        hosts = set()
+        batch = urls[i : i + 50]
+        new = {server_of(u) for u in batch} - seen
+        wb.add_urls(batch, ip_of, new_hosts=new)
+        seen |= new
     fetched = simulate(wb, pol, rng, fetchers=12, crawl_delays=crawl_delays)
-    robots = [u for u in fetched if u.endswith(ROBOTS)]
-    pages = [u for u in fetched if not u.endswith(ROBOTS)]
+    robots = [(h, e) for h, e in fetched if is_robots(e)]
+    pages = [url_of(h, e) for h, e in fetched if not is_robots(e)]
     assert sorted(pages) == sorted(urls) and len(robots) == len(ip_of)
-    for host in ip_of:  # robots first, then the host's URLs in the order they were added
-        mine = [u for u in fetched if u.startswith(host + "/") or u == host + ROBOTS]
-        assert mine[0] == host + ROBOTS
-        assert mine[1:] == [u for u in urls if u.startswith(host + "/")]
+    for host in ip_of:  # robots first (of the first URL's origin), then the URLs in the order added
+        mine = [url_of(h, e) for h, e in fetched if h == host]
+        added = [u for u in urls if server_of(u) == host]
+        assert mine[0] == origin_of(host, split_server(added[0])[1])[0] + ROBOTS
+        assert mine[1:] == added
     assert not wb.frontier.idle()  # results not committed yet
-    wb.frontier.commit(fetched, {})
+    wb.frontier.commit([inflight_key(h, e) for h, e in fetched], {})
     assert wb.frontier.idle()
 
 
@@ -112,24 +122,24 @@ def test_agents_share_ip_politeness(client) -> None:
         assert len({owners[h] for h in ip_of if ip_of[h] == ip}) > 1
     for a, wb in views.items():
         mine = {h for h in ip_of if owners[h] == a}
-        wb.add_urls([u for u in urls if u.rsplit("/", 1)[0] in mine], ip_of, new_hosts=mine)
+        wb.add_urls([u for u in urls if server_of(u) in mine], ip_of, new_hosts=mine)
     for a, wb in views.items():  # each view's entries hold its own hosts only
         for ip in set(ip_of.values()):
             assert {h for h, _ in wb.entry(ip).ready_hosts} == {h for h in ip_of if ip_of[h] == ip and owners[h] == a}
     fetched = simulate(list(views.values()), pol, rng, fetchers=4, crawl_delays={})
-    assert sorted(u for u in fetched if not u.endswith(ROBOTS)) == sorted(urls)
+    assert sorted(url_of(h, e) for h, e in fetched if not is_robots(e)) == sorted(urls)
     assert views["a0"].frontier.counts()["agents"] == 3
 
 
 def test_release_of_untouched_host_keeps_times_and_putback_goes_first(client) -> None:
     pol = Politeness(host_delay=5.0, ip_delay=1.0)
     wb = Workbench(client, "t:", pol)
-    wb.add_urls(["http://a.test/1", "http://a.test/2"], {"http://a.test": "127.0.0.2"})
+    wb.add_urls(["http://a.test/1", "http://a.test/2"], {"a.test": "127.0.0.2"})
     (got,), _ = wb.acquire(100.0, 10)
-    assert got == ("http://a.test", "127.0.0.2", "/1")
+    assert got == ("a.test", "127.0.0.2", "/1")
     assert wb.acquire(100.0, 10)[0] == [], "host busy: nothing else may be handed out"
-    wb.release([Release("http://a.test", "127.0.0.2", end=None, putback=(ROBOTS, "/1"))])
-    vs = wb.visit_state("http://a.test")
+    wb.release([Release("a.test", "127.0.0.2", end=None, putback=(ROBOTS, "/1"))])
+    vs = wb.visit_state("a.test")
     assert vs.queued == 3 and vs.next_fetch == 0 and not vs.busy
     order = []
     t = 100.0
@@ -141,29 +151,29 @@ def test_release_of_untouched_host_keeps_times_and_putback_goes_first(client) ->
             t = earliest
             continue
         order.append(got[0][2])
-        wb.release([Release("http://a.test", "127.0.0.2", end=t + 0.1)])
+        wb.release([Release("a.test", "127.0.0.2", end=t + 0.1)])
     assert order == [ROBOTS, "/1", "/2"]
 
 
 def test_recover_requeues_in_flight(client) -> None:
     wb = Workbench(client, "t:", Politeness(host_delay=0, ip_delay=0))
-    ip_of = {f"http://h{i}.test": f"127.0.0.{i % 3 + 1}" for i in range(6)}
-    urls = [f"{h}/x{j}" for h in ip_of for j in range(3)]
+    ip_of = {f"h{i}.test": f"127.0.0.{i % 3 + 1}" for i in range(6)}
+    urls = [f"http://{h}/x{j}" for h in ip_of for j in range(3)]
     wb.add_urls(urls, ip_of)
     got, _ = wb.acquire(10.0, 10)
     assert len(got) == 3  # one per IP
     done = got[0]
     wb.release([Release(done[0], done[1], end=10.0)])
-    wb.frontier.commit([done[0] + done[2]], {"pages": 1})
+    wb.frontier.commit([inflight_key(done[0], done[2])], {"pages": 1})
     # crash with two URLs in flight
     assert wb.recover(10.0) == 2
-    seen = [done[0] + done[2]]
+    seen = [url_of(done[0], done[2])]
     while True:
         got, _ = wb.acquire(1e9, 10)
         if not got:
             break
         for host, ip, path in got:
-            seen.append(host + path)
+            seen.append(url_of(host, path))
             wb.release([Release(host, ip, end=11.0)])
     assert sorted(seen) == sorted(urls)
     assert wb.frontier.stats() == {"pages": 1}
@@ -175,11 +185,11 @@ def test_recover_delays_every_host_and_ip_even_if_the_aof_lost_their_release(cli
     is handed out before a full delay from the restart."""
     pol = Politeness(host_delay=2.0, ip_delay=0.5)
     wb = Workbench(client, "t:", pol)
-    ip_of = {f"http://h{i}.test": f"127.0.0.{i % 2 + 1}" for i in range(4)}
-    wb.add_urls([f"{h}/p{j}" for h in ip_of for j in range(3)], ip_of)
+    ip_of = {f"h{i}.test": f"127.0.0.{i % 2 + 1}" for i in range(4)}
+    wb.add_urls([f"http://{h}/p{j}" for h in ip_of for j in range(3)], ip_of)
     got, _ = wb.acquire(100.0, 10)
     wb.release([Release(h, ip, end=100.2) for h, ip, _ in got])
-    wb.frontier.commit([h + p for h, _, p in got], {"pages": len(got)})
+    wb.frontier.commit([inflight_key(h, p) for h, _, p in got], {"pages": len(got)})
     # Simulate the lost second: forget the next-fetch times the releases wrote.
     client.delete("t:hnext", "t:inext")
     restart = 100.3
@@ -197,16 +207,16 @@ def test_recover_view_requeues_only_that_agents_in_flight(client) -> None:
     its IP busy."""
     pol = Politeness(host_delay=2.0, ip_delay=0.5)
     a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")
-    a0.add_urls(["http://x.test/1"], {"http://x.test": "127.0.0.2"})
+    a0.add_urls(["http://x.test/1"], {"x.test": "127.0.0.2"})
     a1.add_urls(["http://y.test/1", "http://y.test/2", "http://z.test/1"],
-                {"http://y.test": "127.0.0.3", "http://z.test": "127.0.0.4"})
+                {"y.test": "127.0.0.3", "z.test": "127.0.0.4"})
     assert len(a0.acquire(100.0, 10)[0]) == 1 and len(a1.acquire(100.0, 10)[0]) == 2
     assert a1.recover_view(100.5) == 2
-    assert set(client.hkeys("t:inflight")) == {b"http://x.test/1"}
-    assert client.smembers("t:ibusy") == {b"127.0.0.2"} and client.hkeys("t:hbusy") == [b"http://x.test"]
+    assert set(client.hkeys("t:inflight")) == {b"x.test /1"}
+    assert client.smembers("t:ibusy") == {b"127.0.0.2"} and client.hkeys("t:hbusy") == [b"x.test"]
     assert a1.acquire(100.5 + pol.host_delay - 0.01, 10)[0] == []  # host delay from the recovery
     got, _ = a1.acquire(100.5 + pol.host_delay, 10)
-    assert sorted(h + p for h, _, p in got) == ["http://y.test/1", "http://z.test/1"]  # back in front, FIFO kept
+    assert sorted(url_of(h, p) for h, _, p in got) == ["http://y.test/1", "http://z.test/1"]  # back in front, FIFO kept
     assert a0.acquire(1e9, 10)[0] == []  # a0's host is still in flight: not handed out again
 
 
@@ -216,23 +226,23 @@ def test_borrow_is_polite_released_like_an_acquire_and_freed_by_recover_view(cli
     borrowing agent's fetchers die with the hop in flight, recover_view frees it."""
     pol = Politeness(host_delay=2.0, ip_delay=0.5)
     a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")
-    a0.add_urls(["http://x.test/1"], {"http://x.test": "127.0.0.2"})
-    a1.add_urls(["http://y.test/1"], {"http://y.test": "127.0.0.3"})
+    a0.add_urls(["http://x.test/1"], {"x.test": "127.0.0.2"})
+    a1.add_urls(["http://y.test/1"], {"y.test": "127.0.0.3"})
     (x,), _ = a0.acquire(100.0, 1)
-    assert a0.borrow("http://y.test", "127.0.0.3", "127.0.0.2", 100.0) is None  # due: taken
-    assert a0.borrow("http://y.test", "127.0.0.3", "127.0.0.2", 100.0) is not None  # busy: not twice
+    assert a0.borrow("y.test", "127.0.0.3", "127.0.0.2", 100.0) is None  # due: taken
+    assert a0.borrow("y.test", "127.0.0.3", "127.0.0.2", 100.0) is not None  # busy: not twice
     assert a1.acquire(100.0, 1)[0] == []  # its owner cannot take it meanwhile (its IP is busy)
-    a0.release([Release("http://y.test", "127.0.0.3", end=100.2), Release(*x[:2], end=100.2)])
-    assert a0.borrow("http://y.test", "127.0.0.3", "127.0.0.2", 101.0) == pytest.approx(102.2)  # host delay
+    a0.release([Release("y.test", "127.0.0.3", end=100.2), Release(*x[:2], end=100.2)])
+    assert a0.borrow("y.test", "127.0.0.3", "127.0.0.2", 101.0) == pytest.approx(102.2)  # host delay
     # the held IP itself is no obstacle: two names on one address, the hop goes out at once
-    a0.add_urls(["http://x.test/2"], {"http://x.test": "127.0.0.2"})
+    a0.add_urls(["http://x.test/2"], {"x.test": "127.0.0.2"})
     (x2,), _ = a0.acquire(200.0, 1)
-    assert a0.borrow("http://w.test", "127.0.0.2", "127.0.0.2", 200.0) is None
-    assert a1.recover_view(200.5) == 0 and client.hexists("t:hbusy", "http://w.test")  # not a1's
+    assert a0.borrow("w.test", "127.0.0.2", "127.0.0.2", 200.0) is None
+    assert a1.recover_view(200.5) == 0 and client.hexists("t:hbusy", "w.test")  # not a1's
     assert a0.recover_view(200.5) == 2  # x.test/1 and /2 (never committed) back; borrowed w.test freed
-    assert not client.hexists("t:hbusy", "http://w.test") and not client.hlen("t:borrowed")
-    assert a0.borrow("http://w.test", "127.0.0.2", "", 200.5 + pol.host_delay - 0.01) is not None
-    assert a0.borrow("http://w.test", "127.0.0.2", "", 200.5 + pol.host_delay) is None
+    assert not client.hexists("t:hbusy", "w.test") and not client.hlen("t:borrowed")
+    assert a0.borrow("w.test", "127.0.0.2", "", 200.5 + pol.host_delay - 0.01) is not None
+    assert a0.borrow("w.test", "127.0.0.2", "", 200.5 + pol.host_delay) is None
 
 
 def test_move_hosts_hands_queued_and_busy_hosts_to_the_new_owner(client) -> None:
@@ -244,20 +254,20 @@ def test_move_hosts_hands_queued_and_busy_hosts_to_the_new_owner(client) -> None
     pol = Politeness(host_delay=2.0, ip_delay=0.0)
     a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")
     a0.add_urls(["http://x.test/1", "http://x.test/2", "http://y.test/1"],
-                {"http://x.test": "127.0.0.2", "http://y.test": "127.0.0.3"})
+                {"x.test": "127.0.0.2", "y.test": "127.0.0.3"})
     (busy,), _ = a0.acquire(100.0, 1)
-    idle = "http://y.test" if busy[0] == "http://x.test" else "http://x.test"
+    idle = "y.test" if busy[0] == "x.test" else "x.test"
     shards = dict.fromkeys(range(SHARDS), "a0")
-    shards[shard_of("http://x.test")] = shards[shard_of("http://y.test")] = "a1"
+    shards[shard_of("x.test")] = shards[shard_of("y.test")] = "a1"
     assert apply_shards(a0.frontier, shards) == 2
     assert a0.frontier.front_size() == 0 and a0.acquire(1e9, 10)[0] == []
     got, _ = a1.acquire(100.0, 10)
     assert [h for h, _, _ in got] == [idle]
     a0.release([Release(busy[0], busy[1], end=100.5)])  # the old owner's fetcher finishes its request
     assert a0.acquire(1e9, 10)[0] == []
-    if busy[0] == "http://x.test":
+    if busy[0] == "x.test":
         assert a1.acquire(100.5 + pol.host_delay - 0.01, 10)[0] == []
-        assert [h for h, _, _ in a1.acquire(100.5 + pol.host_delay, 10)[0]] == ["http://x.test"]
+        assert [h for h, _, _ in a1.acquire(100.5 + pol.host_delay, 10)[0]] == ["x.test"]
     assert {v.decode() for v in client.smembers("t:views")} == {"t:v:a0:", "t:v:a1:"}
     apply_shards(a0.frontier, dict.fromkeys(range(SHARDS), "a1"))  # a0 left
     assert {v.decode() for v in client.smembers("t:views")} == {"t:v:a1:"}
@@ -268,12 +278,12 @@ def test_retried_release_and_commit_apply_once(client) -> None:
     (with a URL put back) and a commit (its counters)."""
     pol = Politeness(host_delay=0.0, ip_delay=0.0)
     wb = Workbench(client, "t:", pol)
-    wb.add_urls(["http://x.test/1", "http://x.test/2"], {"http://x.test": "127.0.0.2"})
+    wb.add_urls(["http://x.test/1", "http://x.test/2"], {"x.test": "127.0.0.2"})
     (got,), _ = wb.acquire(100.0, 1)
     rel = [Release(got[0], got[1], end=None, putback=(got[2],))]
     assert wb.release(rel) == [2]
     assert wb.release(rel) == [-1]
-    assert wb.frontier.queue_lengths(["http://x.test"]) == [2]
+    assert wb.frontier.queue_lengths(["x.test"]) == [2]
     assert wb.frontier.commit([], {"pages": 3}, token="t1") and not wb.frontier.commit([], {"pages": 3}, token="t1")
     assert wb.frontier.stats()["pages"] == 3
 
@@ -288,8 +298,8 @@ def test_the_lua_wait_after_a_crash_is_the_python_rule(client, pol: Politeness, 
     Crawl-delays below, between and above the host delay and the cap (recover and recover_view)."""
     wb = Workbench(client, "t:", pol, view="a0")
     delays = [None, 0.0, 0.05, 1.0, 2.5, 10.0, 1000.0]
-    ip_of = {f"http://h{i}.test": f"127.0.{i}.1" for i in range(len(delays))}
-    wb.add_urls([f"{h}/p{j}" for h in ip_of for j in range(2)], ip_of)
+    ip_of = {f"h{i}.test": f"127.0.{i}.1" for i in range(len(delays))}
+    wb.add_urls([f"http://{h}/p{j}" for h in ip_of for j in range(2)], ip_of)
     got, _ = wb.acquire(100.0, 100)
     assert len(got) == len(delays)
     wb.release([Release(h, ip, end=100.0, crawl_delay=delays[i]) for i, (h, ip, _) in enumerate(sorted(got))])

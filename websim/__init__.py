@@ -35,10 +35,12 @@ class Websim:
     def __init__(self, hosts: int = 50, ips: int = 5, seed: int = 1, epoch: int = 0, out_dir: str | Path = "websim-out",
                  pages_per_host_mean: float = 25.0, port: int = 0, slow_delay: float | None = None,
                  prerender: bool = False, start_timeout: float = 120.0, clean: bool = False,
-                 change_rates: bool = False) -> None:
+                 change_rates: bool = False, https_hosts: int = 0) -> None:
+        """``https_hosts``: that many popular hosts answer https too (websim.server)."""
         self.params = {"hosts": hosts, "ips": ips, "seed": seed, "epoch": epoch,
                        "pages_per_host_mean": pages_per_host_mean, "port": port, "slow_delay": slow_delay,
-                       "prerender": prerender, "clean": clean, "change_rates": change_rates}
+                       "prerender": prerender, "clean": clean, "change_rates": change_rates,
+                       "https_hosts": https_hosts}
         self.out_dir = Path(out_dir)
         self.start_timeout = start_timeout
         self._proc: subprocess.Popen | None = None
@@ -53,7 +55,8 @@ class Websim:
         ready = self.out_dir / "ready.json"
         ready.unlink(missing_ok=True)
         p = self.params
-        cmd = [sys.executable, "-m", "raycrawl", "websim", "serve", "--hosts", str(p["hosts"]), "--ips", str(p["ips"]),
+        # -P: the working directory is not put on the path (a checkout's folders never shadow the package)
+        cmd = [sys.executable, "-P", "-m", "raycrawl", "websim", "serve", "--hosts", str(p["hosts"]), "--ips", str(p["ips"]),
                "--seed", str(p["seed"]), "--epoch", str(p["epoch"]), "--pages-per-host-mean",
                str(p["pages_per_host_mean"]), "--port", str(p["port"]), "--out", str(self.out_dir),
                "--ready-file", str(ready), "--quiet"]
@@ -63,6 +66,8 @@ class Websim:
             cmd.append("--clean")
         if p["change_rates"]:
             cmd.append("--change-rates")
+        if p["https_hosts"]:
+            cmd += ["--https", str(p["https_hosts"])]
         if p["slow_delay"] is not None:
             cmd += ["--slow-delay", str(p["slow_delay"])]
         self._stderr = open(self.out_dir / "websim.stderr", "wb")  # noqa: SIM115 - lives as long as the process
@@ -124,6 +129,15 @@ class Websim:
     @property
     def port(self) -> int:
         return self.info["port"]
+
+    @property
+    def tls_port(self) -> int:
+        """The port the ``https_hosts`` answer https on (0: none)."""
+        return self.info.get("tls_port", 0)
+
+    def scheme_of(self, host_header: str) -> str:
+        """The scheme a request of the request log came in with (by the port its Host names)."""
+        return "https" if self.tls_port and host_header.endswith(f":{self.tls_port}") else "http"
 
     @property
     def ips(self) -> list[str]:

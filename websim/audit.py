@@ -1,7 +1,9 @@
 """The audit: does a request log show a polite, robots-abiding, non-repeating crawl?
 
 Politeness (BUbiNG's rule): a delay is measured from the END of the previous response from a
-host (or IP) to the START of the next request to it. For a host the required delay is
+host (or IP) to the START of the next request to it. A host is a host NAME: its requests over
+http and https (websim's ``--https`` hosts, on a second port) count together, as its webmaster
+counts them. For a host the required delay is
 ``max(host_delay, Crawl-delay of the host for raycrawl)``; for an IP it is ``ip_delay`` (the IP is
 the local address of the server socket, i.e. the address the client dialed). Requests that
 overlap in time count as violations too. robots.txt fetches are requests like any other.
@@ -11,7 +13,10 @@ A gap shorter than the requirement by more than ``tolerance`` (default 2 ms: the
 event-loop jitter) is a violation.
 
 Robots: fetching a URL the host's rules disallow for ``raycrawl`` (with a 5xx robots.txt every
-URL but ``/robots.txt`` is disallowed). Duplicates: fetching a canonical URL again after a
+URL but ``/robots.txt`` is disallowed); and ``robots-first``: fetching a page of an origin (scheme,
+host, port) before any request for that origin's own ``/robots.txt`` ended, RFC 9309 being per
+origin — checked for hosts whose robots.txt this log shows fetched at all (a later pass of a
+crawl may rightly use rules fetched before the log began). Duplicates: fetching a canonical URL again after a
 fetch of it got an answer below 500 (retries after 5xx, resets and hangs are allowed;
 robots.txt re-fetches are counted apart, not as violations; a robots.txt redirected to another
 authority, ``/robots-for/HOST.txt``, counts as a robots.txt fetch of the host serving it). Unlinked:
@@ -30,11 +35,12 @@ from raycrawl.websim.render import SITEMAP_PATH
 from raycrawl.websim.request_log import LoggedRequest
 
 ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt")
+KINDS = ("host", "ip", "robots", "robots-first", "duplicate", "unlinked")
 
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    kind: str      # host | ip | robots | duplicate | unlinked
+    kind: str      # host | ip | robots | robots-first | duplicate | unlinked
     key: str       # host, IP or URL
     detail: str
     start: float
@@ -64,7 +70,7 @@ class AuditReport:
         return {"requests": self.requests, "hosts": self.hosts, "ips": self.ips, "foreign": self.foreign,
                 "robots_fetches": self.robots_fetches, "robots_refetches": self.robots_refetches,
                 "min_host_slack": self.min_host_slack, "min_ip_slack": self.min_ip_slack,
-                "violations": {k: self.count(k) for k in ("host", "ip", "robots", "duplicate", "unlinked")}, "ok": self.ok,
+                "violations": {k: self.count(k) for k in KINDS}, "ok": self.ok,
                 "list": [{"kind": v.kind, "key": v.key, "detail": v.detail, "start": v.start} for v in self.violations]}
 
     def summary(self, show: int = 10) -> str:
@@ -75,7 +81,8 @@ class AuditReport:
             f"robots.txt fetches  {self.robots_fetches}  (re-fetches {self.robots_refetches})",
             f"host politeness     {self.count('host')} violations  (min slack {fmt(self.min_host_slack)})",
             f"IP politeness       {self.count('ip')} violations  (min slack {fmt(self.min_ip_slack)})",
-            f"robots violations   {self.count('robots')}",
+            f"robots violations   {self.count('robots')}  (pages before their origin's robots.txt: "
+            f"{self.count('robots-first')})",
             f"duplicate fetches   {self.count('duplicate')}",
             f"unlinked URLs       {self.count('unlinked')}  (requests no browser would make from the pages)",
             "verdict             " + ("OK" if self.ok else "VIOLATIONS"),
@@ -114,6 +121,9 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
     by_ip: dict[str, list[LoggedRequest]] = defaultdict(list)
     answered: set[str] = set()
     robots_seen: set[str] = set()
+    tls = f":{manifest.tls_port}" if manifest.tls_port else None
+    robots_ends: dict[str, float] = {}  # origin → end of its first /robots.txt request
+    pages: list[tuple[str, str, LoggedRequest]] = []  # (name, origin, request) of page requests
     for r in sorted(records, key=lambda r: r.start):
         name = manifest.host_name(r.host) if r.host != "-" else ""
         if name not in manifest.hosts:
@@ -121,16 +131,20 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
             continue
         by_host[name].append(r)
         by_ip[r.ip].append(r)
-        url = canonicalize(f"http://{r.host}{r.target if r.target.startswith('/') else '/' + r.target}")
+        scheme = "https" if tls and r.host.endswith(tls) else "http"
+        url = canonicalize(f"{scheme}://{r.host}{r.target if r.target.startswith('/') else '/' + r.target}")
         if url is None:
             continue
-        path = split_host(url)[1]
+        origin, path = split_host(url)
         if path in ROBOTS_PATHS or path.startswith("/robots-for/"):
             report.robots_fetches += 1
             if url in robots_seen:
                 report.robots_refetches += 1
             robots_seen.add(url)
+            if path == "/robots.txt":
+                robots_ends[origin] = min(robots_ends.get(origin, r.end), r.end)
             continue
+        pages.append((name, origin, r))
         if not manifest.allowed(url):
             report.violations.append(Violation("robots", url, "disallowed for raycrawl", r.start))
         if url not in manifest.pages and not manifest.hosts[name].get("trap") and path != SITEMAP_PATH:
@@ -140,6 +154,11 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
             report.violations.append(Violation("duplicate", url, "fetched again after an answer", r.start))
         if 0 < r.status < 500:
             answered.add(url)
+    with_robots = {manifest.host_name(o) for o in robots_ends}
+    for name, origin, r in pages:
+        if name in with_robots and not robots_ends.get(origin, float("inf")) <= r.start:
+            report.violations.append(Violation("robots-first", origin + r.target,
+                                               f"before {origin}/robots.txt was fetched", r.start))
     report.hosts, report.ips = len(by_host), len(by_ip)
     report.min_host_slack = _check_gaps(
         by_host, "host", lambda h: max(host_delay, manifest.crawl_delay(h)), tolerance, report)

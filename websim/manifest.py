@@ -3,7 +3,8 @@
 File: ``manifest.jsonl.gz`` — gzip'd JSON lines, each an object with a ``type`` field:
 
 * ``meta`` (first line): hosts, ips, seed, epoch, port, pages_per_host_mean, seeds (URLs),
-  user_agent, topics (names), popular_terms, nxdomain_hosts, dead_ip, dns ([ip, port]).
+  user_agent, topics (names), popular_terms, nxdomain_hosts, dead_ip, dns ([ip, port]),
+  tls_port (0: no https), https_hosts (the hosts also served with https on tls_port).
 * ``host``: host, ip, role, topic, robots (kind), rules (for ``raycrawl``: list of
   [allow|disallow, pattern], disallow_all, crawl_delay), crawl_delay, spam, fault, trap
   ({kind, entry, pattern, param} or null), mirror_of, farm, pages.
@@ -19,6 +20,8 @@ File: ``manifest.jsonl.gz`` — gzip'd JSON lines, each an object with a ``type`
   (4-word-shingle Jaccard of each url with the first, on ``raycrawl.text.tokens(visible_text)``).
 
 Session-id hosts write ``?sid=…`` on their links; the manifest gives those links without it.
+A host served on both schemes has every page twice, under its http and its https URL (the same
+record, the same bytes); about half the links to it are https ones (``Renderer.link_url``).
 Trap pages (calendars, repeated segments) are infinite and appear only as their host's ``trap``.
 """
 
@@ -66,6 +69,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
         "topics": [model.vocab.topic_name(t) for t in range(model.vocab.topics)],
         "popular_terms": list(model.vocab.popular_terms), "nxdomain_hosts": model.nxdomain_hosts,
         "dead_ip": DEAD_IP, "dns": list(dns) if dns else None,
+        "tls_port": renderer.tls_port, "https_hosts": sorted(renderer.both),
     }]
     clusters: list[dict] = []
     cluster_of: dict[str, int] = {}
@@ -114,12 +118,16 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
             records.append({
                 "type": "page", "url": u, "host": host.name, "kind": page.kind, "status": status,
                 "ctype": _CTYPE.get(page.kind), "topic": page.topic,
-                "links": list(dict.fromkeys(url(h, p) for h, p in page.links)),
+                "links": list(dict.fromkeys(renderer.link_url(host.name, page.path, h, p) for h, p in page.links)),
                 "allowed": allowed(rules, page.path), "labels": page.labels,
                 "location": url(*page.location) if page.location else None, "cluster": cluster_of.get(u),
                 "changed": page.changed, "removed_in": page.removed_in, "change_p": page.change_p,
                 "canonical": renderer.canonical(host, page) if page.kind == "html" else None,
             })
+    # (a twin is byte-identical to its http page, but no duplicate cluster lists it)
+    twins = [{**rec, "url": f"https://{rec['host']}:{renderer.tls_port}{split_host(rec['url'])[1]}", "cluster": None}
+             for rec in records if rec["type"] == "page" and rec["host"] in renderer.both]
+    records.extend(twins)
     records.extend(clusters)
     return records
 
@@ -152,6 +160,11 @@ class Manifest:
     @property
     def seeds(self) -> list[str]:
         return self.meta["seeds"]
+
+    @property
+    def tls_port(self) -> int:
+        """The port the https hosts answer https on (0: none; manifests of older websims lack it)."""
+        return self.meta.get("tls_port", 0)
 
     def host_name(self, url_or_netloc: str) -> str:
         """Host name (no port) of a URL or a Host header value."""

@@ -57,10 +57,12 @@ def _h(*key: object) -> int:
 
 
 class Renderer:
-    """Turns model pages into responses for a server listening on ``port``."""
+    """Turns model pages into responses for a server listening on ``port`` (and, for the hosts in
+    ``both``, on ``tls_port`` with https too: see :meth:`link_url`)."""
 
-    def __init__(self, model: WebModel, port: int) -> None:
+    def __init__(self, model: WebModel, port: int, tls_port: int = 0, both: frozenset[str] = frozenset()) -> None:
         self.model, self.port = model, port
+        self.tls_port, self.both = tls_port, both
         self.vocab = model.vocab
         self._cache: dict[tuple[str, str], Response] = {}
         self._robots_requests: dict[str, int] = {}  # flaky_5xx hosts: robots.txt requests so far
@@ -73,6 +75,14 @@ class Renderer:
     def url(self, host: str, path: str) -> str:
         """The canonical URL of (host, path) — what :func:`raycrawl.urls.canonicalize` yields."""
         return f"http://{self.netloc(host)}{path}"
+
+    def link_url(self, src_host: str, src_path: str, host: str, path: str) -> str:
+        """The canonical URL a link from (src_host, src_path) to (host, path) resolves to: for a
+        host served on both schemes, https for about half its links (as on a site whose pages and
+        links mix http and https), else :meth:`url`. The same on both schemes of the source."""
+        if host in self.both and _h(self.model.seed, "scheme", src_host, src_path, path) % 2:
+            return f"https://{host}:{self.tls_port}{path}"
+        return self.url(host, path)
 
     # ------------------------------------------------------------------ content
     def anchor(self, path: str) -> list[str]:
@@ -190,6 +200,10 @@ class Renderer:
     def _href(self, rng: random.Random, src_host: Host, page: Page, base_dir: str, target: tuple[str, str],
               sid: str) -> str:
         host, path = target
+        if self.both and (host in self.both or src_host.name in self.both):
+            # Absolute, scheme and all: a page served on both schemes has the same links on both
+            # (a relative or scheme-relative one would follow the scheme it was fetched with).
+            return self.link_url(src_host.name, page.path, host, path)
         if host == src_host.name and src_host.role == "session":
             # A fresh session id per visit: the id on each link depends on the id of the request.
             path = f"{path}{'&' if '?' in path else '?'}{SESSION_PARAM}={_h('sid', sid, page.path, path) % 16**8:08x}"

@@ -1,5 +1,9 @@
 """The in-vitro web's HTTP server: one aiohttp app, one port, bound to each served loopback IP.
 
+With ``https_hosts`` N, the N most popular plain hosts answer https too, on a second port (every
+IP, a self-signed certificate naming them): a site on both schemes, as most of today's web is,
+with about half the links to it under https (:meth:`websim.render.Renderer.link_url`).
+
 Virtual hosting by the Host header. Every request is logged (see :mod:`websim.request_log`)
 with the local address of its socket, so the audit knows which IP the client dialed.
 :class:`WebsimServer` runs in the current event loop; :func:`serve_forever` is the process
@@ -83,8 +87,9 @@ class WebsimServer:
     """Serves ``model`` on the loopback IPs; ``start()``/``stop()`` inside a running event loop."""
 
     def __init__(self, model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
-                 slow_delay: float = SLOW_DELAY, prerender: bool = False) -> None:
+                 slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0) -> None:
         self.model = model
+        self.https_hosts = https_hosts
         self.out_dir = Path(out_dir)
         self.requested_port, self.dns_port = port, dns_port
         self.slow_delay = slow_delay
@@ -111,7 +116,9 @@ class WebsimServer:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         port, socks = bind_port(self.ips, self.requested_port)
         self.port = port
-        self.renderer = Renderer(self.model, port)
+        both = both_scheme_hosts(self.model, self.https_hosts)
+        tls_port, tls_socks = bind_port(self.ips) if both else (0, [])
+        self.renderer = Renderer(self.model, port, tls_port, both)
         self._repeat = {h.name: repeat_segment(self.model, h) for h in self.model.hosts if h.trap == "repeat"}
         records = {h.name: h.ip for h in self.model.hosts}
         self._dns_transport, _ = await start_dns(records, self.ips[0], self.dns_port)
@@ -133,11 +140,15 @@ class WebsimServer:
         await self._runner.setup()
         for s in socks:
             await web.SockSite(self._runner, s, shutdown_timeout=1.0).start()
+        if tls_socks:
+            tls = tls_context(sorted(both), self.out_dir)
+            for s in tls_socks:
+                await web.SockSite(self._runner, s, shutdown_timeout=1.0, ssl_context=tls).start()
         loop = asyncio.get_running_loop()
         self._flusher = loop.create_task(self._flush_every(1.0))
         # zlib releases the GIL: the 128 MiB gzip bomb compresses beside the serving loop.
         self._bomb = loop.run_in_executor(None, gzip_bomb)
-        info = {"port": port, "ips": self.ips, "dns": list(self.dns_address),
+        info = {"port": port, "tls_port": tls_port, "https_hosts": sorted(both), "ips": self.ips, "dns": list(self.dns_address),
                 **{k: str(v) for k, v in paths.items()}, "seed_urls": seeds}
         tmp = paths["info"].with_suffix(".tmp")
         tmp.write_text(json.dumps(info, indent=1))
@@ -302,6 +313,40 @@ class WebsimServer:
         _reset(request)
 
 
+def both_scheme_hosts(model: WebModel, n: int) -> frozenset[str]:
+    """The ``n`` most popular plain hosts: those served on both schemes."""
+    return frozenset([h.name for h in model.hosts if h.role == "plain"][:n])
+
+
+def tls_context(names: list[str], out_dir: Path):  # noqa: ANN201 - ssl.SSLContext
+    """A server context with a fresh self-signed certificate for ``names`` (kept in ``out_dir``
+    for a client that wants to trust it; raycrawl, like most crawlers, does not check it)."""
+    import datetime
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "websim")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = out_dir / "tls-cert.pem", out_dir / "tls-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert_path, key_path)
+    return ctx
+
+
 def cut_part(body: bytes) -> bytes:
     """What a cutting server sends of ``body`` before it closes the connection: the first third."""
     return body[: len(body) // 3]
@@ -347,10 +392,11 @@ def _reset(request: web.Request) -> None:
 
 async def serve_forever(model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
                         ready_file: str | Path | None = None, announce=None,
-                        slow_delay: float = SLOW_DELAY, prerender: bool = False) -> None:
+                        slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0) -> None:
     """Run until SIGINT/SIGTERM; SIGUSR1 flushes the request log. Writes ``ready_file`` (the
     info JSON) once serving, and calls ``announce(info)`` if given."""
-    server = WebsimServer(model, out_dir, port, dns_port, slow_delay=slow_delay, prerender=prerender)
+    server = WebsimServer(model, out_dir, port, dns_port, slow_delay=slow_delay, prerender=prerender,
+                          https_hosts=https_hosts)
     info = await server.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -27,7 +27,7 @@ for _, ip in ipairs(ips) do
     if path then
       redis.call('SADD', P .. 'ibusy', ip)
       redis.call('HSET', P .. 'hbusy', host, ip)
-      redis.call('HSET', P .. 'inflight', host .. path, host)
+      redis.call('HSET', P .. 'inflight', host .. ' ' .. path, host)
       redis.call('DECR', P .. 'queued')
       local left = redis.call('LLEN', P .. 'vs:' .. host)
       if left == 0 then redis.call('SREM', V .. 'active', host) end

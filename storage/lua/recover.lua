@@ -18,7 +18,7 @@ end
 local inflight = redis.call('HGETALL', P .. 'inflight')
 for i = 1, #inflight, 2 do
   local url, host = inflight[i], inflight[i + 1]
-  redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 1))
+  redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 2))
   redis.call('SADD', redis.call('HGET', P .. 'howner', host) .. 'active', host)
 end
 redis.call('INCRBY', P .. 'queued', #inflight / 2)

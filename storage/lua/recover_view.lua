@@ -13,7 +13,7 @@ local freed = {}
 for i = 1, #inflight, 2 do
   local url, host = inflight[i], inflight[i + 1]
   if redis.call('HGET', P .. 'howner', host) == V then
-    redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 1))
+    redis.call('LPUSH', P .. 'vs:' .. host, string.sub(url, #host + 2))
     redis.call('HDEL', P .. 'inflight', url)
     redis.call('SADD', V .. 'active', host)
     back = back + 1

@@ -14,7 +14,7 @@ local function release_one(host, ip, hn, ipn, back)
   local owner = redis.call('HGET', P .. 'howner', host)
   for j = #back, 1, -1 do
     redis.call('LPUSH', P .. 'vs:' .. host, back[j])
-    redis.call('HDEL', P .. 'inflight', host .. back[j])
+    redis.call('HDEL', P .. 'inflight', host .. ' ' .. back[j])
   end
   if #back > 0 then
     redis.call('INCRBY', P .. 'queued', #back)

@@ -5,7 +5,7 @@ A :class:`Settings` is built from defaults, then a config file (TOML ``*.toml`` 
 options — later sources win. Unknown keys and bad values are :class:`UserError`.
 
 Each field is made by :func:`knob`: the crawl command's flags and their help
-(``raycrawl/commands/crawl.py``), the config file keys and the docs table (``docs/settings.md``,
+(``core/commands/crawl.py``), the config file keys and the docs table (``docs/settings.md``,
 :func:`markdown`) all follow from it, so a new setting is one field here.
 """
 
@@ -138,7 +138,7 @@ class Settings:
     scope_deny_surts: list[str] = knob(None, FILTERS,
         "SURT prefixes (or URLs) never crawled; deny wins over allow.", factory=list)
     follow_sitemaps: bool = knob(False, FILTERS,
-        "Follow the Sitemap: lines of robots.txt (sitemaps given as seeds are always read; raycrawl/sitemaps.py).")
+        "Follow the Sitemap: lines of robots.txt (sitemaps given as seeds are always read; core/sitemaps.py).")
     spam_gate: str | None = knob(None, FILTERS,
         "A spam gate model (``gate.json``, docs/spam.md) that blocks hosts at crawl time; None = off (or "
         "$RAYCRAWL_SPAM_GATE).")
@@ -275,7 +275,7 @@ def show_default(f: dataclasses.Field) -> str:
 def markdown() -> str:
     """The settings table of docs/settings.md (tests/test_settings.py keeps that file equal to it)."""
     lines = ["# Crawl settings", "",
-             "Generated from `raycrawl/settings.py` (`make docs`); every setting is a `raycrawl crawl` flag "
+             "Generated from `core/settings.py` (`make docs`); every setting is a `raycrawl crawl` flag "
              "(`--host-delay 1.5`; `--no-near-dup` for an on/off one) and a config file key (`host_delay = 1.5`, "
              "in a `[crawl]` table or at the top level).", ""]
     group = None
@@ -400,7 +400,7 @@ def sample_config() -> str:
 
     lines = ["# raycrawl crawl settings (raycrawl crawl --config THIS_FILE). Every key is also a flag",
              "# (--host-delay 1.5) and a -s assignment (-s host_delay=1.5); `raycrawl settings` prints the",
-             "# effective values and where each came from. Generated from raycrawl/settings.py (make docs).",
+             "# effective values and where each came from. Generated from core/settings.py (make docs).",
              "", "[crawl]"]
     group = None
     for f in setting_fields():

@@ -72,7 +72,7 @@ def _print_info(info: dict) -> None:
 
 
 def handle_build(args: argparse.Namespace) -> int:
-    from raycrawl.actors.graph_compressor import build_crawl_graph, graph_paths
+    from raycrawl.storage.crawl_graph import build_crawl_graph, graph_paths
 
     if not (layout(args.dir).links).is_dir():
         raise UserError(f"{args.dir} has no links/ directory: not a crawl output directory")
@@ -83,9 +83,9 @@ def handle_build(args: argparse.Namespace) -> int:
 
 
 def _load(crawl_dir: Path):
-    """(paths, graph, transpose, URL map or None) of a crawl's graph (actors/graph_compressor.py
+    """(paths, graph, transpose, URL map or None) of a crawl's graph (storage/crawl_graph.py
     opens and checks it)."""
-    from raycrawl.actors.graph_compressor import graph_paths, open_crawl_graph
+    from raycrawl.storage.crawl_graph import graph_paths, open_crawl_graph
 
     return graph_paths(crawl_dir), *open_crawl_graph(crawl_dir)
 
@@ -263,8 +263,8 @@ def _read_arcs(path: Path, numeric: bool):
 def handle_import(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from raycrawl.actors.graph_compressor import graph_paths, write_graph_dir
     from raycrawl.storage.bvgraph import BVGraph
+    from raycrawl.storage.crawl_graph import graph_paths, write_graph_dir
 
     params = _params(args)
     if args.bv:
@@ -289,7 +289,7 @@ def demo_stage(crawl_dir: Path) -> str:
     URL map round trip on the first node."""
     import numpy as np
 
-    from raycrawl.actors.graph_compressor import build_crawl_graph
+    from raycrawl.storage.crawl_graph import build_crawl_graph
 
     info = build_crawl_graph(crawl_dir)
     text = format_stats(graph_stats(Path(crawl_dir)))

@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from raycrawl.actors.graph_compressor import build_crawl_graph, graph_paths, open_crawl_graph
 from raycrawl.cli import main
+from raycrawl.storage.crawl_graph import build_crawl_graph, graph_paths, open_crawl_graph
 from raycrawl.storage.link_records import LinkRecordWriter
 from raycrawl.storage.urlmap import UrlMap, url_sort_key
 

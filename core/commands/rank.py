@@ -97,7 +97,7 @@ def handle(args: argparse.Namespace) -> int:
             raise UserError("give a crawl directory DIR or --graph BASENAME --out DIR")
         if not args.dir.is_dir():
             raise UserError(f"{args.dir} is not a directory")
-        from raycrawl.actors.graph_compressor import graph_paths
+        from raycrawl.storage.crawl_graph import graph_paths
 
         basename = graph_paths(args.dir)["graph"]
         if not Path(str(basename) + ".properties").exists():
@@ -118,7 +118,7 @@ def handle(args: argparse.Namespace) -> int:
 def demo_stage(crawl_dir: Path) -> str:
     """The demo's rank stage: rank ``crawl_dir``'s graph, write the outputs there, return the report."""
     crawl_dir = Path(crawl_dir)
-    from raycrawl.actors.graph_compressor import graph_paths
+    from raycrawl.storage.crawl_graph import graph_paths
 
     rs, summary, url_of = run_rank(graph_paths(crawl_dir)["graph"], crawl_dir, top=5)
     return report_text(rs, summary, url_of, top=5)

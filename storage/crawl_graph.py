@@ -1,4 +1,4 @@
-"""The graph compressor: turns a crawl's link records into the URL map and BV graphs.
+"""The crawl graph: the graph compressor turns a crawl's link records into the URL map and BV graphs.
 
 Graph of a crawl (the rule, applied to ``storage.link_records`` records):
 
@@ -15,8 +15,9 @@ Node ids are ranks in ``url_sort_key`` order (``storage.urlmap``), so document i
 (summaries, ranks, index) equal graph node ids. Output in ``DIR/graph/``: ``urls.map``,
 ``bv.{graph,offsets,properties}``, the transpose ``bv-t.*``, and ``graph.json`` (counts).
 
-``GraphCompressor`` is the plain, synchronously testable class; ``GraphCompressorActor`` is the
-thin Ray shell a crawl feeds with batches of records during the crawl.
+``GraphCompressor`` builds them from records fed in batches; :func:`build_crawl_graph` from a
+crawl's link records after the crawl (``raycrawl graph build``), :func:`open_crawl_graph` opens the
+result.
 """
 
 from __future__ import annotations

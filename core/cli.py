@@ -59,14 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"raycrawl {__version__}")
     _logging_options(parser, "")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"raycrawl.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"raycrawl.commands.{name}":
-                continue  # that stage is not built yet
-            raise
-        module.register(sub)
+    for name in COMMANDS:  # a module that fails to import is a broken install: the error shows
+        importlib.import_module(f"raycrawl.commands.{name}").register(sub)
     for leaf in _leaves(sub):  # `raycrawl crawl … -v` works as `raycrawl -v crawl …` does
         _logging_options(leaf, "_sub")
     return parser
@@ -101,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(verbose, 2)
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=level, format=fmt)
+    # The actors of a Ray this process starts inherit it (actors.actor_logging).
+    os.environ["RAYCRAWL_LOG_LEVEL"] = logging.getLevelName(level)
     if log_file:
         try:
             handler = logging.FileHandler(log_file)

@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--change-rates", action="store_true",
                    help="each page changes from epoch to epoch with a chance of its own (the manifest's "
                         "change_p), not all with the same: the web a periodic crawl (crawl --revisit) is for")
+    s.add_argument("--https", type=int, default=0, metavar="N",
+                   help="serve the N most popular plain hosts on https too (a second port, a self-signed "
+                        "certificate), with about half the links to them under https (default 0)")
     s.add_argument("--prerender", action="store_true",
                    help="render every page before serving (slower start, no rendering during a crawl)")
     s.add_argument("--out", type=Path, required=True, help="directory for manifest, request log, hosts and seeds files")
@@ -63,6 +66,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--hosts, --ips and --pages-per-host-mean must be >= 1, --epoch >= 0")
     if args.ips > 254 * 254:
         raise UserError("--ips: at most 64516 loopback addresses")
+    if args.https < 0:
+        raise UserError("--https must be >= 0")
     if not 0 <= args.port < 65536 or not 0 <= args.dns_port < 65536:
         raise UserError("--port/--dns-port must be in 0..65535")
     model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
@@ -72,7 +77,8 @@ def _serve(args: argparse.Namespace) -> int:
         if args.quiet:
             return
         print(f"websim: {args.hosts} hosts on {len(info['ips'])} IPs ({info['ips'][0]}..{info['ips'][-1]}), "
-              f"port {info['port']}", flush=True)
+              f"port {info['port']}" + (f", https on port {info['tls_port']} for {len(info['https_hosts'])} hosts"
+                                        if info["tls_port"] else ""), flush=True)
         print(f"  DNS server   {info['dns'][0]}:{info['dns'][1]} (UDP)")
         print(f"  seeds        {info['seeds']}")
         print(f"  hosts file   {info['hosts_file']}")
@@ -82,7 +88,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve_forever(model, args.out, args.port, args.dns_port, args.ready_file, announce,
-                                  args.slow_delay if args.slow_delay is not None else SLOW_DELAY, args.prerender))
+                                  args.slow_delay if args.slow_delay is not None else SLOW_DELAY, args.prerender,
+                                  args.https))
     except OSError as exc:
         raise UserError(f"cannot serve: {exc}") from exc
     return 0

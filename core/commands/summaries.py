@@ -88,7 +88,7 @@ def _build(args) -> int:
 
 
 def _get(args) -> int:
-    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.storage.crawl_graph import node_map
     from raycrawl.storage.summaries import SummaryArchive
 
     archive = SummaryArchive.open(args.dir)
@@ -140,7 +140,7 @@ def _stats(args) -> int:
 
 
 def _sub(args) -> int:
-    from raycrawl.actors.graph_compressor import node_map
+    from raycrawl.storage.crawl_graph import node_map
     from raycrawl.storage.summaries import SubArchive, SummaryArchive
     from raycrawl.urls import host_of
 

@@ -1,0 +1,1 @@
+"""raycrawl.commands: one module per CLI command (core/commands/)."""

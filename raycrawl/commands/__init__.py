@@ -1,1 +1,0 @@
-"""raycrawl/commands."""
