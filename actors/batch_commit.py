@@ -30,7 +30,7 @@ from raycrawl.actors.duplicates import ShardedDuplicates
 from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.visit_batch import decide, exact_duplicates, link_record
-from raycrawl.exchange import FetchResult
+from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.sitemaps import is_sitemap
 from raycrawl.storage.crawl_pages import is_page
 from raycrawl.storage.redis_frontier import RedisFrontier
@@ -79,7 +79,7 @@ class BatchCommitter:
         import ray
 
         crew = self.crew
-        pages = [o for o in outcomes if o.kind == "page"]
+        pages = [o for o in outcomes if o.kind == VisitKind.PAGE]
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300
                     and (self.postfetch(o.fr) or is_sitemap(o.fr.ctype, o.fr.body))]
         near = self.near

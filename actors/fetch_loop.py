@@ -29,7 +29,7 @@ from raycrawl.actors import named
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.robots_fetch import RobotsFetch
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key, is_robots, robots_marker
-from raycrawl.exchange import LOCAL, FetchResult
+from raycrawl.exchange import LOCAL, FetchResult, VisitKind
 from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness, response_end
@@ -47,12 +47,12 @@ LOCAL_RETRY = 1.0  # seconds a URL waits after a request that failed for want of
 
 @dataclass
 class Outcome:
-    """A finished visit: ``key`` is the in-flight key (server and visit-state entry) to commit; ``kind``
-    is "page" (a URL of the crawl, with a link record) or "robots" (a robots.txt exchange);
-    ``level`` the priority level the URL was queued with (a focused crawl's front queue)."""
+    """A finished visit: ``key`` is the in-flight key (server and visit-state entry) to commit;
+    ``kind`` what it was; ``level`` the priority level the URL was queued with (a focused crawl's
+    front queue)."""
 
     key: str
-    kind: str
+    kind: VisitKind
     fr: FetchResult
     attempts: int = 1
     level: int = 0
@@ -289,7 +289,7 @@ class FetchLoop:
         if rest.startswith(ROBOTS):
             fr = await self.robots_fetch.visit(self.fetcher, self.resolver, host, ip, entry, origin, rest)
             if fr is not None:
-                self.done.append(Outcome(inflight_key(host, entry), "robots", fr))
+                self.done.append(Outcome(inflight_key(host, entry), VisitKind.ROBOTS, fr))
             return
         path, level = split_level(rest)  # a focused crawl's priority travels with the path
         key, url = inflight_key(host, entry), origin + path
@@ -298,7 +298,7 @@ class FetchLoop:
             # Blocked by the spam gate after this URL was queued: not fetched (a retry is finished),
             # and recorded as such.
             self._release(Release(host, ip, end=None))
-            self.done.append(Outcome(key, "page", FetchResult(url=url, ip=ip, started=now, ended=now, error="spam"),
+            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=now, ended=now, error="spam"),
                                      level=level))
             return
         rules = self.robots_fetch.rules(origin)
@@ -313,7 +313,7 @@ class FetchLoop:
             # "robots-unavailable": robots.txt answered 429/5xx or not at all, so everything is off limits
             kind = "robots-unavailable" if rules.status == 0 or rules.status == 429 or rules.status >= 500 else "robots"
             self._release(Release(host, ip, end=None))
-            self.done.append(Outcome(key, "page", FetchResult(url=url, ip=ip, started=now, ended=now, error=kind),
+            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=now, ended=now, error=kind),
                                      level=level))
             return
         prior = self.priors.get(key)
@@ -335,7 +335,7 @@ class FetchLoop:
         self.attempts.pop(key, None)
         self.priors.pop(key, None)
         self._release(Release(host, ip, end=response_end(fr), crawl_delay=crawl_delay))
-        self.done.append(Outcome(key, "page", fr, attempt, level, prior))
+        self.done.append(Outcome(key, VisitKind.PAGE, fr, attempt, level, prior))
 
 
 def conditional_headers(prior: list | None) -> dict[str, str] | None:

@@ -14,6 +14,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key
@@ -52,6 +53,34 @@ class LruDict(OrderedDict):
             self.popitem(last=False)
 
 
+@dataclass(frozen=True)
+class RobotsHop:
+    """Where a robots.txt fetch stands, as its visit-state marker carries it: ``hops`` redirects
+    followed so far, ``last`` the end of our last request to the asking server (0: none yet),
+    ``target`` the next request — a path on the asked origin, or an absolute URL elsewhere.
+
+    Encoded as ``ROBOTS`` alone (the first request, ``/robots.txt``) or ``ROBOTS hops last target``;
+    markers of crawls from before the last-contact field (``ROBOTS hops target``) still decode."""
+
+    hops: int = 0
+    last: float = 0.0
+    target: str = "/robots.txt"
+
+    @classmethod
+    def decode(cls, marker: str) -> RobotsHop:
+        if marker == ROBOTS:
+            return cls()
+        parts = marker.split(" ", 3)
+        if len(parts) == 3:
+            return cls(int(parts[1]), 0.0, parts[2])
+        return cls(int(parts[1]), float(parts[2]), parts[3])
+
+    def encode(self) -> str:
+        if self == RobotsHop():
+            return ROBOTS
+        return f"{ROBOTS} {self.hops} {self.last:.6f} {self.target}"
+
+
 class RobotsFetch:
     """robots.txt rules and fetches for one fetch loop. ``release`` hands a :class:`Release` back
     to the loop; ``local_failure(host, ip, entry, fr, page)`` is the loop's handling of a request
@@ -84,9 +113,9 @@ class RobotsFetch:
         """One request of the robots.txt fetch of ``origin`` on server ``host`` — the crawl's only
         robots.txt code path. Returns the exchange to record (None: nothing to record yet).
 
-        ``marker`` is ROBOTS, or ROBOTS + " <hops> <last> <target>" while a redirect is followed
-        (RFC 9309 §2.3.1.2: up to five, also to other authorities); ``target`` is a path on
-        ``origin`` or an absolute URL elsewhere; ``last`` is when our last request to ``host`` ended.
+        ``marker`` is a :class:`RobotsHop`'s encoding: its redirects are followed (RFC 9309
+        §2.3.1.2: up to five, also to other authorities); ``target`` is a path on ``origin`` or an
+        absolute URL elsewhere; ``last`` is when our last request to ``host`` ended.
         ``entry`` is the marker behind its origin's tag (the visit-state entry). Every request is
         scheduled like any other: a hop on ``host`` — on this origin or another scheme or port of
         the same server — waits for it again (and, its Crawl-delay being unknown until the file is
@@ -95,11 +124,8 @@ class RobotsFetch:
         and tries again. Transient failures (no response, 429, 5xx) are retried with back-off,
         ``max_retries`` times, before the origin is ruled unreachable (everything disallowed,
         re-checked after ``UNREACHABLE_TTL``). The rules found apply to ``origin``, the one asked."""
-        hops, last, target = 0, 0.0, "/robots.txt"
-        if marker != ROBOTS:
-            parts = marker.split(" ", 3)  # ROBOTS hops last-contact target (older crawls: no last-contact)
-            hops = int(parts[1])
-            last, target = (float(parts[2]), parts[3]) if len(parts) == 4 else (0.0, parts[2])
+        hop = RobotsHop.decode(marker)
+        hops, last, target = hop.hops, hop.last, hop.target
         key, tag = inflight_key(host, entry), entry[:len(entry) - len(marker)]
         limit = max(self.s.max_body, PARSE_LIMIT)
         borrowed: tuple[str, str] | None = None
@@ -148,7 +174,7 @@ class RobotsFetch:
             # The end of our last request to ``host`` travels with the hops: its Crawl-delay, read
             # from another server, must count from there (not from that server's answer).
             contact = host_end if host_end is not None else last
-            nxt = f"{tag}{ROBOTS} {hops + 1} {contact:.6f} {to_path if to_origin == origin else fr.redirect}"
+            nxt = tag + RobotsHop(hops + 1, contact, to_path if to_origin == origin else fr.redirect).encode()
             # A second request to the server just asked waits its largest possible Crawl-delay
             # (unknown until a file is read); another server's own next-fetch time governs it.
             again = server_of(fr.redirect) == (borrowed[0] if borrowed else host)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from raycrawl.exchange import FetchResult
+from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.policies.robots import sitemaps_of
 from raycrawl.storage.warc import sha1_b32
 from raycrawl.urls import canonicalize
@@ -104,7 +104,7 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
     links: list[tuple[str, int]] = []
     for o in outcomes:
         fr = o.fr
-        if o.kind == "robots":
+        if o.kind == VisitKind.ROBOTS:
             counters["robots"] += 1
             kind = error_kind(fr)
             if kind:

@@ -4,6 +4,7 @@ writer and the link records read. Below all of them (core), so storage does not 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 LOCAL = "local"
@@ -55,3 +56,11 @@ def content_type_charset(content_type: str) -> str | None:
         if name.strip().lower() == "charset" and value.strip():
             return value.strip().strip("\"'").lower()
     return None
+
+
+class VisitKind(StrEnum):
+    """What a finished visit was: a URL of the crawl (it gets a link record), or a robots.txt
+    exchange (counted and archived, no link record)."""
+
+    PAGE = "page"
+    ROBOTS = "robots"

@@ -37,3 +37,13 @@ def test_one_server_for_every_scheme_and_port_of_a_name() -> None:
     # distinct origins stay distinct entries (robots.txt is per origin)
     assert len({split_server(u)[1] for u in ("http://a.test/", "https://a.test/", "http://a.test:81/",
                                               "https://a.test:81/")}) == 4
+
+
+@pytest.mark.parametrize("hop", ["!robots", "!robots 2 1795600000.250000 /robots-moved.txt",
+                                 "!robots 1 12.500000 https://b.test:8443/robots.txt?x=a b"])
+def test_a_robots_marker_decodes_to_its_hop_and_back(hop: str) -> None:
+    from raycrawl.actors.robots_fetch import RobotsHop
+
+    decoded = RobotsHop.decode(hop)
+    assert decoded.encode() == hop and RobotsHop.decode(decoded.encode()) == decoded
+    assert RobotsHop.decode("!robots 3 /robots.txt") == RobotsHop(3, 0.0, "/robots.txt")  # an older crawl's
