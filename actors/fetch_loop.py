@@ -28,7 +28,15 @@ from raycrawl import metrics
 from raycrawl.actors import named
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.robots_fetch import RobotsFetch
-from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key, is_robots, robots_marker
+from raycrawl.actors.workbench import (
+    ROBOTS,
+    Release,
+    Workbench,
+    inflight_key,
+    inflight_url,
+    is_robots,
+    robots_marker,
+)
 from raycrawl.exchange import LOCAL, FetchResult, VisitKind
 from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.policies.front_queues import split_level
@@ -245,7 +253,7 @@ class FetchLoop:
     def _load_priors(self, entries: list[tuple[str, str]]) -> None:
         """One round trip for the last captures of the URLs a revisit pass just acquired."""
         keys = [inflight_key(host, entry) for host, entry in entries]
-        urls = ["".join((origin, split_level(rest)[0])) for origin, rest in (origin_of(h, e) for h, e in entries)]
+        urls = [inflight_url(k) for k in keys]
         for key, raw in zip(keys, self.wb.frontier.priors(urls), strict=True):
             if raw is not None:
                 self.priors[key] = json.loads(raw)

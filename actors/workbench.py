@@ -26,7 +26,7 @@ import redis
 
 from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness
-from raycrawl.servers import split_server, url_of
+from raycrawl.servers import split_server, split_tag, url_of
 from raycrawl.settings import Settings
 from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -38,15 +38,13 @@ ROBOTS = "!robots"
 
 def robots_marker(entry: str) -> str:
     """The robots.txt marker for the origin of a visit-state ``entry`` (its tag, then ROBOTS)."""
-    cut = min(i for i in (entry.find("/"), entry.find("!"), len(entry)) if i >= 0)
-    return entry[:cut] + ROBOTS
+    return split_tag(entry)[0] + ROBOTS
 
 
 def is_robots(entry: str) -> bool:
-    """Whether a visit-state entry is a robots.txt marker (of any origin): its ``!`` comes before
-    any ``/`` (a page's entry starts its path with ``/`` right after the tag)."""
-    bang, slash = entry.find("!"), entry.find("/")
-    return bang >= 0 and (slash < 0 or bang < slash)
+    """Whether a visit-state entry is a robots.txt marker (of any origin): what follows its tag
+    starts with ``!`` (a page's path starts with ``/``)."""
+    return split_tag(entry)[1].startswith("!")
 
 
 def inflight_key(host: str, entry: str) -> str:

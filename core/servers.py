@@ -43,20 +43,20 @@ def server_of(url: str) -> str:
     return split_server(url)[0]
 
 
+def split_tag(entry: str) -> tuple[str, str]:
+    """(origin tag, the rest: path+query or the robots marker) of a visit-state entry."""
+    cut = min((i for i in (entry.find("/"), entry.find("!")) if i >= 0), default=len(entry))
+    return entry[:cut], entry[cut:]
+
+
 def origin_of(server: str, entry: str) -> tuple[str, str]:
     """(``scheme://name[:port]``, the rest: path+query or the robots marker) of a visit-state entry."""
     if entry[:1] in ("/", "!"):
         return "http://" + server, entry
-    cut = min((i for i in (entry.find("/"), entry.find("!")) if i >= 0), default=len(entry))
-    tag, rest = entry[:cut], entry[cut:]
+    tag, rest = split_tag(entry)
     scheme = "https" if tag.startswith("s") else "http"
     port = tag.partition(":")[2]
     return f"{scheme}://{server}" + (f":{port}" if port else ""), rest
-
-
-def tag_of(origin: str) -> str:
-    """The entry tag of ``origin`` (``scheme://name[:port]``): what precedes a path on it."""
-    return split_server(origin + "/")[1][:-1]
 
 
 def name_of(server: str) -> str:

@@ -369,27 +369,10 @@ async def test_misbehaving_servers_are_classified(raw_server, fetcher):
 
 
 def _self_signed(tmp_path, host: str):
-    """A throw-away certificate for ``host`` (cryptography is a dependency of Ray's stack)."""
-    import datetime
+    """A throw-away certificate for ``host`` (websim's, as its https hosts serve)."""
+    from raycrawl.websim.server import self_signed
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
+    return self_signed([host], tmp_path / "cert.pem", tmp_path / "key.pem", days=1)
 
 
 async def test_https_dials_pinned_ip_with_sni(tmp_path, fetcher):

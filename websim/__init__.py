@@ -136,8 +136,8 @@ class Websim:
         return self.info.get("tls_port", 0)
 
     def scheme_of(self, host_header: str) -> str:
-        """The scheme a request of the request log came in with (by the port its Host names)."""
-        return "https" if self.tls_port and host_header.endswith(f":{self.tls_port}") else "http"
+        """The scheme a request of the request log came in with (:meth:`Manifest.scheme_of`)."""
+        return self.manifest.scheme_of(host_header)
 
     @property
     def ips(self) -> list[str]:

@@ -121,7 +121,6 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
     by_ip: dict[str, list[LoggedRequest]] = defaultdict(list)
     answered: set[str] = set()
     robots_seen: set[str] = set()
-    tls = f":{manifest.tls_port}" if manifest.tls_port else None
     robots_ends: dict[str, float] = {}  # origin → end of its first /robots.txt request
     pages: list[tuple[str, str, LoggedRequest]] = []  # (name, origin, request) of page requests
     for r in sorted(records, key=lambda r: r.start):
@@ -131,8 +130,7 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
             continue
         by_host[name].append(r)
         by_ip[r.ip].append(r)
-        scheme = "https" if tls and r.host.endswith(tls) else "http"
-        url = canonicalize(f"{scheme}://{r.host}{r.target if r.target.startswith('/') else '/' + r.target}")
+        url = canonicalize(f"{manifest.scheme_of(r.host)}://{r.host}{r.target if r.target.startswith('/') else '/' + r.target}")
         if url is None:
             continue
         origin, path = split_host(url)

@@ -125,7 +125,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
                 "canonical": renderer.canonical(host, page) if page.kind == "html" else None,
             })
     # (a twin is byte-identical to its http page, but no duplicate cluster lists it)
-    twins = [{**rec, "url": f"https://{rec['host']}:{renderer.tls_port}{split_host(rec['url'])[1]}", "cluster": None}
+    twins = [{**rec, "url": renderer.https_url(rec["host"], split_host(rec["url"])[1]), "cluster": None}
              for rec in records if rec["type"] == "page" and rec["host"] in renderer.both]
     records.extend(twins)
     records.extend(clusters)
@@ -165,6 +165,10 @@ class Manifest:
     def tls_port(self) -> int:
         """The port the https hosts answer https on (0: none; manifests of older websims lack it)."""
         return self.meta.get("tls_port", 0)
+
+    def scheme_of(self, host_header: str) -> str:
+        """The scheme a request of the request log came in with (by the port its Host names)."""
+        return "https" if self.tls_port and host_header.endswith(f":{self.tls_port}") else "http"
 
     def host_name(self, url_or_netloc: str) -> str:
         """Host name (no port) of a URL or a Host header value."""

@@ -81,8 +81,12 @@ class Renderer:
         host served on both schemes, https for about half its links (as on a site whose pages and
         links mix http and https), else :meth:`url`. The same on both schemes of the source."""
         if host in self.both and _h(self.model.seed, "scheme", src_host, src_path, path) % 2:
-            return f"https://{host}:{self.tls_port}{path}"
+            return self.https_url(host, path)
         return self.url(host, path)
+
+    def https_url(self, host: str, path: str) -> str:
+        """The canonical https URL of (host, path) on a host served on both schemes."""
+        return f"https://{host}:{self.tls_port}{path}"
 
     # ------------------------------------------------------------------ content
     def anchor(self, path: str) -> list[str]:

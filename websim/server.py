@@ -321,8 +321,16 @@ def both_scheme_hosts(model: WebModel, n: int) -> frozenset[str]:
 def tls_context(names: list[str], out_dir: Path):  # noqa: ANN201 - ssl.SSLContext
     """A server context with a fresh self-signed certificate for ``names`` (kept in ``out_dir``
     for a client that wants to trust it; raycrawl, like most crawlers, does not check it)."""
-    import datetime
     import ssl
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(*self_signed(names, out_dir / "tls-cert.pem", out_dir / "tls-key.pem"))
+    return ctx
+
+
+def self_signed(names: list[str], cert_path: Path, key_path: Path, days: int = 30) -> tuple[Path, Path]:
+    """Write a fresh self-signed certificate for the DNS ``names`` and its key (mode 0600)."""
+    import datetime
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -330,21 +338,18 @@ def tls_context(names: list[str], out_dir: Path):  # noqa: ANN201 - ssl.SSLConte
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "websim")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0] if len(names) == 1 else "websim")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
+            .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
             .sign(key, hashes.SHA256()))
-    cert_path, key_path = out_dir / "tls-cert.pem", out_dir / "tls-key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.touch(mode=0o600)
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(cert_path, key_path)
-    return ctx
+    return cert_path, key_path
 
 
 def cut_part(body: bytes) -> bytes:
