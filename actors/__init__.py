@@ -4,6 +4,8 @@ import functools
 import logging
 import os
 
+from raycrawl import heap_watch, malloc_trim
+
 LOG_LEVEL_ENV = "RAYCRAWL_LOG_LEVEL"
 """The log level of the actors' processes (``raycrawl -v`` sets it for the Ray it starts; on a
 cluster joined with ``--address``, set it in the workers' environment or the job's runtime_env)."""
@@ -41,6 +43,8 @@ def named(cls: type) -> type:
     @functools.wraps(init)
     def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - the actor's own signature
         actor_logging()
+        heap_watch.start(cls.__name__)
+        malloc_trim.start()
         init(self, *args, **kwargs)
 
     cls.__init__ = __init__

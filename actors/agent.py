@@ -21,27 +21,27 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from raycrawl import metrics
-from raycrawl.actors import named
 from raycrawl.actors.batch_commit import BatchCommitter
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.distributor import Distributor
 from raycrawl.actors.duplicates import ShardedDuplicates, ask_actors
 from raycrawl.actors.link_router import LinkRouter
+from raycrawl.actors.operator_inbox import OperatorInbox
 from raycrawl.actors.periodic import queue_revisits
-from raycrawl.actors.shingler import near_dup_index
+from raycrawl.actors.stages import build_stages, stage_classes
 from raycrawl.actors.termination import Termination
 from raycrawl.actors.virtualizer import Virtualizer
+from raycrawl.actors.visit_stage import StageContext, Stages
 from raycrawl.actors.workbench import Workbench
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import SHARDS, apply_shards
-from raycrawl.policies.filters import build_postfetch, build_prefetch
 from raycrawl.policies.focus import FocusPolicy
 from raycrawl.policies.front_queues import DEFAULT_BIAS
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.policies.politeness import Politeness
-from raycrawl.policies.spam_gate import gate_for
 from raycrawl.progress import Progress
 from raycrawl.redis_server import connect, lost
 from raycrawl.report import build_report, write_report
@@ -49,7 +49,8 @@ from raycrawl.seeds import read_seeds
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
 from raycrawl.storage import crawl_timeline
-from raycrawl.storage.crawl_dir import begin, join_run, layout, read_crawl_id
+from raycrawl.storage.crawl_dir import begin, layout, read_crawl_id
+from raycrawl.storage.operator_control import Control
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,7 @@ class Agent:
         self.out, self.redis_url, self.name, self.progress = Path(settings.out), redis_url, name, progress
         self.share, self.share_base = budget, 0  # the budget share, and pages done when it was set
         self.client = connect(redis_url)
-        self.wb = Workbench(self.client, s.redis_prefix,
-                            Politeness.of(s), view=name)
+        self.wb = Workbench(self.client, s.redis_prefix, Politeness.of(s), view=name)
         self.f = self.wb.frontier
         self.virt = Virtualizer(layout(self.out).virtualizer, self.f, s.workbench_urls_per_host)
         self.focus = FocusPolicy.load(s.focus) if s.focus else None
@@ -79,8 +79,8 @@ class Agent:
                                        max_urls_per_host=s.max_urls_per_host, batch=s.batch * 4,
                                        allows=NetworkPolicy(s.allow_networks).allows, levels=levels, bias=bias,
                                        focused=self.focus is not None)
-        self.filters = (build_prefetch(s), build_postfetch(s))
-        self.near = None  # the near-duplicate index, over the crew's duplicate stores (start)
+        stage_classes(s)  # (a bad ``extra_stages`` fails here, before any actor starts)
+        self.stages: Stages | None = None  # the crawl-time stages, built with the crew (start)
         self.router = LinkRouter(name, s.redis_prefix, shards or dict.fromkeys(range(SHARDS), name))
         self.distributor.shards = self.router.my_shards
         self.standalone = shards is None  # not one of several agents under actors/membership.py
@@ -90,8 +90,11 @@ class Agent:
         # Membership changes: pause, new shards, resume. ``finished``: no pause will be honoured.
         self.pause_requested, self.paused = threading.Event(), threading.Event()
         self.resumed, self.finished = threading.Event(), threading.Event()
-        self.stop_requested = threading.Event()  # Ctrl-C: stop at the next batch boundary
+        self.stop_requested = threading.Event()  # Ctrl-C, SIGTERM: stop at the next batch boundary
         self.termination = Termination(self.f, name)
+        # The operator's commands (raycrawl ctl): stop, seeds; the lead agent writes operator.log.
+        self.inbox = OperatorInbox(Control(self.client, s.redis_prefix),
+                                   layout(self.out).operator_log if name == AGENT0 else None)
         self.redis_run_id: str | None = None
         self.epoch = self.f.epoch()  # a periodic crawl's pass (actors/periodic.py); 0: the first crawl
 
@@ -105,19 +108,14 @@ class Agent:
 
         s = self.s
         metrics.bind_crawl(read_crawl_id(self.out))
-        seeds = [u for u in read_seeds(s.seeds) if self.filters[0](u) and self.router.owner(u) == self.name
-                 ] if s.seeds else []
+        seeds = [u for u in read_seeds(s.seeds) if self.router.owner(u) == self.name] if s.seeds else []
         if self.share is None and s.max_pages:  # (a periodic crawl's pass has a budget of its own)
             self.share = max(0, s.max_pages - self.f.pass_pages())
         self.crew = Crew(s, self.redis_url, self.name, self.share)
         duplicates = ShardedDuplicates(ask_actors(self.router, self.crew.sieve))
-        self.near = near_dup_index(s, duplicates)
-        gate = gate_for(s)
-        if gate is not None:  # what it blocked before a resume, or another agent's gate
-            gate.blocked.update(self.f.spam_blocked())
-        self.committer = BatchCommitter(self.f, self.crew, self.router, self.filters, duplicates, self.near, gate,
-                                        budgeted=bool(s.max_pages), focus=self.focus, epoch=self.epoch,
-                                        follow_sitemaps=s.follow_sitemaps)
+        self.stages = build_stages(s, StageContext(self.f, duplicates, self.epoch))
+        seeds = [u for u in seeds if self.stages.judge(u, (urlsplit(u).hostname or "").lower()) is None]
+        self.committer = BatchCommitter(self.f, self.crew, self.router, duplicates, self.stages)
         self.redis_run_id = self.client.info("server")["run_id"]
         if self.epoch:
             queue_revisits(self.out, self.epoch, self.crew.sieve, lambda u: self.router.owner(u) == self.name)
@@ -162,6 +160,8 @@ class Agent:
         while True:
             if self.stop_requested.is_set():
                 return "interrupted"
+            if self.inbox.stop_requested():
+                return "stopped"
             if self.pause_requested.is_set():
                 self._hold()
                 continue
@@ -187,6 +187,7 @@ class Agent:
                     committer.record_failures(res.failed)
                 if res.over_host_limit or res.spilled:
                     self.f.commit([], {"filtered:max-urls-per-host": res.over_host_limit, "virtualized": res.spilled})
+            self.inbox.poll(self.stages.judge, lambda urls: self.router.deliver(crew.sieve, urls))
             if time.time() >= next_metrics:
                 next_metrics = time.time() + METRICS_INTERVAL
                 run_id = self.client.info("server")["run_id"]
@@ -279,8 +280,8 @@ class Agent:
                 log.warning("agent %s: Redis is gone; stopping without committing the visits in flight", self.name)
             elif self.crew is not None:
                 self._stop_fetching()
-                if self.near is not None:  # while every agent's sieve actor still runs (close() ends them)
-                    self.near.flush()
+                if self.stages is not None:  # while every agent's sieve actor still runs (close() ends them)
+                    self.stages.finish()
         except Exception as exc:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
             if isinstance(exc, UserError) or storage_failure(exc) is not None:  # said once, by the caller
                 log.warning("agent shutdown incomplete: %s", getattr(exc, "cause", None) or exc)
@@ -292,47 +293,8 @@ class Agent:
     def close(self) -> None:
         """End the crew. With several agents, only once every agent has stopped: until then others
         may still send links to this agent's sieve."""
-        if self.near is not None:  # (its representatives were written at the run's end)
-            self.near.close()
+        if self.stages is not None:  # (the near-duplicate representatives were written at the run's end)
+            self.stages.close()
         if self.crew is not None:
             self.crew.close()
 
-
-def actor_class():
-    """An agent as a Ray actor, for crawls with several agents: the agent's loop runs in the actor
-    (threaded, so ``run`` may block while the driver pauses and resumes it), its crew on the same
-    node."""
-    import ray
-
-    @ray.remote(num_cpus=0, max_concurrency=4)
-
-    @named
-    class AgentActor:
-        def __init__(self, settings: Settings, redis_url: str, name: str, shards: dict[int, str],
-                     budget: int | None) -> None:
-            self.run_lock = join_run(settings.out)  # storage/crawl_dir.py, "Workers"
-            self.agent = Agent(settings, redis_url, None, name=name, shards=shards, budget=budget)
-
-        def start(self) -> None:
-            self.agent.start()
-
-        def run(self) -> dict[str, Any]:
-            report = self.agent.run(prepare=False)
-            return {"agent": self.agent.name, "pages": self.agent.run_pages, "stopped": report["stopped"]}
-
-        def pause(self) -> bool:
-            return self.agent.request_pause()
-
-        def give(self, shards: list[int]) -> None:
-            ray.get(self.agent.crew.sieve.give.remote(shards))
-
-        def take(self, shards: list[int]) -> None:
-            ray.get(self.agent.crew.sieve.take.remote(shards))
-
-        def resume(self, shards: dict[int, str], budget: int | None) -> None:
-            self.agent.resume(shards, budget)
-
-        def close(self) -> None:
-            self.agent.close()
-
-    return AgentActor

@@ -22,17 +22,17 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from raycrawl import metrics
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.duplicates import ShardedDuplicates
-from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import LinkRouter
-from raycrawl.actors.visit_batch import decide, exact_duplicates, link_record
+from raycrawl.actors.visit_batch import decide, exact_duplicates
+from raycrawl.actors.visit_stage import Findings, Outcome, Stages
 from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.sitemaps import is_sitemap
 from raycrawl.storage.crawl_pages import is_page
+from raycrawl.storage.link_records import LinkRecord
 from raycrawl.storage.redis_frontier import RedisFrontier
 from raycrawl.storage.warc import sha1_b32, warc_date
 from raycrawl.text import page_text
@@ -54,19 +54,12 @@ class Written:
 
 
 class BatchCommitter:
-    def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, filters: tuple[Any, Any],
-                 duplicates: ShardedDuplicates, near: Any = None, spam_gate: Any = None, budgeted: bool = False,
-                 focus: Any = None, epoch: int = 0, follow_sitemaps: bool = False) -> None:
-        """``filters``: (prefetch, postfetch) of policies/filters.py; ``duplicates``: the crawl's
-        duplicate stores (actors/duplicates.py); ``near``: the near-duplicate index
-        (actors/shingler.py) over them, or None; ``budgeted``: failures count against a page budget;
-        ``focus``: a focused crawl's policy (policies/focus.py) or None; ``epoch``: the pass of a
-        periodic crawl (actors/periodic.py) its link records are tagged with; ``follow_sitemaps``:
-        robots.txt's Sitemap: lines are links (sitemaps themselves are always read)."""
-        self.f, self.crew, self.router, self.duplicates = frontier, crew, router, duplicates
-        self.prefetch, self.postfetch = filters
-        self.near, self.spam_gate, self.budgeted, self.focus = near, spam_gate, budgeted, focus
-        self.epoch, self.follow_sitemaps = epoch, follow_sitemaps
+    def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, duplicates: ShardedDuplicates,
+                 stages: Stages) -> None:
+        """``duplicates``: the crawl's duplicate stores (actors/duplicates.py), whose digest table
+        finds exact duplicates; ``stages``: the crawl-time stages (actors/visit_stage.py)."""
+        self.f, self.crew, self.router, self.duplicates, self.stages = frontier, crew, router, duplicates, stages
+        self.epoch = frontier.epoch()  # the pass of a periodic crawl (actors/periodic.py)
         self.pages = 0  # committed by this agent in this run
         # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links,
         # their levels, latencies).
@@ -78,55 +71,44 @@ class BatchCommitter:
         caller calls :meth:`finish` when no batch follows."""
         import ray
 
-        crew = self.crew
+        crew, stages = self.crew, self.stages
         pages = [o for o in outcomes if o.kind == VisitKind.PAGE]
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300
-                    and (self.postfetch(o.fr) or is_sitemap(o.fr.ctype, o.fr.body))]
-        near = self.near
+                    and (stages.parses(o.fr) or is_sitemap(o.fr.ctype, o.fr.body))]
         parsing = None
-        if to_parse and near is not None:  # the near-duplicate sketches too, off the agent's cycle
-            parsing = crew.parser.parse_and_sketch.remote(to_parse, near.num_perm, near.k, near.seed)
+        if to_parse and stages.sketch is not None:  # the near-duplicate sketches too, off the agent's cycle
+            parsing = crew.parser.parse_and_sketch.remote(to_parse, *stages.sketch)
         elif to_parse:
             parsing = crew.parser.parse_batch.remote(to_parse)
         self.finish()
-        results, sketches, nonempty = [], None, None
-        if parsing is not None and near is not None:
-            results, sketches, nonempty = ray.get(parsing)
+        found = Findings(parsed_urls=[fr.url for fr in to_parse])
+        results = []
+        if parsing is not None and stages.sketch is not None:
+            results, found.sketches, found.nonempty = ray.get(parsing)
         elif parsing is not None:
             results = ray.get(parsing)
-        parsed = dict(zip([fr.url for fr in to_parse], results, strict=True))
+        parsed = found.parsed = dict(zip(found.parsed_urls, results, strict=True))
         # Exact duplicates: the first URL with a text digest owns it, for every agent; the owner's
         # date and payload SHA-1 come along, so that a duplicate whose bytes are the owner's can be a
         # WARC revisit (and only then).
         with_digest = [(fr, parsed[fr.url]) for fr in to_parse if parsed[fr.url].digest]
         # Each payload's SHA-1 once: the digest table, the link records and the revisit decision read it.
-        sha1s = {o.fr.url: sha1_b32(o.fr.body) for o in pages if o.fr.status > 0 and o.fr.status != 304}
+        sha1s = found.sha1s = {o.fr.url: sha1_b32(o.fr.body) for o in pages if o.fr.status > 0 and o.fr.status != 304}
         payloads = [(fr, sha1s[fr.url]) for fr, _ in with_digest]
         owners = self.duplicates.claim_digests([(pr.digest, json.dumps([fr.url, warc_date(fr.ended), payload]))
                                                 for (fr, pr), (_, payload) in zip(with_digest, payloads, strict=True)])
-        dup_of, revisit_of = exact_duplicates(payloads, owners)
-        if sketches is not None:
-            rows = [i for i, fr in enumerate(to_parse)
-                    if parsed[fr.url].digest and fr.url not in dup_of and parsed[fr.url].text]
-            urls = [to_parse[i].url for i in rows]
-            for url, rep in zip(urls, near.check_and_add_sketches(urls, sketches[rows], nonempty[rows]), strict=True):
-                if rep is not None and rep != url:
-                    dup_of[url] = (rep, "near")
-        gate = self.spam_gate
-        known = len(gate.blocked) if gate is not None else 0
-        decision = decide(outcomes, parsed, dup_of, revisit_of, self.prefetch.explain, gate, self.focus,
-                          self.epoch, sha1s, self.follow_sitemaps)
-        if gate is not None and len(gate.blocked) > known:
-            # Published, so that fetch actors skip the URLs of these hosts already queued (in Redis,
-            # on disk, in the sieve), not only the links found from now on; and a resume keeps them.
-            self.f.block_spam_hosts(dict(list(gate.blocked.items())[known:]))
+        found.dup_of, found.revisit_of = exact_duplicates(payloads, owners)
+        stages.find(found)
+        decision = decide(outcomes, found, stages)
+        stages.settle()
         refs = [crew.store.write_batch.remote(decision.items)]
         if crew.summary_writer is not None:
             # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py), spilled
             # before the commit, as the parser's visible text (raycrawl.text.page_text): the writer
             # does not parse the HTML again, and the bodies do not travel to it.
             texts = [(o.fr.url, parsed[o.fr.url].text if o.fr.url in parsed else page_text(o.fr.body, o.fr.charset))
-                     for o in pages if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated, o.fr.url in dup_of)]
+                     for o in pages
+                     if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated, o.fr.url in found.dup_of)]
             if texts:
                 refs.append(crew.summary_writer.spill.remote(texts))
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
@@ -165,14 +147,14 @@ class BatchCommitter:
         record each, committed like visits."""
         import ray
 
-        if self.budgeted:  # failures count against the page budget like fetched pages
+        if self.crew.budgeted:  # failures count against the page budget like fetched pages
             ray.get(self.crew.fetchers[0].consume_budget.remote(len(failed)))
         now = time.time()
-        records = [link_record(url, 0, "", now, "", 0, error=kind) | {"epoch": self.epoch} for url, kind in failed]
+        records = [LinkRecord(url, time=now, error=kind, epoch=self.epoch) for url, kind in failed]
         # Noted first, so that a crash between the records and their commit is seen as in flight
         # by the resume's consistency check (storage/crawl_check.py), not as a Redis that lost writes.
         self.f.note_failing(dict(failed))
-        ray.get(self.crew.store.write_batch.remote([(FetchResult(url=r["url"], ip=""), None, r) for r in records]))
+        ray.get(self.crew.store.write_batch.remote([(FetchResult(url=r.url, ip=""), None, r) for r in records]))
         counters = Counter({"pages": len(records), "status:0": len(records)})
         counters.update(f"error:{kind}" for _, kind in failed)
         self.pages += len(records)

@@ -12,8 +12,8 @@ import logging
 import time
 from pathlib import Path
 
-from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.link_router import sieve_actor_name
+from raycrawl.actors.visit_stage import Outcome
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
 
@@ -37,6 +37,7 @@ class Crew:
         here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)
         self.name = name
+        self.budgeted = bool(s.max_pages)  # failures count against a page budget like fetched pages
         self.sieve = sieve_shards.actor_class().options(
             name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(
             str(layout(out).sieve), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache,

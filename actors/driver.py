@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +25,44 @@ from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
 from raycrawl.storage.crawl_check import check_against_redis, check_files, refusal
 from raycrawl.storage.crawl_dir import CrawlDirLock, layout, read_crawl_id
+from raycrawl.storage.operator_control import Control
 from raycrawl.storage.redis_frontier import LAYOUT, RedisFrontier
 
 log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def _interrupt_stops(agent: Agent):
-    """Ctrl-C (SIGINT) asks the agent to stop between batches — fetchers stopped, everything
-    fetched stored and committed — instead of cutting a batch in two; a second Ctrl-C aborts."""
+def _signals_stop(request_stop: Callable[[], None]):
+    """Ctrl-C (SIGINT) and SIGTERM (``timeout``, ``docker stop``, systemd, Kubernetes, ``ray job
+    stop``, a VM's shutdown) ask the crawl to stop between batches — fetchers stopped, everything
+    fetched stored and committed — instead of cutting a batch in two; a second signal aborts.
+    Yields the list the first signal's number is put in (the exit code is 128 + it)."""
     import signal
 
+    caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield caught
         return
 
-    def on_sigint(signum, frame) -> None:
-        if agent.stop_requested.is_set():
+    def on_signal(signum, frame) -> None:
+        if caught:
             raise KeyboardInterrupt
-        agent.stop_requested.set()
-        log.warning("interrupted: committing what is fetched, then stopping (Ctrl-C again to abort)")
+        caught.append(signum)
+        request_stop()
+        log.warning("%s: committing what is fetched, then stopping (again to abort)", signal.Signals(signum).name)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield caught
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def stop_all(redis_url: str, prefix: str) -> None:
+    """Every agent of the crawl stops at its next batch boundary (the control plane's stop)."""
+    with connect(redis_url) as client:
+        Control(client, prefix).command("stop", [], "signal")
 
 
 def verify_resume(out: Path, f: RedisFrontier) -> None:
@@ -152,6 +165,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, layout(out).redis, supervise=True) as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
         (layout(out).redis_url).write_text(url + "\n")
+        with connect(url) as client:  # a stop the operator asked of the last run is not this run's
+            Control(client, settings.redis_prefix).clear_stop()
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
@@ -168,11 +183,14 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             if settings.agents > 1 or settings.elastic:
                 from raycrawl.actors.membership import run_agents
 
-                report = run_agents(settings, url)
+                with _signals_stop(lambda: stop_all(url, settings.redis_prefix)) as caught:
+                    report = run_agents(settings, url)
             else:
                 agent = Agent(settings, url, progress)
-                with _interrupt_stops(agent):
+                with _signals_stop(agent.stop_requested.set) as caught:
                     report = agent.run()
+            if caught:
+                report = {**report, "stopped": "interrupted", "stop_signal": caught[0]}
             if settings.crawl_log:
                 _write_crawl_log(out)
             _write_timeline(out)

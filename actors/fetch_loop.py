@@ -22,12 +22,13 @@ import contextlib
 import json
 import logging
 import time
-from dataclasses import dataclass
 
 from raycrawl import metrics
 from raycrawl.actors import named
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.robots_fetch import RobotsFetch
+from raycrawl.actors.stages import control_view, dequeue_checks
+from raycrawl.actors.visit_stage import Outcome
 from raycrawl.actors.workbench import (
     ROBOTS,
     Release,
@@ -46,27 +47,11 @@ from raycrawl.servers import name_of, origin_of
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.stops import storage_failure
 from raycrawl.storage.crawl_dir import join_run, read_crawl_id
+from raycrawl.storage.crawl_epochs import Capture
 
 log = logging.getLogger(__name__)
 
-SPAM_REFRESH = 0.5  # seconds between reads of the spam gate's blocked hosts
 LOCAL_RETRY = 1.0  # seconds a URL waits after a request that failed for want of a file descriptor
-
-
-@dataclass
-class Outcome:
-    """A finished visit: ``key`` is the in-flight key (server and visit-state entry) to commit;
-    ``kind`` what it was; ``level`` the priority level the URL was queued with (a focused crawl's
-    front queue)."""
-
-    key: str
-    kind: VisitKind
-    fr: FetchResult
-    attempts: int = 1
-    level: int = 0
-    prior: list | None = None
-    """A revisited page's last capture (``storage.crawl_epochs.Capture.to_list``): the fetch was a
-    conditional GET, and an unchanged answer is a WARC revisit of that capture."""
 
 
 class FetchLoop:
@@ -93,11 +78,14 @@ class FetchLoop:
         self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self._release, self._local_failure,
                                         self._keep_alive, self.counters)
         self.robots = self.robots_fetch.cache  # origin → rules (the tests read them here)
-        self.spam_blocked: set[str] = set()  # host names the spam gate blocked (P spamblocked)
+        # The stages' reasons not to fetch a queued URL any more (the spam gate's blocked hosts).
+        self.dequeue_checks = dequeue_checks(settings, self.wb.frontier)
+        # The operator's switches and rules (raycrawl ctl): pause, throttle, block.
+        self.control = control_view(self.wb.frontier)
+        self.wb.delay_of = lambda server: self.control.current().delay(server)
         # A periodic crawl's pass: the last captures of the URLs acquired (conditional GETs).
         self.epoch = self.wb.frontier.epoch()
-        self.priors: dict[str, list] = {}
-        self._spam_checked = 0.0
+        self.priors: dict[str, Capture] = {}
         self._wake = asyncio.Event()
         self._stop = False
         self._runner: asyncio.Task | None = None
@@ -223,14 +211,13 @@ class FetchLoop:
             self._stop = True
 
     def _acquire(self) -> None:
-        if time.monotonic() - self._spam_checked > SPAM_REFRESH:
-            self.spam_blocked = set(self.wb.frontier.spam_blocked())
-            self._spam_checked = time.monotonic()
         # Bounded in flight AND in the buffer: what a crash can cost twice stays within max_uncommitted.
         slots = min(self.s.fetch_concurrency - len(self.tasks),
                     self.s.max_uncommitted - len(self.tasks) - len(self.done))
         if self.budget is not None:
             slots = min(slots, self.budget)
+        if self.control.current().paused:  # (what is in flight finishes)
+            slots = 0
         if slots <= 0:
             self._polite_idle = False
             self._flush_releases()
@@ -250,13 +237,19 @@ class FetchLoop:
             self.tasks.add(task)
             task.add_done_callback(self._done)
 
+    def _refused(self, url: str, host: str) -> str | None:
+        if not self.dequeue_checks:
+            return None
+        name = name_of(host)
+        return next((why for check in self.dequeue_checks if (why := check(url, name)) is not None), None)
+
     def _load_priors(self, entries: list[tuple[str, str]]) -> None:
         """One round trip for the last captures of the URLs a revisit pass just acquired."""
         keys = [inflight_key(host, entry) for host, entry in entries]
         urls = [inflight_url(k) for k in keys]
         for key, raw in zip(keys, self.wb.frontier.priors(urls), strict=True):
             if raw is not None:
-                self.priors[key] = json.loads(raw)
+                self.priors[key] = Capture.from_list(json.loads(raw))
 
     def _done(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)
@@ -295,6 +288,12 @@ class FetchLoop:
         """Visit one entry of server ``host``'s visit state (a page, or robots.txt of an origin)."""
         origin, rest = origin_of(host, entry)
         if rest.startswith(ROBOTS):
+            if self.control.current().blocked(origin + "/robots.txt", name_of(host)):
+                self._release(Release(host, ip, end=None))  # the operator blocked it after it was queued
+                self.done.append(Outcome(inflight_key(host, entry), VisitKind.ROBOTS,
+                                         FetchResult(url=origin + "/robots.txt", ip=ip, ended=time.time(),
+                                                     error="blocked")))
+                return
             fr = await self.robots_fetch.visit(self.fetcher, self.resolver, host, ip, entry, origin, rest)
             if fr is not None:
                 self.done.append(Outcome(inflight_key(host, entry), VisitKind.ROBOTS, fr))
@@ -302,11 +301,12 @@ class FetchLoop:
         path, level = split_level(rest)  # a focused crawl's priority travels with the path
         key, url = inflight_key(host, entry), origin + path
         now = time.time()
-        if self.spam_blocked and key not in self.attempts and name_of(host) in self.spam_blocked:
-            # Blocked by the spam gate after this URL was queued: not fetched (a retry is finished),
-            # and recorded as such.
+        why = self._refused(url, host) if key not in self.attempts else None
+        if why is not None:
+            # A stage refused it after it was queued (the spam gate blocked its host): not fetched
+            # (a retry is finished), and recorded as such (no request began: started 0).
             self._release(Release(host, ip, end=None))
-            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=now, ended=now, error="spam"),
+            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=0.0, ended=now, error=why),
                                      level=level))
             return
         rules = self.robots_fetch.rules(origin)
@@ -346,18 +346,17 @@ class FetchLoop:
         self.done.append(Outcome(key, VisitKind.PAGE, fr, attempt, level, prior))
 
 
-def conditional_headers(prior: list | None) -> dict[str, str] | None:
+def conditional_headers(prior: Capture | None) -> dict[str, str] | None:
     """The validators of a revisit's conditional GET (RFC 9110 §13.1): If-None-Match with the
     last capture's ETag, If-Modified-Since with its Last-Modified (a server given both decides by
     the ETag)."""
-    if not prior:
+    if prior is None:
         return None
-    etag, modified = prior[3], prior[4]
     headers = {}
-    if etag:
-        headers["If-None-Match"] = etag
-    if modified:
-        headers["If-Modified-Since"] = modified
+    if prior.etag:
+        headers["If-None-Match"] = prior.etag
+    if prior.modified:
+        headers["If-Modified-Since"] = prior.modified
     return headers or None
 
 

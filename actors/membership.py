@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raycrawl.actors.agent import AGENT0, Agent, actor_class
+from raycrawl.actors.agent import AGENT0, Agent
+from raycrawl.actors.agent_actor import actor_class
 from raycrawl.actors.crew import split_budget
 from raycrawl.actors.link_router import sieve_actor_name
 from raycrawl.policies.assignment import apply_shards, assign_shards
@@ -272,7 +273,8 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
     elapsed = time.time() - started
     per_agent = [m.results[n] for n in sorted(m.results, key=lambda n: int(n[5:]))]
     ended = [r["stopped"] for r in per_agent if r["stopped"] != "died"]
-    stopped = "frontier empty" if ended and all(s == "frontier empty" for s in ended) else "budget spent"
+    stopped = ("frontier empty" if ended and all(s == "frontier empty" for s in ended)
+               else next((s for s in ("interrupted", "stopped") if s in ended), "budget spent"))
     report = build_report(m.f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),
                           stopped=stopped, frontier=m.f.counts(),
                           extra={"agents": per_agent, "membership": m.events})

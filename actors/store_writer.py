@@ -38,10 +38,10 @@ class StoreWriter:
         for fr, revisit_of, record in items:
             pos = None
             if fr.status > 0:
-                dup = (record["dup_of"], record["dup_kind"]) if record is not None and record.get("dup_of") else None
+                dup = (record.dup_of, record.dup_kind) if record is not None and record.dup_of else None
                 pos = self.warc.write(fr, revisit_of, None if revisit_of else dup)
             if record is not None:
-                record["warc"] = list(pos) if pos else None
+                record.warc = tuple(pos) if pos else None
                 records.append(record)
         self.links.write_batch(records)
         return self.warc.bytes

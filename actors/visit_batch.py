@@ -1,33 +1,32 @@
 """What one batch of finished visits means for the crawl — decided with no Ray and no Redis.
 
-The agent gathers the inputs (the parser's results, the shared digest table's answers, the
-near-duplicate index's) and carries out the outputs (the store writer, the sieves, the commit);
-this module is the decision in between: for each visit its link record, whether its WARC record is
-a revisit, the links to follow and the counters of the batch.
+The committer (actors/batch_commit.py) gathers the inputs (the parser's results, the duplicate
+stores' answers: :class:`~actors.visit_stage.Findings`) and carries out the outputs (the store
+writer, the sieves, the commit); this module is the decision in between: for each visit its link
+record, whether its WARC record is a revisit, the links to follow and the counters of the batch.
+The crawl-time features take part as stages (actors/visit_stage.py).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
+from raycrawl.actors.visit_stage import Findings, Outcome, PageVisit, Revisit, Stages
 from raycrawl.exchange import FetchResult, VisitKind
-from raycrawl.policies.robots import sitemaps_of
+from raycrawl.storage.link_records import LinkRecord
 from raycrawl.storage.warc import sha1_b32
-from raycrawl.urls import canonicalize
 
 
 @dataclass
 class BatchDecision:
-    items: list[tuple[FetchResult, tuple[str, str, str] | None, dict[str, Any] | None]] = field(default_factory=list)
+    items: list[tuple[FetchResult, Revisit | None, LinkRecord | None]] = field(default_factory=list)
     """(exchange, revisit_of, link record) for the store writer (robots.txt exchanges: no record)."""
     counters: Counter[str] = field(default_factory=Counter)
     follow: list[str] = field(default_factory=list)
-    """Links (and redirect targets) that passed the filters and the spam gate, in order."""
+    """Links (and redirect targets) that every stage let through, in order."""
     levels: list[int] = field(default_factory=list)
     """The priority level of each link in ``follow`` (a focused crawl's front queue; else 0)."""
 
@@ -42,26 +41,19 @@ def error_kind(fr: FetchResult) -> str | None:
     return None
 
 
-NOT_REQUESTED = frozenset({"robots", "robots-unavailable", "spam", "filtered", "forbidden-network", "dns"})
+NOT_REQUESTED = frozenset({"robots", "robots-unavailable", "spam", "filtered", "forbidden-network", "dns",
+                           "blocked", "operator-scope", "budget"})
 """Error kinds of URLs no request was sent for."""
 
 
-def link_record(url: str, status: int, ctype: str, t: float, ip: str, size: int, error: str | None = None) -> dict:
-    """A link record (fields in storage/link_records.py) with nothing found in the page yet."""
-    return {"url": url, "status": status, "ctype": ctype, "time": t, "ip": ip, "size": size, "digest": None,
-            "dup_of": None, "dup_kind": None, "links": [], "redirect": None, "error": error, "title": "",
-            "warc": None, "epoch": 0, "canonical": None, "level": 0, "score": None,
-            "sha1": None, "etag": None, "modified": None, "revisit_of": None}
-
-
 def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
-                     ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str, str]]]:
+                     ) -> tuple[dict[str, tuple[str, str]], dict[str, Revisit]]:
     """Read the digest table's answers: ``pages`` are (exchange, payload SHA-1) of the pages with
     a text digest, ``owners`` the table's entry for each digest (JSON [first URL, its WARC-Date,
     its payload SHA-1]). Returns ``dup_of`` (URL → (first URL, "exact")) and ``revisit_of`` (URL →
     (first URL, date, payload digest)) — a revisit only for a byte-identical, whole payload."""
     dup_of: dict[str, tuple[str, str]] = {}
-    revisit_of: dict[str, tuple[str, str, str]] = {}
+    revisit_of: dict[str, Revisit] = {}
     for (fr, payload), owner in zip(pages, owners, strict=True):
         first_url, first_date, *first_payload = json.loads(owner)
         if first_url != fr.url:
@@ -71,34 +63,23 @@ def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
     return dup_of, revisit_of
 
 
-def unchanged(fr: FetchResult, prior: list | None, sha1: str | None) -> tuple[str, str, str | None] | None:
-    """The WARC revisit a revisited page's answer is (storage/crawl_epochs.py), or None: a 304 to
-    our conditional GET → (captured URL, its date, None: profile server-not-modified); a whole 200
-    whose payload SHA-1 is the last capture's → (URL, date, digest: identical-payload-digest).
-    ``prior``: the page's last capture (``Capture.to_list``) when the fetch was a revisit;
-    ``sha1``: the payload digest of ``fr.body``."""
-    if prior is None:
-        return None
-    url, date, last = prior[0], prior[1], prior[2]
-    if fr.status == 304:
-        return url, date, None
-    if fr.status == 200 and not fr.truncated and not fr.error and sha1 == last:
-        return url, date, last
-    return None
+def page_record(o: Outcome, sha1s: dict[str, str]) -> LinkRecord:
+    """The link record of a page visit with nothing found in the page yet."""
+    fr = o.fr
+    error = error_kind(fr)
+    return LinkRecord(
+        url=fr.url, status=fr.status, ctype=fr.ctype, time=fr.ended, ip=fr.ip, size=len(fr.body), error=error,
+        # When the request began (the crawl log's fetch duration); none for a URL never requested.
+        started=(fr.started or None) if error not in NOT_REQUESTED else None,
+        redirect=fr.redirect, level=o.level, etag=fr.headers.get("etag"), modified=fr.headers.get("last-modified"),
+        sha1=(sha1s.get(fr.url) or sha1_b32(fr.body)) if fr.status > 0 and fr.status != 304 else None)
 
 
-def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, str]],
-           revisit_of: dict[str, tuple[str, str, str]], explain: Callable[[str], str | None],
-           spam_gate: Any = None, focus: Any = None, epoch: int = 0,
-           sha1s: dict[str, str] | None = None, follow_sitemaps: bool = False) -> BatchDecision:
-    """The decision over ``outcomes`` (actors.fetch_loop.Outcome) given the parse results by URL,
-    the duplicates found and the prefetch filters' ``explain`` (None: the URL passes). The spam
-    gate, if any, observes every HTML page and blocks the links to its hosts. A focus policy
-    (policies/focus.py) gives the links of a page the level of its score; a redirect target
-    keeps the level its source was queued with. ``epoch``: the pass of a periodic crawl; a
-    revisited page that did not change is a WARC revisit of its last capture (:func:`unchanged`).
-    ``sha1s``: payload digests already computed, by URL (the others are computed here).
-    ``follow_sitemaps``: the ``Sitemap:`` URLs of each robots.txt fetched are links to follow."""
+def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDecision:
+    """The decision over ``outcomes`` given what was found in the batch (parse results by URL,
+    duplicates, payload digests) and the crawl's stages (actors/visit_stage.py), which observe each
+    visit and judge each link. A duplicate's links are not followed (they are its original's); a
+    redirect target keeps the level its source was queued with; a sitemap's URLs get its own."""
     d = BatchDecision()
     counters = d.counters
     links: list[tuple[str, int]] = []
@@ -111,65 +92,41 @@ def decide(outcomes: list, parsed: dict[str, Any], dup_of: dict[str, tuple[str, 
                 counters[f"robots_error:{kind}"] += 1
             counters["bytes"] += len(fr.body)
             d.items.append((fr, None, None))
-            if follow_sitemaps and 200 <= fr.status < 300:
-                found = [u for raw in sitemaps_of(fr.body) if (u := canonicalize(raw, fr.url))]
-                counters["sitemaps"] += len(found)
-                links += [(u, 0) for u in found]
+            links += [(u, 0) for u in stages.robots(fr, counters)]
             continue
-        pr = parsed.get(fr.url)
-        rec = link_record(fr.url, fr.status, fr.ctype, fr.ended, fr.ip, len(fr.body), error=error_kind(fr))
-        # When the request began (the crawl log's fetch duration); none for a URL never requested.
-        rec["started"] = (fr.started or None) if rec["error"] not in NOT_REQUESTED else None
-        rec["redirect"] = fr.redirect
-        rec["level"], rec["epoch"] = o.level, epoch
-        rec["etag"], rec["modified"] = fr.headers.get("etag"), fr.headers.get("last-modified")
-        if fr.status > 0 and fr.status != 304:
-            rec["sha1"] = (sha1s or {}).get(fr.url) or sha1_b32(fr.body)
-        revisit = unchanged(fr, o.prior, rec["sha1"])
-        if revisit is not None:
-            counters["revisit:not-modified" if revisit[2] is None else "revisit:identical"] += 1
-        elif o.prior is not None:
-            counters["revisit:changed"] += 1
-        link_level = rec["level"] if pr is not None and pr.sitemap else 0  # a sitemap's URLs: its own level
+        pr = found.parsed.get(fr.url)
+        rec = page_record(o, found.sha1s)
+        visit = PageVisit(o, pr, rec, counters, link_level=rec.level if pr is not None and pr.sitemap else 0)
         if pr is not None:
-            rec["digest"], rec["title"], rec["canonical"] = pr.digest, pr.title, pr.canonical
-            rec["score"] = pr.score
-            if focus is not None and pr.score is not None:
-                link_level = focus.link_level(pr.score)
-                counters["focus:scored"] += 1
-                counters["focus:relevant"] += pr.score >= 0.5  # the live harvest, as the classifier judges
-            if fr.url in dup_of:  # a duplicate's links are not followed (they are its original's)
-                rec["dup_of"], rec["dup_kind"] = dup_of[fr.url]
-                counters[f"dup:{rec['dup_kind']}"] += 1
-                if revisit is None and fr.url in revisit_of:
-                    revisit = revisit_of[fr.url]
+            rec.digest, rec.title, rec.canonical, rec.score = pr.digest, pr.title, pr.canonical, pr.score
+        stages.observe(visit)
+        if pr is not None:
+            if fr.url in found.dup_of:
+                rec.dup_of, rec.dup_kind = found.dup_of[fr.url]
+                counters[f"dup:{rec.dup_kind}"] += 1
+                if visit.revisit is None and fr.url in found.revisit_of:
+                    visit.revisit = found.revisit_of[fr.url]
                     counters["dup:revisit-records"] += 1
             else:
-                rec["links"] = pr.links
-            if spam_gate is not None and fr.ctype == "text/html":
-                host = (urlsplit(fr.url).hostname or "").lower()
-                if spam_gate.observe(host, spam_gate.page_features(fr.body, host)):
-                    counters["spam:gated_pages"] += 1
-        if revisit is not None:
-            rec["revisit_of"] = [revisit[0], revisit[1]]
+                rec.links = pr.links
+        if visit.revisit is not None:
+            rec.revisit_of = (visit.revisit[0], visit.revisit[1])
         if fr.redirect:
             counters["redirects"] += 1
-            links.append((fr.redirect, rec["level"]))
-        links += [(u, link_level) for u in rec["links"]]
+            links.append((fr.redirect, rec.level))
+        links += [(u, visit.link_level) for u in rec.links]
         counters["pages"] += 1
         counters[f"status:{fr.status}"] += 1
         if fr.status:
             counters[f"ctype:{fr.ctype or 'none'}"] += 1
-        if rec["error"]:
-            counters[f"error:{rec['error']}"] += 1
+        if rec.error:
+            counters[f"error:{rec.error}"] += 1
         if o.attempts > 1:
             counters["retries"] += o.attempts - 1
         counters["bytes"] += len(fr.body)
-        d.items.append((fr, revisit, rec))
+        d.items.append((fr, visit.revisit, rec))
     for url, lvl in links:
-        why = explain(url)
-        if why is None and spam_gate is not None and spam_gate.is_blocked((urlsplit(url).hostname or "").lower()):
-            why = "spam"
+        why = stages.judge(url, (urlsplit(url).hostname or "").lower())
         if why is None:
             d.follow.append(url)
             d.levels.append(lvl)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -104,6 +105,8 @@ class Workbench:
                  view: str = "agent0") -> None:
         self.frontier = RedisFrontier(client, prefix, view)
         self.politeness = politeness or Politeness()
+        # The operator's host delays (``raycrawl ctl throttle``): server → delay, or None.
+        self.delay_of: Callable[[str], float | None] = lambda server: None
 
     def add_urls(self, urls: list[str], ips: dict[str, str], new_hosts: set[str] = frozenset()) -> int:
         """Append canonical URLs to their servers' visit states (``ips``: server → IP). Servers in
@@ -150,7 +153,8 @@ class Workbench:
             if rel.end is None:
                 hn, ipn = -1.0, -1.0
             else:
-                hn, ipn = self.politeness.host_next(rel.end, rel.crawl_delay), self.politeness.ip_next(rel.end)
+                hn = self.politeness.host_next(rel.end, rel.crawl_delay, self.delay_of(rel.host))
+                ipn = self.politeness.ip_next(rel.end)
             if rel.crawl_delay:
                 cdelays.append((rel.host, pol.effective_host_delay(rel.crawl_delay)))
             if rel.not_before is not None:

@@ -186,9 +186,9 @@ def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int, per_h
             by_role: dict[str, int] = {}
             near_flagged = 0
             for rec in iter_link_records(out):
-                r = role.get(manifest.host_name(rec["url"]), "?")
+                r = role.get(manifest.host_name(rec.url), "?")
                 by_role[r] = by_role.get(r, 0) + 1
-                near_flagged += rec.get("dup_kind") == "near"
+                near_flagged += rec.dup_kind == "near"
             dup_hosts = {k: v for k, v in sorted(by_role.items()) if k in ("mirror", "near_miss", "exact_mirror", "session")}
             summary = cluster_crawl(out)
             print(f"  near-dup suppression {'ON ' if near else 'OFF'}: {report.get('pages')} pages fetched in {took:.0f} s; "

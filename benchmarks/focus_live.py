@@ -74,7 +74,7 @@ def main() -> int:
             build_summaries(archive, min_df=3)
             print(f"archive: BFS crawl of websim {args.hosts} hosts / {args.ips} IPs (seed {args.seed}, clean): "
                   f"{rep['pages']:,} pages in {time.time() - t0:.0f} s; graph and summaries built")
-            fetched_labels = Counter(labels.get(r["url"]) for r in fetch_order(archive))
+            fetched_labels = Counter(labels.get(r.url) for r in fetch_order(archive))
             topic = [t for t, _ in fetched_labels.most_common() if t is not None][args.topic_rank]
             share = fetched_labels[topic] / sum(fetched_labels.values())
             print(f"topic {topic!r}: {fetched_labels[topic]:,} of the archive's pages ({share:.1%})")
@@ -95,7 +95,7 @@ def main() -> int:
                           ip_delay=args.ip_delay)
                     web.flush_log()
                     recs = fetch_order(out)
-                    pages, rel = harvest_curve(recs, lambda r: labels.get(r["url"]) == topic)
+                    pages, rel = harvest_curve(recs, lambda r: labels.get(r.url) == topic)
                     live[policy].append(float(rel[-1] / pages[-1]))
                     a = audit([r for r in web.requests() if r.start >= t1], web.manifest, args.host_delay,
                               args.ip_delay)

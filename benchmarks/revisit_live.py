@@ -47,25 +47,25 @@ def check_pass(out: Path, epoch: int, params: dict, port: int) -> dict:
     model = WebModel.generate(**params, epoch=epoch)
     renderer = Renderer(model, port)
     records = list(iter_link_records(out))
-    full = {(r["url"], warc_date(r["time"])): r["warc"] for r in records if r.get("warc") and not r.get("revisit_of")}
+    full = {(r.url, warc_date(r.time)): r.warc for r in records if r.warc and not r.revisit_of}
     counts = {"not-modified": 0, "identical": 0, "full": 0, "violations": 0}
     for r in records:
-        if r["epoch"] != epoch or r["status"] not in (200, 304) or epoch == 0:
+        if r.epoch != epoch or r.status not in (200, 304) or epoch == 0:
             continue
-        host = model.by_name[r["url"].split("/")[2].rsplit(":", 1)[0]]
-        page = host.pages.get("/" + r["url"].split("/", 3)[3])
+        host = model.by_name[r.url.split("/")[2].rsplit(":", 1)[0]]
+        page = host.pages.get("/" + r.url.split("/", 3)[3])
         if page is None or page.kind != "html":
             continue
         served = renderer.response(host, page).body
-        ref = r.get("revisit_of")
+        ref = r.revisit_of
         if ref is None:
             counts["full"] += 1  # changed, or new
-            body = read_record_at(out / "warc", *r["warc"])[2]
+            body = read_record_at(out / "warc", *r.warc)[2]
         else:
-            counts["not-modified" if r["status"] == 304 else "identical"] += 1
+            counts["not-modified" if r.status == 304 else "identical"] += 1
             pos = full.get(tuple(ref))
             body = read_record_at(out / "warc", *pos)[2] if pos else None
-            if r["status"] == 200 and r["sha1"] != sha1_b32(body or b""):
+            if r.status == 200 and r.sha1 != sha1_b32(body or b""):
                 counts["violations"] += 1
         counts["violations"] += body != served
     return counts

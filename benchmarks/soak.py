@@ -154,10 +154,16 @@ def main() -> None:
                     help="checkout (e.g. a git worktree of another commit) whose raycrawl and websim run (default: this one)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the crawl directory here")
     ap.add_argument("--json", type=Path, default=None, help="write the samples and summary here")
+    ap.add_argument("--heap", type=Path, default=None,
+                    help="every process of the crawl dumps tracemalloc snapshots here (slower; "
+                         "benchmarks/heap_diff.py reads them)")
+    ap.add_argument("--heap-every", type=float, default=300.0, help="seconds between heap snapshots")
     args = ap.parse_args()
 
     env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
            "PYTHONPATH": str(args.code)}
+    if args.heap:
+        env.update(RAYCRAWL_HEAP_DIR=str(args.heap.resolve()), RAYCRAWL_HEAP_EVERY=str(args.heap_every))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         code = package_of(args.code.resolve(), tmp / "code") if args.code.resolve() != ROOT else ROOT
@@ -214,8 +220,11 @@ def summarize(args: argparse.Namespace, sampler: Sampler, report: dict, local_fa
           f"→ {last['redis_used'] / budget:.2f} of it")
     print(f"rate: last tenth {last['rate']:.0f} pages/s, second {second['rate']:.0f} → {last['rate'] / second['rate']:.0%}")
     first = rows[0]
-    drift = {n: (last["rss"].get(n, 0) - first["rss"].get(n, 0)) / max(1.0, first["rss"].get(n, 0)) for n in names}
-    print("RSS from the first tenth to the last: " + ", ".join(f"{n} {d:+.0%}" for n, d in drift.items()))
+    # A process's last reading: the last sample it was alive in (the actors end with the crawl, so
+    # the tenth-10 row may have caught them gone).
+    final = {n: next((s["rss"][n] for s in reversed(sampler.samples) if s["rss"].get(n)), 0) for n in names}
+    drift = {n: (final[n] - first["rss"].get(n, 0)) / max(1.0, first["rss"].get(n, 0)) for n in names}
+    print("RSS from the first tenth to the end: " + ", ".join(f"{n} {d:+.0%}" for n, d in drift.items()))
     print("most open files: " + ", ".join(f"{n} {f}" for n, f in sorted(sampler.max_files.items()) if not n.startswith("other:")))
     print(f"requests that found no file descriptor (retried, never held against a host): {local_failures}")
     print(f"report: stopped={report.get('stopped')}, duplicates {report.get('duplicates')}, "

@@ -25,6 +25,8 @@ COMMANDS = (
     "links",
     "websim",
     "status",
+    "ctl",
+    "console",
     "check",
     "log",
     "dedup",

@@ -16,7 +16,7 @@ Fields:
 ``robots_errors``   robots.txt exchanges by error kind (a host whose robots.txt is unreachable or
                     5xx is off limits: its pages count as error ``robots-unavailable``)
 ``elapsed_s``       wall time of this run; ``pages_per_s`` = pages of this run / elapsed_s
-``stopped``         "frontier empty", "budget spent" or "interrupted"
+``stopped``         "frontier empty", "budget spent", "interrupted" (Ctrl-C, SIGTERM) or "stopped" (raycrawl ctl stop)
 =================== ===========================================================================
 """
 

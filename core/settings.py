@@ -144,6 +144,10 @@ class Settings:
         "$RAYCRAWL_SPAM_GATE).")
     near_dup: bool = knob(True, FILTERS,
         "Check parsed pages against the near-duplicate index (actors/shingler.py) when present.")
+    extra_stages: list[str] = knob(None, FILTERS,
+        "Crawl-time stages of one's own, as ``module:Class`` import paths of VisitStage subclasses "
+        "(actors/visit_stage.py; docs/architecture.md, \"Add a crawl-time stage\"); run after the built-in ones.",
+        factory=list)
     summaries_at_crawl: bool = knob(True, FILTERS,
         "Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so "
         "``raycrawl summaries build DIR --from-spill`` needs no second pass over the WARC files.")

@@ -28,15 +28,18 @@ class Politeness:
     def __post_init__(self) -> None:
         assert min(self.host_delay, self.ip_delay, self.max_crawl_delay, self.retry_backoff) >= 0
 
-    def effective_host_delay(self, crawl_delay: float | None) -> float:
-        """The delay between two requests to a host whose robots.txt asks for ``crawl_delay``."""
+    def effective_host_delay(self, crawl_delay: float | None, override: float | None = None) -> float:
+        """The delay between two requests to a host whose robots.txt asks for ``crawl_delay``;
+        ``override``: the operator's delay for the host (``raycrawl ctl throttle``), which replaces
+        the configured one, higher or lower, but never goes below the Crawl-delay."""
+        base = self.host_delay if override is None else override
         if crawl_delay is None or crawl_delay <= 0:
-            return self.host_delay
-        return max(self.host_delay, min(crawl_delay, self.max_crawl_delay))
+            return base
+        return max(base, min(crawl_delay, self.max_crawl_delay))
 
-    def host_next(self, end: float, crawl_delay: float | None = None) -> float:
+    def host_next(self, end: float, crawl_delay: float | None = None, override: float | None = None) -> float:
         """Earliest start of the next request to a host whose last response ended at ``end``."""
-        return end + self.effective_host_delay(crawl_delay)
+        return end + self.effective_host_delay(crawl_delay, override)
 
     def ip_next(self, end: float) -> float:
         """Earliest start of the next request to an IP whose last response ended at ``end``."""

@@ -190,9 +190,9 @@ def scan_archive(out: Path) -> ArchiveScan:
     for path in sorted((out / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
         for rec in read_link_file(path):
             scan.records += 1
-            fps.append(fingerprint(rec["url"]))
-            if rec.get("warc"):
-                name, offset = rec["warc"]
+            fps.append(fingerprint(rec.url))
+            if rec.warc:
+                name, offset = rec.warc
                 if name not in sizes:
                     sizes[name] = (warc_dir / name).stat().st_size if (warc_dir / name).exists() else -1
                 if offset >= sizes[name]:

@@ -47,7 +47,7 @@ PARTS = {"warc": "warc", "links": "links", "sieve": "sieve", "virtualizer": "vir
          "workers": WORKERS_NAME,
          "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index",
          "revisit": "revisit", "indexes": "indexes", "crawl_log": "crawl.log", "timeline": "timeline",
-         "timeline_png": "crawl-timeline.png"}
+         "timeline_png": "crawl-timeline.png", "operator_log": "operator.log"}
 
 
 class Layout:
@@ -79,6 +79,7 @@ class Layout:
     revisit: Path
     indexes: Path
     crawl_log: Path
+    operator_log: Path
 
 
 def layout(out: str | Path) -> Layout:

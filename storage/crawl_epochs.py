@@ -26,13 +26,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from raycrawl.policies.revisit import Visit
-from raycrawl.storage.link_records import iter_link_records
+from raycrawl.storage.link_records import LinkRecord, iter_link_records
 from raycrawl.storage.warc import warc_date
 
-Record = dict[str, Any]
+Record = LinkRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,30 +57,30 @@ class Capture:
 def _ordered(records: Iterable[Record]) -> dict[str, list[Record]]:
     by_url: dict[str, list[Record]] = {}
     for rec in records:
-        if rec.get("url"):
-            by_url.setdefault(rec["url"], []).append(rec)
+        if rec.url:
+            by_url.setdefault(rec.url, []).append(rec)
     for recs in by_url.values():
-        recs.sort(key=lambda r: (r.get("epoch") or 0, r.get("time") or 0.0))
+        recs.sort(key=lambda r: (r.epoch, r.time))
     return by_url
 
 
 def answered(rec: Record) -> bool:
     """A visit that got an HTTP answer (not a DNS/connect error, not skipped by robots)."""
-    return (rec.get("status") or 0) > 0
+    return (rec.status) > 0
 
 
 def is_revisit(rec: Record) -> bool:
     """Its WARC record is a revisit (a 304, or a byte-identical payload): it stands for an earlier capture."""
-    return bool(rec.get("revisit_of"))
+    return bool(rec.revisit_of)
 
 
 def _capture(rec: Record) -> Capture | None:
     """The capture a 200 record stores or refers to (None: not a whole 200 response with a digest)."""
-    if rec.get("status") != 200 or not rec.get("sha1") or rec.get("error") or not rec.get("warc"):
+    if rec.status != 200 or not rec.sha1 or rec.error or not rec.warc:
         return None
-    ref = rec.get("revisit_of")
-    url, date = (ref[0], ref[1]) if ref else (rec["url"], warc_date(rec["time"]))
-    return Capture(url, date, rec["sha1"], rec.get("etag"), rec.get("modified"))
+    ref = rec.revisit_of
+    url, date = (ref[0], ref[1]) if ref else (rec.url, warc_date(rec.time))
+    return Capture(url, date, rec.sha1, rec.etag, rec.modified)
 
 
 @dataclass
@@ -99,17 +99,17 @@ def history(recs: list[Record]) -> History:
     for rec in recs:
         if not answered(rec):
             continue
-        level = rec.get("level") or 0
-        if rec["status"] == 304 and rec.get("revisit_of"):
+        level = rec.level
+        if rec.status == 304 and rec.revisit_of:
             now = state  # the server says: unchanged
         else:
-            now = (rec["status"], rec.get("sha1"))
-            if rec["status"] == 200 and not rec.get("sha1"):
+            now = (rec.status, rec.sha1)
+            if rec.status == 200 and not rec.sha1:
                 now = None  # a record without a payload digest (older crawls): no comparison
         changed = None if state is None or now is None else now != state
-        visits.append(Visit(rec.get("epoch") or 0, changed))
+        visits.append(Visit(rec.epoch, changed))
         state = now
-        capture = _capture(rec) or (capture if rec["status"] == 304 else None)
+        capture = _capture(rec) or (capture if rec.status == 304 else None)
     return History(visits, capture, level)
 
 
@@ -120,7 +120,7 @@ def histories(crawl_dir: str | Path) -> dict[str, History]:
 
 def epochs(crawl_dir: str | Path) -> list[int]:
     """The passes the crawl's link records hold (``[0]`` for a crawl never revisited)."""
-    return sorted({rec.get("epoch") or 0 for rec in iter_link_records(crawl_dir)}) or [0]
+    return sorted({rec.epoch for rec in iter_link_records(crawl_dir)}) or [0]
 
 
 def snapshots(crawl_dir: str | Path) -> dict[int, dict[str, Record]]:
@@ -128,14 +128,14 @@ def snapshots(crawl_dir: str | Path) -> dict[int, dict[str, Record]]:
     stands for the last full record before it; a page whose last visit found it gone (404…) is
     its 404 record."""
     by_url = _ordered(iter_link_records(crawl_dir))
-    all_epochs = sorted({rec.get("epoch") or 0 for recs in by_url.values() for rec in recs}) or [0]
+    all_epochs = sorted({rec.epoch for recs in by_url.values() for rec in recs}) or [0]
     out: dict[int, dict[str, Record]] = {k: {} for k in all_epochs}
     for url, recs in by_url.items():
         current: Record | None = None
         full: Record | None = None
         i = 0
         for k in all_epochs:
-            while i < len(recs) and (recs[i].get("epoch") or 0) <= k:
+            while i < len(recs) and recs[i].epoch <= k:
                 rec = recs[i]
                 i += 1
                 if not answered(rec) and current is not None:
@@ -144,7 +144,7 @@ def snapshots(crawl_dir: str | Path) -> dict[int, dict[str, Record]]:
                     current = full
                     continue
                 current = rec
-                if rec.get("warc") and not is_revisit(rec):
+                if rec.warc and not is_revisit(rec):
                     full = rec
             if current is not None:
                 out[k][url] = current

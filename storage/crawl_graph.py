@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from raycrawl.storage.crawl_dir import PARTS
+from raycrawl.storage.link_records import LinkRecord
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,10 @@ def graph_paths(crawl_dir: str | Path) -> dict[str, Path]:
             "info": g / "graph.json"}
 
 
-def is_node_record(rec: dict[str, Any]) -> bool:
+def is_node_record(rec: LinkRecord) -> bool:
     """Whether a link record makes its URL a node (see module doc)."""
-    status = rec.get("status") or 0
-    return 200 <= status < 300 or (300 <= status < 400 and bool(rec.get("redirect")))
+    status = rec.status
+    return 200 <= status < 300 or (300 <= status < 400 and bool(rec.redirect))
 
 
 def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[int], str], int, str]:
@@ -71,8 +72,7 @@ def node_map(crawl_dir: Path) -> tuple[Callable[[str], int | None], Callable[[in
         return id_of, m.url_of, len(m), f"graph URL map {path}"
     from raycrawl.storage.link_records import iter_link_records
 
-    urls = {rec["url"] for rec in iter_link_records(crawl_dir) if isinstance(rec.get("url"), str)
-            and is_node_record(rec)}
+    urls = {rec.url for rec in iter_link_records(crawl_dir) if is_node_record(rec)}
     ordered = sorted(urls, key=url_sort_key)
     index = {u: i for i, u in enumerate(ordered)}
     return index.get, ordered.__getitem__, len(ordered), "link records (no graph built yet)"
@@ -88,28 +88,20 @@ class GraphCompressor:
         self.url_block_size = url_block_size
         self._out: dict[str, set[str]] = {}  # node URL -> candidate targets (filtered at finish)
         self.records = 0
-        self.skipped = 0
 
-    def add_records(self, records: Iterable[dict[str, Any]]) -> int:
-        """Take a batch of link records; returns how many were nodes. Malformed records (no
-        ``url``) are counted in ``skipped`` and logged, never fatal."""
+    def add_records(self, records: Iterable[LinkRecord]) -> int:
+        """Take a batch of link records; returns how many were nodes."""
         nodes = 0
         for rec in records:
             self.records += 1
-            url = rec.get("url")
-            if not isinstance(url, str) or not url:
-                self.skipped += 1
-                log.warning("link record without a url skipped: %r", {k: rec.get(k) for k in ("status", "error")})
-                continue
             if not is_node_record(rec):
                 continue
             nodes += 1
-            targets = self._out.setdefault(url, set())
-            status = rec.get("status") or 0
-            if status < 300:
-                targets.update(t for t in rec.get("links") or () if isinstance(t, str))
-            elif rec.get("redirect"):
-                targets.add(rec["redirect"])
+            targets = self._out.setdefault(rec.url, set())
+            if rec.status < 300:
+                targets.update(rec.links)
+            elif rec.redirect:
+                targets.add(rec.redirect)
         return nodes
 
     @property
@@ -137,7 +129,7 @@ class GraphCompressor:
         """Write ``DIR/graph/`` (see module doc) and return its summary."""
         urls, src, dst = self.arcs()
         return write_graph_dir(crawl_dir, urls, src, dst, url_block_size=self.url_block_size,
-                               extra={"records": self.records, "skipped_records": self.skipped}, **self.params)
+                               extra={"records": self.records}, **self.params)
 
 
 def write_graph_dir(crawl_dir: str | Path, urls: list[str] | None, src: np.ndarray, dst: np.ndarray, *,
@@ -197,12 +189,10 @@ def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     from raycrawl.storage.link_records import iter_link_records
 
     gc = GraphCompressor(**kwargs)
-    batch: list[dict[str, Any]] = []
+    batch: list[LinkRecord] = []
     count = 0
     for rec in iter_link_records(crawl_dir):
-        if not isinstance(rec, dict):
-            continue  # not a link record at all (msgpack of something else)
-        count += isinstance(rec.get("url"), str)
+        count += 1
         batch.append(rec)
         if len(batch) >= 10_000:
             gc.add_records(batch)

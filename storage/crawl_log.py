@@ -34,7 +34,8 @@ from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 # table). A DNS failure is -6 ("prerequisite domain-lookup failed"), as Heritrix logs the URLs of a
 # host that does not resolve (its -1 goes to the dns: record, which raycrawl does not write).
 HERITRIX_CODES = {"dns": -6, "connect": -2, "reset": -3, "timeout": -4, "robots": -9998, "robots-unavailable": -61,
-                  "forbidden-network": -5000, "filtered": -5000, "spam": -5002, "too-large": -5, "bomb": -5,
+                  "forbidden-network": -5000, "filtered": -5000, "spam": -5002,
+                  "blocked": -5001, "operator-scope": -5000, "budget": -5003, "too-large": -5, "bomb": -5,
                   "bad-content": -5, "bad-url": -7, "tls": -2, "bad-response": -5, "bad-encoding": -5}
 # A response whose body ended early (the connection was lost, or timed out, mid-body) is a failed
 # fetch, whatever its status line said: its code, and Heritrix's truncation annotation.
@@ -54,7 +55,7 @@ def _records(crawl_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     for path in sorted((crawl_dir / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
         worker = path.name[: -len(SUFFIX)].rsplit("-", 1)[0]
         out.extend((worker, rec) for rec in read_link_file(path))
-    out.sort(key=lambda wr: wr[1].get("time") or 0.0)
+    out.sort(key=lambda wr: wr[1].time)
     return out
 
 
@@ -87,17 +88,17 @@ def _discovery(records: list[tuple[str, dict[str, Any]]], seeds: set[str]) -> tu
     """(via, hop letter) of every URL that has a discoverer (see the module doc)."""
     fetched = {}
     for _, rec in records:
-        fetched.setdefault(rec["url"], rec.get("time") or 0.0)
+        fetched.setdefault(rec.url, rec.time)
     via: dict[str, str] = {}
     hop: dict[str, str] = {}
     for _, rec in records:  # in time order: the first linker seen is the earliest
-        t = rec.get("time") or 0.0
-        targets = [(u, "L") for u in rec.get("links") or ()]
-        if rec.get("redirect"):
-            targets.append((rec["redirect"], "R"))
+        t = rec.time
+        targets = [(u, "L") for u in rec.links]
+        if rec.redirect:
+            targets.append((rec.redirect, "R"))
         for url, letter in targets:
-            if url not in via and url not in seeds and url != rec["url"] and fetched.get(url, math.inf) > t:
-                via[url], hop[url] = rec["url"], letter
+            if url not in via and url not in seeds and url != rec.url and fetched.get(url, math.inf) > t:
+                via[url], hop[url] = rec.url, letter
     return via, hop
 
 
@@ -119,26 +120,26 @@ def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
     via, hop = _discovery(records, crawl_seeds(layout(crawl_dir).out))
     memo: dict[str, str] = {}
     for worker, rec in records:
-        t = rec.get("time") or 0.0
-        http = rec.get("status") or 0
-        err = rec.get("error")
+        t = rec.time
+        http = rec.status
+        err = rec.error
         status = http if http and err not in CUT_SHORT else HERITRIX_CODES.get(err or "", -5)
-        warc = rec.get("warc") or (None, None)
+        warc = rec.warc or (None, None)
         notes = []
-        if rec.get("dup_of"):
-            notes.append(f"duplicate:{rec.get('dup_kind') or 'exact'}")
-        if rec.get("revisit_of"):
+        if rec.dup_of:
+            notes.append(f"duplicate:{rec.dup_kind or 'exact'}")
+        if rec.revisit_of:
             notes.append("warcRevisit:" + ("notModified" if http == 304 else "digest"))
         if err and http:
             notes.append(CUT_SHORT.get(err) or ("lenTrunc" if err in ("too-large", "bomb") else f"err={err}"))
-        yield {"time": t, "status": status, "size": rec.get("size") or 0, "url": rec["url"],
-               "discovery_path": _path(rec["url"], via, hop, memo), "via": via.get(rec["url"]),
-               "mime": rec.get("ctype") or None, "worker": worker, "fetch_time": rec.get("started") or t,
-               "fetch_ms": round((t - rec["started"]) * 1000) if rec.get("started") else None, "digest": rec.get("sha1"),
+        yield {"time": t, "status": status, "size": rec.size, "url": rec.url,
+               "discovery_path": _path(rec.url, via, hop, memo), "via": via.get(rec.url),
+               "mime": rec.ctype or None, "worker": worker, "fetch_time": rec.started or t,
+               "fetch_ms": round((t - rec.started) * 1000) if rec.started else None, "digest": rec.sha1,
                "source": None, "annotations": ",".join(notes) or None, "warc_filename": warc[0],
-               "warc_offset": warc[1], "duplicate_of": rec.get("dup_of"), "duplicate_kind": rec.get("dup_kind"),
-               "revisit_of": (rec.get("revisit_of") or [None])[0], "http_status": http, "error": err,
-               "epoch": rec.get("epoch", 0), "title": rec.get("title") or None}
+               "warc_offset": warc[1], "duplicate_of": rec.dup_of, "duplicate_kind": rec.dup_kind,
+               "revisit_of": (rec.revisit_of or [None])[0], "http_status": http, "error": err,
+               "epoch": rec.epoch, "title": rec.title or None}
 
 
 def heritrix_line(row: dict[str, Any]) -> str:

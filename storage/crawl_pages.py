@@ -20,6 +20,7 @@ from fastwarc.warc import WarcRecordType
 
 from raycrawl.exchange import content_type_charset
 from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.link_records import LinkRecord
 from raycrawl.storage.warc import DUPLICATE_OF, iter_records, read_record_at, torn
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,10 @@ def is_page(url: str, status: int, ctype: str | None, truncated: bool = False, d
             and not url.endswith("/robots.txt"))
 
 
-def is_page_record(rec: dict[str, Any]) -> bool:
+def is_page_record(rec: LinkRecord) -> bool:
     """The rule for a link record (storage/link_records.py): a cut body has its ``error``."""
-    return bool(rec.get("warc")) and is_page(rec.get("url") or "", rec.get("status") or 0, rec.get("ctype"),
-                                             truncated=bool(rec.get("error")), duplicate=bool(rec.get("dup_of")))
+    return bool(rec.warc) and is_page(rec.url, rec.status, rec.ctype, truncated=bool(rec.error),
+                                      duplicate=bool(rec.dup_of))
 
 
 @dataclass
@@ -78,10 +79,10 @@ def snapshot_pages(crawl_dir: str | Path, records: Iterable[dict[str, Any]]) -> 
     for rec in records:
         if not is_page_record(rec):
             continue
-        name, offset = rec["warc"]
+        name, offset = rec.warc
         try:
             url, headers, body = read_record_at(warc_dir, name, int(offset))
         except (OSError, ValueError) as exc:
-            log.warning("%s@%s: unreadable record of %s skipped (%s)", name, offset, rec["url"], exc)
+            log.warning("%s@%s: unreadable record of %s skipped (%s)", name, offset, rec.url, exc)
             continue
         yield Page(url, body, content_type_charset(headers.get("content-type", "")), (name, int(offset)))

@@ -4,7 +4,7 @@ Layout: ``CRAWL_DIR/links/<writer>-<seq:05d>.rec.gz``. Each file is a sequence o
 each member holds a batch of msgpack maps written back to back, so a ``kill -9`` loses at most
 the batch being written and a reader stops cleanly at a truncated tail.
 
-Record fields (msgpack map, str keys):
+Record fields (msgpack map, str keys; :class:`LinkRecord` in code):
 
 =========== ========== ==========================================================================
 key         type       meaning
@@ -49,6 +49,7 @@ import gzip
 import logging
 import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,66 @@ log = logging.getLogger(__name__)
 
 LINKS_SUBDIR = PARTS["links"]
 SUFFIX = ".rec.gz"
+
+
+@dataclass(slots=True)
+class LinkRecord:
+    """One fetched (or refused) URL, as the table above says; :meth:`to_map` and
+    :meth:`from_map` are the only places its stored form is spelled."""
+
+    url: str
+    status: int = 0
+    ctype: str = ""
+    time: float = 0.0
+    started: float | None = None
+    ip: str = ""
+    size: int = 0
+    digest: bytes | None = None
+    dup_of: str | None = None
+    dup_kind: str | None = None
+    links: list[str] = field(default_factory=list)
+    redirect: str | None = None
+    error: str | None = None
+    title: str = ""
+    warc: tuple[str, int] | None = None
+    canonical: str | None = None
+    epoch: int = 0
+    level: int = 0
+    score: float | None = None
+    sha1: str | None = None
+    etag: str | None = None
+    modified: str | None = None
+    revisit_of: tuple[str, str] | None = None
+
+    def to_map(self) -> dict[str, Any]:
+        m = {name: getattr(self, name) for name in FIELDS}
+        if self.warc is not None:
+            m["warc"] = list(self.warc)
+        if self.revisit_of is not None:
+            m["revisit_of"] = list(self.revisit_of)
+        return m
+
+    @classmethod
+    def from_map(cls, m: object) -> LinkRecord | None:
+        """The record a stored map holds, or None for a map that is not one (no URL). Fields
+        absent from older records take their defaults; nil numbers read as 0."""
+        if not isinstance(m, dict) or not isinstance(url := m.get("url"), str) or not url:
+            return None
+        warc, ref = m.get("warc"), m.get("revisit_of")
+        started = m.get("started")
+        return cls(
+            url=url, status=int(m.get("status") or 0), ctype=m.get("ctype") or "", time=float(m.get("time") or 0.0),
+            started=float(started) if started else None, ip=m.get("ip") or "", size=int(m.get("size") or 0),
+            digest=m.get("digest"), dup_of=m.get("dup_of"), dup_kind=m.get("dup_kind"),
+            links=[u for u in m.get("links") or () if isinstance(u, str)], redirect=m.get("redirect") or None,
+            error=m.get("error"), title=m.get("title") or "",
+            warc=(str(warc[0]), int(warc[1])) if warc else None, canonical=m.get("canonical"),
+            epoch=int(m.get("epoch") or 0), level=int(m.get("level") or 0), score=m.get("score"),
+            sha1=m.get("sha1"), etag=m.get("etag"), modified=m.get("modified"),
+            revisit_of=(str(ref[0]), str(ref[1])) if ref else None)
+
+
+FIELDS = tuple(f.name for f in fields(LinkRecord))
 
 
 class LinkRecordWriter:
@@ -80,7 +141,12 @@ class LinkRecordWriter:
     def path(self) -> Path:
         return self.dir / f"{self.writer}-{self.seq:05d}{SUFFIX}"
 
-    def write_batch(self, records: Iterable[dict[str, Any]]) -> None:
+    def write_batch(self, records: Iterable[LinkRecord]) -> None:
+        self.write_maps([r.to_map() for r in records])
+
+    def write_maps(self, records: Iterable[dict[str, Any]]) -> None:
+        """Records in their stored form (:meth:`LinkRecord.to_map`), as given: for records made
+        elsewhere, and for tests of what a reader does with damaged ones."""
         records = list(records)
         if not records:
             return
@@ -114,10 +180,24 @@ def _members(data: bytes, path: Path) -> Iterator[bytes]:
         data = d.unused_data
 
 
-def read_link_file(path: str | Path) -> Iterator[dict[str, Any]]:
+def read_frames(path: str | Path) -> Iterator[Any]:
+    """Every msgpack object of a file in this framing (gzip members of objects back to back)."""
     path = Path(path)
     for chunk in _members(path.read_bytes(), path):
         yield from _unpack(chunk)
+
+
+def read_link_file(path: str | Path) -> Iterator[LinkRecord]:
+    """The records of one file; a map that is not a record is skipped with a warning."""
+    bad = 0
+    for m in read_frames(path):
+        rec = LinkRecord.from_map(m)
+        if rec is None:
+            bad += 1
+        else:
+            yield rec
+    if bad:
+        log.warning("%s: %d entries without a URL skipped", path, bad)
 
 
 def _unpack(chunk: bytes) -> Iterator[dict[str, Any]]:
@@ -126,7 +206,7 @@ def _unpack(chunk: bytes) -> Iterator[dict[str, Any]]:
     yield from unpacker
 
 
-def iter_link_records(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
+def iter_link_records(crawl_dir: str | Path) -> Iterator[LinkRecord]:
     """Every record of a crawl, file by file in name order."""
     for path in sorted((Path(crawl_dir) / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
         yield from read_link_file(path)

@@ -50,6 +50,13 @@ key                  type    content
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
 ``P spamblocked``    hash    host → score, hosts the crawl-time spam gate blocked: fetch actors
                              visit none of their queued URLs any more (policies/spam_gate.py)
+``P ctl``            hash    the operator's switches: ``paused`` (1: no new fetches), ``stop`` (1: the
+                             crawl stops as on Ctrl-C), ``version`` (bumped by every change)
+``P ctl:rules``      hash    "<kind> <target>" → JSON, the operator's overrides: block, throttle,
+                             budget, scope allow/deny (storage/operator_control.py)
+``P ctl:spent``      hash    server → pages fetched since its budget was set
+``P ctl:seeds``      list    seeds the operator added, not yet taken by an agent
+``P ctl:log``        stream  every operator command (when, who, what): ``OUT/operator.log``
 ==================== ======= =====================================================================
 
 Invariants the scripts keep: a host is in at most one of {``hbusy``, its owner's ``ent:<ip>``}; a
@@ -103,6 +110,8 @@ class Keys:
         self.meta, self.activity, self.idle = p + "meta", p + "activity", p + "idle"
         self.sieve_offset_prefix, self.spam_blocked = p + "soff:", p + "spamblocked"
         self.prior = p + "prior"
+        self.ctl, self.ctl_rules, self.ctl_spent = p + "ctl", p + "ctl:rules", p + "ctl:spent"
+        self.ctl_seeds, self.ctl_log = p + "ctl:seeds", p + "ctl:log"
         self.virt, self.active, self.wb = v + "virt", v + "active", v + "wb"  # this view's
         self._vs, self._ent = p + "vs:", v + "ent:"
 

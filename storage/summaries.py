@@ -668,10 +668,10 @@ def spill_paths(crawl_or_spill_dir: str | Path) -> list[Path]:
 
 def iter_spill(paths: Iterable[str | Path]) -> Iterator[dict]:
     """Every document record of the given spill files, file by file."""
-    from raycrawl.storage.link_records import read_link_file  # same gzip-members-of-msgpack framing
+    from raycrawl.storage.link_records import read_frames  # same gzip-members-of-msgpack framing
 
     for path in paths:
-        for rec in read_link_file(path):
+        for rec in read_frames(path):
             if not isinstance(rec, dict) or "url" not in rec or "terms" not in rec:
                 log.warning("%s: skipping malformed spill record", path)
                 continue

@@ -149,9 +149,9 @@ def _crawl_time_dups(crawl_dir: Path) -> list[tuple[str, str, str]]:
     from raycrawl.storage.link_records import iter_link_records
 
     return [
-        (r["url"], r["dup_of"], r.get("dup_kind") or "")
+        (r.url, r.dup_of, r.dup_kind or "")
         for r in iter_link_records(crawl_dir)
-        if r.get("dup_of")
+        if r.dup_of
     ]
 
 

@@ -19,22 +19,19 @@ from pathlib import Path
 
 import numpy as np
 
-from raycrawl.storage.link_records import iter_link_records
+from raycrawl.storage.link_records import LinkRecord, iter_link_records
 
 
-def fetch_order(crawl_dir: Path) -> list[dict]:
-    """The crawl's link records (url, time, level, score) in the order their responses ended."""
-    recs = [{"url": r["url"], "time": float(r.get("time") or 0.0), "level": int(r.get("level") or 0),
-             "score": r.get("score")} for r in iter_link_records(crawl_dir)]
-    recs.sort(key=lambda r: r["time"])
-    return recs
+def fetch_order(crawl_dir: Path) -> list[LinkRecord]:
+    """The crawl's link records in the order their responses ended."""
+    return sorted(iter_link_records(crawl_dir), key=lambda r: r.time)
 
 
-def judged_relevant(rec: dict) -> bool:
-    return rec["score"] is not None and rec["score"] >= 0.5
+def judged_relevant(rec: LinkRecord) -> bool:
+    return rec.score is not None and rec.score >= 0.5
 
 
-def harvest_curve(recs: list[dict], relevant: Callable[[dict], bool], checkpoints: int = 200
+def harvest_curve(recs: list[LinkRecord], relevant: Callable[[LinkRecord], bool], checkpoints: int = 200
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(pages fetched, relevant among them) at up to ``checkpoints`` points, the last one the end."""
     flags = np.fromiter((relevant(r) for r in recs), dtype=bool, count=len(recs))
@@ -60,7 +57,7 @@ def write_live_harvest(crawl_dir: Path, focus) -> dict:
         f.write("pages\trelevant\tharvest_rate\n")
         for p, r in zip(pages.tolist(), rel.tolist(), strict=True):
             f.write(f"{p}\t{r}\t{r / p:.6f}\n")
-    levels = np.bincount([r["level"] for r in recs], minlength=focus.levels).tolist() if recs else []
+    levels = np.bincount([r.level for r in recs], minlength=focus.levels).tolist() if recs else []
     summary = {"policy": focus.policy, "levels": focus.levels, "relevance": focus.relevance, "fetched": len(recs),
                "fetched_per_level": levels, "relevant_judged": int(rel[-1]) if len(rel) else 0,
                "harvest_judged": float(rel[-1] / pages[-1]) if len(rel) else 0.0}

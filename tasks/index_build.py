@@ -59,7 +59,7 @@ def crawl_versions(crawl_views: Iterable[View], snippets: dict[str, str] | None 
         pages = iter_pages(view.dir) if view.snapshot is None else snapshot_pages(view.dir, view.records())
         stored, crawl = {}, str(view.dir.resolve())
         if captures is not None:  # the record whose WARC position holds the bytes: its time and title
-            stored = {tuple(r["warc"]): (r.get("time"), r.get("title") or "") for r in view.records() if r.get("warc")}
+            stored = {r.warc: (r.time, r.title) for r in view.records() if r.warc}
         n = 0
         for page in pages:
             key = (view.dir, *page.warc)

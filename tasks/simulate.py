@@ -168,12 +168,12 @@ def load_collection(crawl_dir: Path) -> Collection:
 
         src, dst = [], []
         for rec in iter_link_records(crawl_dir):
-            v = id_of(rec["url"])
+            v = id_of(rec.url)
             if v is None:
                 continue
-            targets = list(rec.get("links") or ())
-            if rec.get("redirect"):
-                targets.append(rec["redirect"])
+            targets = list(rec.links)
+            if rec.redirect:
+                targets.append(rec.redirect)
             for u in targets:
                 w = id_of(u)
                 if w is not None:
@@ -196,7 +196,7 @@ def default_seeds(crawl_dir: Path, coll: Collection, k: int = 5) -> list[int]:
 
     seeds: list[int] = []
     for rec in iter_link_records(crawl_dir):
-        v = coll.id_of(rec["url"])
+        v = coll.id_of(rec.url)
         if v is not None and v not in seeds:
             seeds.append(v)
             if len(seeds) == k:

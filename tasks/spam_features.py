@@ -143,20 +143,20 @@ def scan_records(records, max_pages: int = 400) -> tuple[dict[str, HostPages], l
     graph: list[tuple[str, list[str]]] = []
     seen: set[str] = set()
     for rec in records:
-        url = rec.get("url")
+        url = rec.url
         if not url or url in seen:
             continue  # a URL fetched again after a crash counts once (its first fetch)
         seen.add(url)
-        graph.append((url, rec.get("links") or []))
+        graph.append((url, rec.links))
         if not is_page_record(rec):
             continue
         h = host_name(url)
         hp = hosts.get(h)
         if hp is None:
-            hp = hosts[h] = HostPages(h, rec.get("ip") or "", [], 0)
+            hp = hosts[h] = HostPages(h, rec.ip, [], 0)
         hp.total += 1
         if len(hp.pages) < max_pages:
-            hp.pages.append((url, rec["warc"][0], int(rec["warc"][1])))
+            hp.pages.append((url, rec.warc[0], int(rec.warc[1])))
     return hosts, graph
 
 

@@ -53,14 +53,14 @@ def host_graph(crawl_dir: str | Path, records: Iterable[dict] | None = None
     first: dict[str, float] = {}
     arcs: set[tuple[str, str]] = set()
     for rec in iter_link_records(crawl_dir) if records is None else records:
-        url = rec.get("url")
+        url = rec.url
         if not url:
             continue
         a = host_name(url)
-        t = float(rec.get("time") or 0.0)
+        t = float(rec.time)
         if a not in first or t < first[a]:
             first[a] = t
-        for v in rec.get("links") or ():
+        for v in rec.links:
             b = host_name(v)
             if b != a:
                 arcs.add((a, b))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.crawl_dir import layout
-from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter
 from raycrawl.storage.warc import WarcStore
 from raycrawl.websim.model import SPAM_ROLES, WebModel
 from raycrawl.websim.render import Renderer
@@ -68,7 +68,7 @@ def write_model_crawl(model: WebModel, crawl_dir: str | Path, port: int = 8080) 
     warc = WarcStore(layout(crawl_dir).warc, "websim")
     links = LinkRecordWriter(crawl_dir, "websim")
     t = time.time()
-    batch: list[dict] = []
+    batch: list[LinkRecord] = []
     pages = reachable_html(model)
     for i, (hname, path) in enumerate(pages):
         host, page = model.by_name[hname], model.page(hname, path)
@@ -78,10 +78,9 @@ def write_model_crawl(model: WebModel, crawl_dir: str | Path, port: int = 8080) 
                          ended=t + i * 1e-3, status_line="HTTP/1.1 200 OK",
                          raw_headers=[(b"Content-Type", b"text/html; charset=utf-8")])
         name, offset = warc.write(fr)
-        batch.append({"url": url, "status": 200, "ctype": "text/html", "time": fr.ended, "ip": host.ip,
-                      "size": len(body), "digest": None, "dup_of": None, "dup_kind": None,
-                      "links": [renderer.url(h, p) for h, p in page.links], "redirect": None, "error": None,
-                      "title": "", "warc": [name, offset], "epoch": model.epoch})
+        batch.append(LinkRecord(url, status=200, ctype="text/html", time=fr.ended, ip=host.ip, size=len(body),
+                                links=[renderer.url(h, p) for h, p in page.links], warc=(name, offset),
+                                epoch=model.epoch))
         if len(batch) >= 1000:
             links.write_batch(batch)
             batch = []

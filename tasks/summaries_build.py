@@ -84,8 +84,8 @@ def _exact_duplicates(crawl_dir: Path, records: list[dict]) -> list[dict]:
     by_url = {r["url"]: r for r in records}
     out = []
     for rec in iter_link_records(crawl_dir):
-        url, rep = rec.get("url"), rec.get("dup_of")
-        if rec.get("dup_kind") == "exact" and rep in by_url and url not in by_url:
+        url, rep = rec.url, rec.dup_of
+        if rec.dup_kind == "exact" and rep in by_url and url not in by_url:
             out.append({**by_url[rep], "url": url})
             by_url[url] = out[-1]
     if out:

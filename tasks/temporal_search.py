@@ -50,10 +50,10 @@ def epoch_links(crawl_dir: str | Path, id_of: dict[str, int]) -> set[tuple[int, 
 
     arcs = set()
     for r in view_records(*parse_view(crawl_dir)):
-        u = id_of.get(r.get("url", ""))
-        if u is None or r.get("status") != 200:
+        u = id_of.get(r.url)
+        if u is None or r.status != 200:
             continue
-        for link in r.get("links") or ():
+        for link in r.links:
             v = id_of.get(link)
             if v is not None and v != u:
                 arcs.add((u, v))

@@ -73,7 +73,7 @@ def check_crawl(out: Path, web, audit, in_flight: set[str]) -> None:
     others = [v for v in audit.violations if v.kind != "duplicate"]
     assert not others, audit.summary()
     assert json.loads((out / "report.json").read_text())["stopped"] == "frontier empty"
-    urls = {r["url"] for r in iter_link_records(out)}
+    urls = {r.url for r in iter_link_records(out)}
     missing = {u for u in manifest.reachable() if manifest.allowed(u)} - urls
     assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]  # the per-host cap, as in test_crawl
 

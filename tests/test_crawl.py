@@ -232,17 +232,17 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     trap = [u for u in fetched if "/cal/" in u]
     assert 0 < len(trap) <= 30
     records = list(iter_link_records(out))
-    denied = [r["url"] for r in records if r["error"] == "robots"]
+    denied = [r.url for r in records if r.error == "robots"]
     assert denied == [f"http://h2.test:{port}/p3"] and report["errors"]["robots"] == 1
     # every fetched URL has one record (robots.txt has none), plus the robots-denied one
     assert len(records) == report["pages"] == len(fetched) + 1
-    assert {r["url"] for r in records} == fetched | set(denied)
-    by_url = {r["url"]: r for r in records}
-    assert by_url[f"http://h3.test:{port}/old"]["redirect"] == f"http://h3.test:{port}/p1"
+    assert {r.url for r in records} == fetched | set(denied)
+    by_url = {r.url: r for r in records}
+    assert by_url[f"http://h3.test:{port}/old"].redirect == f"http://h3.test:{port}/p1"
     assert report["by_status"]["404"] == sum(1 for r in log if r["status"] == 404 and r["path"] != "/robots.txt")
-    dups = [r for r in records if r["dup_kind"] == "exact"]
+    dups = [r for r in records if r.dup_kind == "exact"]
     assert len(dups) == sum(1 for u in fetched if u.endswith("/dup")) - 1  # all but the first
-    assert all(r["links"] == [] for r in dups)
+    assert all(r.links == [] for r in dups)
     assert report["duplicates"]["exact"] == len(dups)
     assert list((out / "warc").glob("*.warc.gz"))
     assert report["filtered"].get("max-urls-per-host", 0) > 0
@@ -283,7 +283,7 @@ def check_crawl_log(out: Path, records: list[dict], port: int, server_log: list[
         received[f"http://{r['host']}:{port}{r['path']}"].append(r["start"])
     import pyarrow.parquet as pq
 
-    by_url = {r["url"]: r for r in records}
+    by_url = {r.url: r for r in records}
     lines = (out / "crawl.log").read_text().splitlines()
     assert len(lines) == len(records)
     seen = set()
@@ -293,12 +293,12 @@ def check_crawl_log(out: Path, records: list[dict], port: int, server_log: list[
         rec = by_url[f[3]]
         seen.add(f[3])
         extra = json.loads(f[12])
-        assert int(f[1]) == (rec["status"] or {"robots": -9998}.get(rec["error"])) and int(f[2]) == rec["size"]
-        assert f[6] == (rec["ctype"] or "-") and f[9] == (rec["sha1"] or "-")
-        assert [extra.get("warcFilename"), extra.get("warcFileOffset")] == (rec["warc"] or [None, None])
-        assert extra.get("duplicateOf") == rec["dup_of"]
+        assert int(f[1]) == (rec.status or {"robots": -9998}.get(rec.error)) and int(f[2]) == rec.size
+        assert f[6] == (rec.ctype or "-") and f[9] == (rec.sha1 or "-")
+        assert [extra.get("warcFilename"), extra.get("warcFileOffset")] == list(rec.warc or (None, None))
+        assert extra.get("duplicateOf") == rec.dup_of
         start, _, ms = f[8].partition("+")
-        if rec["error"] == "robots":  # never requested
+        if rec.error == "robots":  # never requested
             assert ms == "-" and not received[f[3]], line
         else:
             begun = datetime.strptime(start, "%Y%m%d%H%M%S%f").replace(tzinfo=UTC).timestamp()
@@ -309,8 +309,8 @@ def check_crawl_log(out: Path, records: list[dict], port: int, server_log: list[
             continue
         via = urlsplit(f[5])
         targets = {urljoin(f[5], t.format(port=port)) for t in page_links(via.hostname, via.path) or ()}
-        assert f[3] in targets | {by_url[f[5]]["redirect"]}, (f[3], f[5])
-        assert set(f[4]) <= {"L", "R"} and f[4].endswith("R" if f[3] == by_url[f[5]]["redirect"] else "L")
+        assert f[3] in targets | {by_url[f[5]].redirect}, (f[3], f[5])
+        assert set(f[4]) <= {"L", "R"} and f[4].endswith("R" if f[3] == by_url[f[5]].redirect else "L")
     assert seen == set(by_url)
     r = run([sys.executable, "-m", "raycrawl", "log", str(out), "--format", "parquet"], timeout=60)
     assert r.returncode == 0, r.stderr
@@ -319,8 +319,8 @@ def check_crawl_log(out: Path, records: list[dict], port: int, server_log: list[
     for url, rec in by_url.items():
         row = table[url]
         assert (row["http_status"], row["size"], row["digest"], row["duplicate_of"], row["error"]) == (
-            rec["status"], rec["size"], rec["sha1"], rec["dup_of"], rec["error"])
-        assert [row["warc_filename"], row["warc_offset"]] == (rec["warc"] or [None, None])
+            rec.status, rec.size, rec.sha1, rec.dup_of, rec.error)
+        assert [row["warc_filename"], row["warc_offset"]] == list(rec.warc or (None, None))
     r = run([sys.executable, "-m", "raycrawl", "log", str(out), "--format", "tsv"], timeout=60)
     tsv = r.stdout.splitlines()
     assert tsv[0].split("\t")[:4] == ["time", "status", "size", "url"] and len(tsv) == len(records) + 1
@@ -404,21 +404,27 @@ def test_kill9_then_resume(tmp_path: Path) -> None:
     v["twice"] -= len(twice)
     assert v == {"host": 0, "ip": 0, "robots": 0, "twice": 0}, (v, DETAILS)
     records = list(iter_link_records(out))
-    assert {r["url"] for r in records} >= reachable(port), sorted(reachable(port) - {r["url"] for r in records})
+    assert {r.url for r in records} >= reachable(port), sorted(reachable(port) - {r.url for r in records})
 
 
-def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path) -> None:
-    """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) mid-crawl: the
-    crawl stops fetching, commits what it fetched, stops its embedded Redis (which the SIGINT did
-    not reach) and exits 130 with one line; --resume then fetches no URL a second time."""
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str) -> None:
+    """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) mid-crawl, or
+    SIGTERM to the driver alone as ``timeout``, ``docker stop``, systemd and ``ray job stop`` send
+    it: the crawl stops fetching, commits what it fetched, stops its embedded Redis (which the
+    signal did not reach) and exits 130 (143) with one line; --resume then fetches no URL a
+    second time."""
     out = tmp_path / "crawl"
     with MiniWeb(tmp_path) as w:
         proc = crawl_until(w, out, pages=25)
         t0 = time.time()
-        os.killpg(proc.pid, signal.SIGINT)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
         err = err.decode()
-        assert proc.returncode == 130, err[-3000:]
+        assert proc.returncode == (130 if how == "ctrl-c" else 143), err[-3000:]
         assert time.time() - t0 < 60 and "Traceback" not in err
         assert "interrupted; everything fetched is stored and committed" in err
         first = list(w.log)
@@ -495,7 +501,7 @@ def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
             assert twice <= in_flight, sorted(twice - in_flight)[:10]
             assert report.count("host") == report.count("ip") == 0, report.summary()
         assert _json.loads((out / "report.json").read_text())["stopped"] == "frontier empty"
-        urls = {r["url"] for r in iter_link_records(out)}
+        urls = {r.url for r in iter_link_records(out)}
         missing = {u for u in manifest.reachable() if manifest.allowed(u)} - urls
         assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]
     finally:
@@ -573,13 +579,13 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     records = list(iter_link_records(out))
     assert len(records) == report["pages"]
     # every reachable page the robots rules allow (per websim's manifest) was crawled
-    urls = {r["url"] for r in records}
+    urls = {r.url for r in records}
     missing = {u for u in manifest.reachable() if manifest.allowed(u)} - urls
     assert len(missing) <= 0.05 * len(urls), sorted(missing)[:10]
     # faults are classified: no record has a status-0 answer without an error kind
-    assert all(r["error"] for r in records if r["status"] == 0)
+    assert all(r.error for r in records if r.status == 0)
     # <link rel=canonical> is recorded as websim wrote it
-    canon = {r["url"]: r.get("canonical") for r in records if r["status"] == 200 and r["ctype"] == "text/html"}
+    canon = {r.url: r.canonical for r in records if r.status == 200 and r.ctype == "text/html"}
     expected = {u: p["canonical"] for u, p in manifest.pages.items() if u in canon and not p["labels"].count("malformed")}
     assert expected and all(canon[u] == c for u, c in expected.items()), [
         (u, canon[u], c) for u, c in expected.items() if canon[u] != c][:5]

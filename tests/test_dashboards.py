@@ -121,10 +121,10 @@ def test_actors_read_well_in_the_ray_dashboard(ray_local):
     its dashboard and prefixes the worker logs with the repr)."""
     import ray
 
-    from raycrawl.actors import agent, fetch_loop, parser, sieve_shards, store_writer, summary_writer
+    from raycrawl.actors import agent_actor, fetch_loop, parser, sieve_shards, store_writer, summary_writer
 
     names = [m.actor_class().__ray_metadata__.class_name
-             for m in (agent, fetch_loop, parser, sieve_shards, store_writer, summary_writer)]
+             for m in (agent_actor, fetch_loop, parser, sieve_shards, store_writer, summary_writer)]
     assert names == ["AgentActor", "FetchActor", "ParserActor", "SieveActor", "StoreActor", "SummaryWriterActor"]
     actor = parser.actor_class().options(name="raycrawl-parser-rc:agent7").remote()
     try:

@@ -109,7 +109,7 @@ def _write_crawl(crawl: Path, docs, revisits):
             rec = writer.create_warc_record(url, "response", payload=io.BytesIO(html.encode()), http_headers=headers)
             writer.write_record(rec)
         (crawl / "warc" / f"agent0-{n:05d}.warc.gz").write_bytes(buf.getvalue())
-    LinkRecordWriter(crawl).write_batch(
+    LinkRecordWriter(crawl).write_maps(
         [{"url": u, "status": 200, "dup_of": rep, "dup_kind": "near", "links": []} for u, rep in revisits]
     )
 

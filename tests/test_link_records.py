@@ -1,4 +1,4 @@
-from raycrawl.storage.link_records import LinkRecordWriter, iter_link_records
+from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter, iter_link_records
 
 
 def _rec(i):
@@ -8,36 +8,35 @@ def _rec(i):
 def test_round_trip_and_rotation(tmp_path):
     w = LinkRecordWriter(tmp_path, records_per_file=10)
     for start in range(0, 35, 7):
-        w.write_batch(_rec(i) for i in range(start, start + 7))
+        w.write_maps(_rec(i) for i in range(start, start + 7))
     assert len(list((tmp_path / "links").glob("*.rec.gz"))) == 3  # rotation happens between batches, never inside one
-    assert [r["url"] for r in iter_link_records(tmp_path)] == [_rec(i)["url"] for i in range(35)]
+    assert [r.url for r in iter_link_records(tmp_path)] == [_rec(i)["url"] for i in range(35)]
 
 
 def test_truncated_tail_loses_only_last_batch(tmp_path):
     w = LinkRecordWriter(tmp_path)
-    w.write_batch(_rec(i) for i in range(5))
-    w.write_batch(_rec(i) for i in range(5, 10))
+    w.write_maps(_rec(i) for i in range(5))
+    w.write_maps(_rec(i) for i in range(5, 10))
     data = w.path.read_bytes()
     w.path.write_bytes(data[:-7])  # torn write at kill -9
-    assert [r["url"] for r in iter_link_records(tmp_path)] == [_rec(i)["url"] for i in range(5)]
+    assert [r.url for r in iter_link_records(tmp_path)] == [_rec(i)["url"] for i in range(5)]
     # A resumed writer starts a fresh file and nothing earlier is lost.
     w2 = LinkRecordWriter(tmp_path)
-    w2.write_batch([_rec(99)])
-    assert [r["url"] for r in iter_link_records(tmp_path)][-1] == _rec(99)["url"]
+    w2.write_maps([_rec(99)])
+    assert [r.url for r in iter_link_records(tmp_path)][-1] == _rec(99)["url"]
 
 
 def test_crawl_log_gives_failures_heritrix_fetch_status_codes(tmp_path):
     """A body cut short is a failed fetch (-3 connection lost, -4 timeout) whatever its status line,
     with Heritrix's truncation annotation; our size cap keeps the HTTP status (lenTrunc); robots.txt
     unavailable is -61, a DNS failure -6, a robots exclusion -9998."""
-    from raycrawl.actors.visit_batch import link_record
     from raycrawl.storage.crawl_log import rows
 
     cases = {"cut": (200, "reset"), "slow": (200, "timeout"), "capped": (200, "too-large"), "ok": (200, None),
              "noname": (0, "dns"), "unavailable": (0, "robots-unavailable"), "excluded": (0, "robots"),
              "refused": (0, "connect")}
     w = LinkRecordWriter(tmp_path)
-    w.write_batch(link_record(f"http://a.test/{name}", status, "text/html", 1.0 + i, "127.0.0.1", 10, error=err)
+    w.write_batch(LinkRecord(f"http://a.test/{name}", status, "text/html", 1.0 + i, ip="127.0.0.1", size=10, error=err)
                   for i, (name, (status, err)) in enumerate(cases.items()))
     w.close()
     got = {r["url"].rsplit("/", 1)[1]: (r["status"], r["http_status"], r["annotations"]) for r in rows(tmp_path)}

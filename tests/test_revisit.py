@@ -58,15 +58,15 @@ def test_schedule_follows_the_change_rate() -> None:
     assert not due([], 5)
 
 
-def rec(url: str, epoch: int, status: int, sha1: str | None = None, revisit_of=None, t: float = 0.0, **kw) -> dict:
-    from raycrawl.actors.visit_batch import link_record
+def rec(url: str, epoch: int, status: int, sha1: str | None = None, revisit_of=None, t: float = 0.0, **kw):
+    from raycrawl.storage.link_records import LinkRecord
 
-    r = link_record(url, status, "text/html", 1_700_000_000.0 + 100 * epoch + t, "127.0.0.1", 10)
-    r.update(epoch=epoch, sha1=sha1, revisit_of=revisit_of, warc=["a.warc.gz", 100 * epoch + int(t)], **kw)
-    return r
+    return LinkRecord(url, status, "text/html", 1_700_000_000.0 + 100 * epoch + t, ip="127.0.0.1", size=10,
+                      epoch=epoch, sha1=sha1, revisit_of=tuple(revisit_of) if revisit_of else None,
+                      warc=("a.warc.gz", 100 * epoch + int(t)), **kw)
 
 
-def write_records(out: Path, records: list[dict]) -> None:
+def write_records(out: Path, records: list) -> None:
     from raycrawl.storage.link_records import LinkRecordWriter
 
     w = LinkRecordWriter(out)
@@ -82,7 +82,7 @@ def test_histories_and_snapshots(tmp_path: Path) -> None:
     first = rec(a, 0, 200, "sha1:A", etag='"1"', links=["http://a.test/x"])
     records = [
         first,
-        rec(a, 1, 304, revisit_of=[a, warc_date(first["time"])]),          # unchanged (the server says)
+        rec(a, 1, 304, revisit_of=[a, warc_date(first.time)]),          # unchanged (the server says)
         rec(a, 2, 200, "sha1:B", etag='"2"', links=["http://a.test/y"]),    # changed
         rec(a, 3, 200, "sha1:B", revisit_of=[a, "2026-x"]),                 # identical bytes
         rec(b, 0, 200, "sha1:C"),
@@ -98,8 +98,8 @@ def test_histories_and_snapshots(tmp_path: Path) -> None:
     assert epochs(tmp_path) == [0, 1, 2, 3] and [(v.dir, v.epoch) for v in views([tmp_path])] == [(tmp_path, k) for k in range(4)]
     snaps = snapshots(tmp_path)
     assert snaps[1][a] == first  # the 304 stands for the capture it revalidated
-    assert snaps[2][a]["links"] == ["http://a.test/y"] and snaps[3][a] == snaps[2][a]
-    assert snaps[2][b] == snaps[0][b] and snaps[3][b]["status"] == 404
+    assert snaps[2][a].links == ["http://a.test/y"] and snaps[3][a] == snaps[2][a]
+    assert snaps[2][b] == snaps[0][b] and snaps[3][b].status == 404
 
 
 def test_sieve_requeues_once_per_pass(tmp_path: Path) -> None:
@@ -176,21 +176,21 @@ def test_two_pass_periodic_crawl_of_an_evolving_web(tmp_path: Path) -> None:
             check_archive(out / "warc", web, {**params, "epoch": epoch})
             requests = {(r.host, r.target): r.status for r in web.requests()}
             manifest = web.manifest
-        records = [r for r in iter_link_records(out) if r["epoch"] == epoch]
-        pages_after[epoch] = {r["url"] for r in iter_link_records(out) if r["status"] == 200}
-        assert records and all(r["epoch"] == epoch for r in records)
+        records = [r for r in iter_link_records(out) if r.epoch == epoch]
+        pages_after[epoch] = {r.url for r in iter_link_records(out) if r.status == 200}
+        assert records and all(r.epoch == epoch for r in records)
     # every page fetched in pass 0 was asked again in pass 1, conditionally where it had validators
     asked = {canonicalize(f"http://{h}{t}") for h, t in requests}
     assert pages_after[0] <= asked
-    by_url = {r["url"]: r for r in iter_link_records(out) if r["epoch"] == 1}
+    by_url = {r.url: r for r in iter_link_records(out) if r.epoch == 1}
     changed = {u for u in pages_after[0] if 1 in manifest.pages[u]["changed"]}
     html = {u for u in pages_after[0] if manifest.pages[u]["kind"] == "html"}
     assert changed and html - changed
     gone = {u for u in html if manifest.pages[u]["removed_in"] == 1}
     for url in html:
         expect = 404 if url in gone else 200 if url in changed else 304
-        assert by_url[url]["status"] == expect, (url, by_url[url]["status"], manifest.pages[url]["changed"])
-        assert (by_url[url]["revisit_of"] is not None) == (expect == 304)
+        assert by_url[url].status == expect, (url, by_url[url].status, manifest.pages[url]["changed"])
+        assert (by_url[url].revisit_of is not None) == (expect == 304)
     report = json.loads((out / "report.json").read_text())
     assert report["pass"] == 1 and report["revisits"]["not-modified"] == len(html - changed - gone)
     # the two passes are two epochs for the index and the temporal spam features
@@ -212,7 +212,7 @@ def test_two_pass_periodic_crawl_of_an_evolving_web(tmp_path: Path) -> None:
     replayable, _ = captures(out / "warc")
     lines = (tmp_path / "pywb" / "collections" / "passes" / "indexes" / "crawl.cdxj").read_text().splitlines()
     pages = [line for line in lines if not line.split(" ", 1)[0].endswith("/robots.txt")]  # robots.txt: no link record
-    assert len(pages) == len([r for r in iter_link_records(out) if r.get("warc") and r["status"] != 304]) > 0
+    assert len(pages) == len([r for r in iter_link_records(out) if r.warc and r.status != 304]) > 0
     assert not any('"status": "304"' in line for line in lines)
     with pywb(tmp_path / "pywb") as pywb_port:
         check_replay(pywb_port, "passes", replayable)

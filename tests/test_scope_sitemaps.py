@@ -14,9 +14,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from raycrawl.actors.fetch_loop import Outcome
 from raycrawl.actors.parser import Parser
+from raycrawl.actors.stages import Focus, Sitemaps
 from raycrawl.actors.visit_batch import decide
+from raycrawl.actors.visit_stage import Findings, Outcome, Stages
 from raycrawl.errors import UserError
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.filters import Scope, build_prefetch
@@ -140,12 +141,11 @@ def test_robots_sitemap_lines_followed_only_when_asked() -> None:
     body = b"User-agent: *\nDisallow: /private/\n\nSitemap: http://a.test/sitemap.xml\nSitemap: /relative-map.xml\n"
     fr = FetchResult(url="http://a.test/robots.txt", ip="127.0.0.2", status=200, body=body, ctype="text/plain")
     outcome = [Outcome("http://a.test/robots.txt", "robots", fr)]
-    accept = lambda url: None  # noqa: E731
-    assert decide(outcome, {}, {}, {}, accept).follow == []
-    assert decide(outcome, {}, {}, {}, accept, follow_sitemaps=True).follow == [
+    assert decide(outcome, Findings(), Stages([])).follow == []
+    assert decide(outcome, Findings(), Stages([Sitemaps()])).follow == [
         "http://a.test/sitemap.xml", "http://a.test/relative-map.xml"]
     failed = FetchResult(url="http://a.test/robots.txt", ip="127.0.0.2", status=404, body=body)
-    assert decide([Outcome("k", "robots", failed)], {}, {}, {}, accept, follow_sitemaps=True).follow == []
+    assert decide([Outcome("k", "robots", failed)], Findings(), Stages([Sitemaps()])).follow == []
 
 
 # --- a crawl --------------------------------------------------------------------------------------
@@ -204,5 +204,5 @@ def test_a_sitemap_in_a_focused_crawl_is_no_page():
     result = Parser().parse(fr)
     score_pages([result], policy)
     assert result.score is None
-    d = decide([Outcome(fr.url, "page", fr, level=2)], {fr.url: result}, {}, {}, lambda url: None, focus=policy)
+    d = decide([Outcome(fr.url, "page", fr, level=2)], Findings({fr.url: result}), Stages([Focus(policy)]))
     assert d.levels == [2, 2, 2] and d.counters["focus:scored"] == 0

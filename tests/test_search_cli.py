@@ -45,7 +45,7 @@ def _write_crawl(crawl_dir, pages: dict[str, bytes], links: dict[str, list[str]]
     recs.append({"url": "http://x.test/a.png", "status": 200, "ctype": "image/png", "time": 0.0, "ip": "",
                  "size": 0, "digest": None, "dup_of": None, "dup_kind": None, "links": [], "redirect": None,
                  "error": None, "title": "", "warc": None, "epoch": 0})
-    writer.write_batch(recs)
+    writer.write_maps(recs)
     writer.close()
     store.close()
 

@@ -51,17 +51,17 @@ def test_two_crawled_epochs(tmp_path, capsys):
         model = WebModel.generate(**params, epoch=epoch)
         renderer = Renderer(model, served)
         for rec in iter_link_records(crawl):
-            if rec.get("status") != 200 or rec.get("ctype") != "text/html" or rec.get("error"):
+            if rec.status != 200 or rec.ctype != "text/html" or rec.error:
                 continue
-            if rec.get("dup_of"):  # a crawl-time duplicate: its text is indexed once, as its representative's
+            if rec.dup_of:  # a crawl-time duplicate: its text is indexed once, as its representative's
                 continue
-            parts = urlsplit(rec["url"])
+            parts = urlsplit(rec.url)
             page = model.page(parts.hostname, parts.path + (f"?{parts.query}" if parts.query else ""))
-            assert page is not None, rec["url"]
+            assert page is not None, rec.url
             host = model.by_name[parts.hostname]
             # HTML pages: the renderer's words; other bodies served as text/html (random bytes, no
             # charset): their text as a browser decodes them, UTF-8 when valid, else windows-1252.
-            truth.setdefault(rec["url"], {})[epoch] = (stems(renderer.words(host, page)) if page.kind == "html"
+            truth.setdefault(rec.url, {})[epoch] = (stems(renderer.words(host, page)) if page.kind == "html"
                                                        else terms(browser_text(renderer.response(host, page).body)))
     assert sum(len(v) > 1 for v in truth.values()) >= 10  # many pages crawled in both epochs
     # Both crawls in ONE pywb collection: their WARC names do not clash, and each capture of a page
@@ -108,11 +108,11 @@ def test_two_crawled_epochs(tmp_path, capsys):
     rows = {row["host"]: row for row in pq.read_table(tmp_path / "e1" / "spam" / "temporal.parquet").to_pylist()}
     arcs, crawled = [], []
     for epoch in (0, 1):
-        recs = [rec for rec in iter_link_records(tmp_path / f"e{epoch}") if rec.get("url")]
-        hosts = {urlsplit(rec["url"]).hostname for rec in recs}
+        recs = [rec for rec in iter_link_records(tmp_path / f"e{epoch}") if rec.url]
+        hosts = {urlsplit(rec.url).hostname for rec in recs}
         crawled.append(hosts)
-        arcs.append({(urlsplit(rec["url"]).hostname, urlsplit(v).hostname) for rec in recs
-                     for v in rec.get("links") or () if urlsplit(v).hostname in hosts - {urlsplit(rec["url"]).hostname}})
+        arcs.append({(urlsplit(rec.url).hostname, urlsplit(v).hostname) for rec in recs
+                     for v in rec.links or () if urlsplit(v).hostname in hosts - {urlsplit(rec.url).hostname}})
     assert set(rows) == crawled[0] | crawled[1]
     defined = 0
     for host in crawled[0] & crawled[1]:

@@ -156,7 +156,7 @@ def make_crawl_dir(crawl: Path, coll, records, labels):
             w.write_record(w.create_warc_record(r["url"], "response", payload=io.BytesIO(body),
                                                 http_headers=headers))
     lw = LinkRecordWriter(crawl)
-    lw.write_batch({"url": coll.url_of(v), "status": 200, "ctype": "text/html",
+    lw.write_maps({"url": coll.url_of(v), "status": 200, "ctype": "text/html",
                     "links": [coll.url_of(w) for w in coll.indices[coll.indptr[v] : coll.indptr[v + 1]].tolist()]}
                    for v in range(coll.num_nodes))
     (crawl / "truth.tsv").write_text("".join(f"{coll.url_of(v)}\t{labels[v]}\n" for v in range(coll.num_nodes)))

@@ -387,7 +387,7 @@ def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
         requested = {f"http://{r.host}{r.target}" for r in web.requests()}
     spam = {h for h, rec in manifest.hosts.items() if rec.get("spam")}
     reachable = {u for u in manifest.reachable() if manifest.allowed(u) and manifest.pages[u]["kind"] == "html"}
-    fetched = {r["url"] for r in iter_link_records(out) if r["status"] == 200}
+    fetched = {r.url for r in iter_link_records(out) if r.status == 200}
     spam_total = sum(1 for u in reachable if host_name(u) in spam)
     spam_fetched = sum(1 for u in fetched & reachable if host_name(u) in spam)
     per_host = Counter(host_name(u) for u in reachable if host_name(u) not in spam)
@@ -401,7 +401,7 @@ def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
     assert report["filtered"].get("spam", 0) > 0 and report["errors"].get("spam", 0) > 0
     assert spam_fetched <= 0.6 * spam_total, (spam_fetched, spam_total)
     assert honest_fetched >= 0.9 * honest_total, (honest_fetched, honest_total)
-    skipped = {r["url"] for r in iter_link_records(out) if r["error"] == "spam"}
+    skipped = {r.url for r in iter_link_records(out) if r.error == "spam"}
     assert skipped and not skipped & requested, sorted(skipped & requested)[:5]  # recorded as not fetched: true
 
 

@@ -266,7 +266,7 @@ def make_crawl(crawl: Path):
     recs.append({"url": "http://a.test/copy", "status": 200, "ctype": "text/html", "links": [],
                  "dup_of": "http://a.test/roses", "dup_kind": "exact"})
     recs.append({"url": "http://c.test/", "status": 0, "error": "dns", "links": []})
-    lw.write_batch(recs)
+    lw.write_maps(recs)
 
 
 class _Result:
@@ -386,7 +386,7 @@ def test_a_page_fetched_twice_counts_once(tmp_path, capsys):
         headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
         w.write_record(w.create_warc_record(again, "response", payload=io.BytesIO(PAGES[again].encode()),
                                             http_headers=headers))
-    LinkRecordWriter(crawl).write_batch([{"url": again, "status": 200, "ctype": "text/html", "links": []}])
+    LinkRecordWriter(crawl).write_maps([{"url": again, "status": 200, "ctype": "text/html", "links": []}])
     r = cli(capsys, "summaries", "build", crawl, "--min-df", "2")
     assert r.returncode == 0, r.stderr
     docs = [*PAGES.values(), PAGES["http://a.test/roses"]]  # the exact copy is a document; the refetch is not

@@ -57,19 +57,19 @@ def test_crawled_websim_round_trip(tmp_path, capsys):
     from raycrawl.storage.link_records import iter_link_records
 
     for rec in iter_link_records(crawl):
-        if rec.get("status") != 200 or rec.get("ctype") != "text/html" or rec.get("dup_kind"):
+        if rec.status != 200 or rec.ctype != "text/html" or rec.dup_kind:
             continue
-        parts = urlsplit(rec["url"])
+        parts = urlsplit(rec.url)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         page = model.page(parts.hostname, path)
         if page is None or page.kind != "html":
             continue
         words = renderer.words(model.by_name[parts.hostname], page)
-        node = id_of(rec["url"])
+        node = id_of(rec.url)
         s = archive.get(node)
-        assert s is not None, rec["url"]
+        assert s is not None, rec.url
         assert s.length == len(words)
-        assert archive.get_terms(node) == dict(Counter(text.stems(words))), rec["url"]
+        assert archive.get_terms(node) == dict(Counter(text.stems(words))), rec.url
         checked += 1
     assert checked >= 60, checked
     # The crawl fed the summary writer as it went: building from its spill gives the same archive.

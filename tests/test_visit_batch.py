@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
-from raycrawl.actors.fetch_loop import Outcome
+import pytest
+
 from raycrawl.actors.parser import ParseResult
+from raycrawl.actors.stages import SpamGateStage
 from raycrawl.actors.visit_batch import decide, error_kind, exact_duplicates
+from raycrawl.actors.visit_stage import Findings, Outcome, Stages, VisitStage
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.warc import sha1_b32
 
@@ -19,19 +22,28 @@ def page(url: str, status: int = 200, body: bytes = b"<p>hi</p>", **kw) -> Fetch
                        ended=2.0, **kw)
 
 
-def no_filter(url: str) -> str | None:
-    return None
+class Refuse(VisitStage):
+    """Drops the links that contain ``part``."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+
+    def judge(self, url: str, host: str) -> str | None:
+        return "host-filter" if self.part in url else None
+
+
+NONE = Stages([])
 
 
 def test_pages_links_and_counters() -> None:
     outcomes = [Outcome(A, "page", page(A), attempts=3), Outcome("http://a.test!robots", "robots", page(A + "robots.txt")),
                 Outcome(C, "page", page(C, status=404))]
     parsed = {A: ParseResult(A, links=[C, "http://c.test/"], digest=b"d" * 16, title="T")}
-    d = decide(outcomes, parsed, {}, {}, lambda u: "host-filter" if "c.test" in u else None)
+    d = decide(outcomes, Findings(parsed), Stages([Refuse("c.test")]))
     records = [rec for _, _, rec in d.items if rec is not None]
-    assert [r["url"] for r in records] == [A, C] and len(d.items) == 3  # robots.txt: stored, no record
-    assert records[0]["links"] == [C, "http://c.test/"] and records[0]["title"] == "T"
-    assert records[1]["error"] == "http-4xx" and records[1]["links"] == []
+    assert [r.url for r in records] == [A, C] and len(d.items) == 3  # robots.txt: stored, no record
+    assert records[0].links == [C, "http://c.test/"] and records[0].title == "T"
+    assert records[1].error == "http-4xx" and records[1].links == []
     assert d.follow == [C]
     c = d.counters
     assert c["pages"] == 2 and c["robots"] == 1 and c["retries"] == 2 and c["links"] == 1
@@ -48,19 +60,20 @@ def test_duplicates_are_revisits_only_when_byte_identical() -> None:
     assert dup_of == {B: (A, "exact"), C: (A, "exact"), B + "2": (A, "exact")}  # A owns the digest
     assert revisit_of == {B: (A, "2026-01-01T00:00:00Z", sha1_b32(body))}  # not the other bytes, not a cut body
     parsed = {u: ParseResult(u, links=["http://d.test/"], digest=b"d" * 16) for u in (B, C)}
-    d = decide([Outcome(B, "page", copy), Outcome(C, "page", other)], parsed, dup_of, revisit_of, no_filter)
+    d = decide([Outcome(B, "page", copy), Outcome(C, "page", other)], Findings(parsed, dup_of, revisit_of), NONE)
     (_, rev_b, rec_b), (_, rev_c, rec_c) = d.items
     assert rev_b == revisit_of[B] and rev_c is None
-    assert rec_b["dup_of"] == rec_c["dup_of"] == A and rec_b["links"] == rec_c["links"] == []
+    assert rec_b.dup_of == rec_c.dup_of == A and rec_b.links == rec_c.links == []
+    assert rec_b.revisit_of == (A, "2026-01-01T00:00:00Z") and rec_c.revisit_of is None
     assert d.follow == [] and d.counters["dup:exact"] == 2 and d.counters["dup:revisit-records"] == 1
 
 
 def test_redirects_are_followed_and_errors_classified() -> None:
     moved = page(A, status=301, redirect=C)
-    d = decide([Outcome(A, "page", moved), Outcome(B, "page", FetchResult(url=B, ip="", error="dns"))], {}, {}, {},
-               no_filter)
+    d = decide([Outcome(A, "page", moved), Outcome(B, "page", FetchResult(url=B, ip="", error="dns"))], Findings(),
+               NONE)
     assert d.follow == [C] and d.counters["redirects"] == 1
-    assert [rec["error"] for _, _, rec in d.items] == [None, "dns"]
+    assert [rec.error for _, _, rec in d.items] == [None, "dns"]
     assert error_kind(page(A, status=503)) == "http-5xx" and error_kind(page(A)) is None
 
 
@@ -68,14 +81,14 @@ class Gate:
     """A spam gate that blocks b.test once it saw one of its pages."""
 
     def __init__(self) -> None:
-        self.blocked: set[str] = set()
+        self.blocked: dict[str, float] = {}
 
     def page_features(self, body: bytes, host: str) -> str:
         return host
 
     def observe(self, host: str, features: str) -> bool:
         if host == "b.test":
-            self.blocked.add(host)
+            self.blocked[host] = 1.0
             return True
         return False
 
@@ -85,5 +98,31 @@ class Gate:
 
 def test_spam_gate_sees_pages_and_blocks_links() -> None:
     parsed = {C: ParseResult(C, links=["http://b.test/y", A])}
-    d = decide([Outcome(C, "page", page(C))], parsed, {}, {}, no_filter, Gate())
+    d = decide([Outcome(C, "page", page(C))], Findings(parsed), Stages([SpamGateStage(Gate(), None)]))
     assert d.follow == [A] and d.counters["filtered:spam"] == 1 and d.counters["spam:gated_pages"] == 1
+
+
+def test_a_stage_of_ones_own_plugs_in_through_settings() -> None:
+    """tests/toy_stage.py is named in Settings and nowhere else: the stages built for a crawl
+    include it, after the built-in ones, and the decision and the fetch actors obey it."""
+    from raycrawl.actors.stages import build_stages, dequeue_checks
+    from raycrawl.actors.visit_stage import StageContext
+    from raycrawl.errors import UserError
+    from raycrawl.settings import Settings
+
+    parsed = {A: ParseResult(A, links=["http://a.test/private/x", C], digest=b"d" * 16)}
+    outcomes = [Outcome(A, "page", page(A))]
+    plain = build_stages(Settings(), StageContext(None))
+    assert decide(outcomes, Findings(parsed), plain).follow == ["http://a.test/private/x", C]
+    s = Settings(extra_stages=["toy_stage:NoPrivate"])
+    stages = build_stages(s, StageContext(None))
+    assert [st.name for st in stages.stages][-1] == "no-private"
+    d = decide(outcomes, Findings(parsed), stages)
+    assert d.follow == [C] and d.counters["filtered:toy-private"] == 1
+    assert d.counters["toy:pages-linking-private"] == 1
+    checks = dequeue_checks(s, None)
+    assert [c("http://a.test/private/y", "a.test") for c in checks] == ["toy-private"]
+    assert dequeue_checks(Settings(), None) == []  # (no spam gate configured)
+    for bad in ("toy_stage:Nope", "no_such_module:X", "json:dumps"):
+        with pytest.raises(UserError):
+            build_stages(Settings(extra_stages=[bad]), StageContext(None))

@@ -31,6 +31,7 @@ import gzip
 import json
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,15 +197,17 @@ class Manifest:
     def html_pages(self) -> list[dict]:
         return [p for p in self.pages.values() if p["kind"] == "html" and p["status"] == 200]
 
-    def reachable(self, obey_robots: bool = True, seeds: list[str] | None = None) -> set[str]:
+    def reachable(self, obey_robots: bool = True, seeds: list[str] | None = None,
+                  skip: Callable[[str], bool] | None = None) -> set[str]:
         """Manifest URLs reachable from the seeds by following links (and redirects), skipping
-        disallowed URLs when ``obey_robots``; unreachable hosts' pages are reached but not expanded."""
+        disallowed URLs when ``obey_robots`` and the URLs ``skip`` says (an operator's blocks);
+        unreachable hosts' pages are reached but not expanded."""
         start = [u for u in (seeds or self.seeds) if u in self.pages]
         seen: set[str] = set()
         queue = deque(start)
         while queue:
             u = queue.popleft()
-            if u in seen or (obey_robots and not self.allowed(u)):
+            if u in seen or (obey_robots and not self.allowed(u)) or (skip is not None and skip(u)):
                 continue
             seen.add(u)
             rec = self.pages[u]

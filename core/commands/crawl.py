@@ -116,11 +116,14 @@ def settings_from_args(args: argparse.Namespace):
 def handle(args: argparse.Namespace) -> int:
     import json
 
+    from raycrawl import heap_watch, malloc_trim
     from raycrawl.actors.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.report import format_report
 
     settings = settings_from_args(args)
+    heap_watch.start("driver")
+    malloc_trim.start()
     progress = Progress(settings.progress_interval)
     try:
         report = run_crawl(settings, progress)
@@ -135,10 +138,11 @@ def handle(args: argparse.Namespace) -> int:
         print(f"focus: {h['fetched']} pages fetched, {h['relevant_judged']} judged relevant "
               f"(harvest {h['harvest_judged']:.3f}); pages per level {h['fetched_per_level']} "
               f"-> {settings.out}/focus/harvest.{{tsv,json,png}}", file=sys.stderr if args.json else sys.stdout)
-    if report.get("stopped") == "interrupted":
-        print(f"raycrawl crawl: interrupted; everything fetched is stored and committed: continue with "
+    if report.get("stopped") in ("interrupted", "stopped"):
+        why = "stopped by the operator" if report["stopped"] == "stopped" else "interrupted"
+        print(f"raycrawl crawl: {why}; everything fetched is stored and committed: continue with "
               f"--resume --out {settings.out}", file=sys.stderr)
-        return 130
+        return 128 + report.get("stop_signal", 2) if report["stopped"] == "interrupted" else 0
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
@@ -54,11 +55,27 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
                 "hosts": per_host(f)[:hosts] if hosts > 0 else [],
                 "sieve_bytes_distributed": sum(f.all_sieve_offsets().values()),  # every front queue's
                 "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
+                "operator": operator_state(client, prefix),
                 "started": float(meta.get("started", 0))}
     except redis.ConnectionError as exc:
         raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
     finally:
         client.close()
+
+
+def operator_state(client, prefix: str) -> dict:  # noqa: ANN001 - a redis.Redis
+    """The operator's switches and overrides (raycrawl ctl), as ``show`` prints them."""
+    from raycrawl.storage.operator_control import Control
+
+    state = Control(client, prefix).read()
+    return {"paused": state.paused, "stop": state.stop,
+            "rules": {k: {"value": v["value"], "who": v["who"], "at": v["at"]} for k, v in sorted(state.rules.items())}}
+
+
+def format_operator(op: dict) -> list[str]:
+    lines = ["operator: " + ("PAUSED" if op["paused"] else "running") + ("  (stop requested)" if op["stop"] else "")]
+    lines += [f"  {rule} = {r['value']}  (by {r['who']})" for rule, r in op["rules"].items()]
+    return lines
 
 
 def per_host(f) -> list[dict]:  # noqa: ANN001 - a RedisFrontier
@@ -92,29 +109,40 @@ def _answers(url: str) -> bool:
         return False
 
 
-def handle(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def crawl_redis(out: Path | None, redis_url: str | None):
+    """(URL, running) of a crawl's Redis: ``redis_url``; or the running crawl's in ``out``; or, when
+    it is not running, a private server started on its data for the time of the ``with``."""
     from raycrawl.redis_server import redis_url_for
 
+    if out is None:
+        yield redis_url, True
+        return
+    url_file = layout(out).redis_url
+    if not (layout(out).redis).is_dir() and not url_file.exists():
+        raise UserError(f"{out} holds no crawl (no redis/ directory)")
+    live = url_file.read_text().strip() if url_file.exists() else None
+    if live and _answers(live):
+        yield live, True
+        return
+    from raycrawl.storage.crawl_check import check_aof, refusal
+
+    damages = check_aof(layout(out).redis)
+    if damages:  # a server started on it would write an empty AOF over the old one
+        raise UserError(refusal(damages, out, "cannot open the crawl's Redis"))
+    with redis_url_for(None, layout(out).redis) as url:
+        yield url, False
+
+
+def handle(args: argparse.Namespace) -> int:
     if args.hosts < 0 or not args.interval >= 0:
         raise UserError("--hosts and --interval must not be negative")
-    if args.out is not None:
-        url_file = layout(args.out).redis_url
-        if not (layout(args.out).redis).is_dir() and not url_file.exists():
-            raise UserError(f"{args.out} holds no crawl (no redis/ directory)")
-        live = url_file.read_text().strip() if url_file.exists() else None
-        if live and _answers(live):
-            st = read_live(live, args)
-        else:  # the crawl is not running: open its data with a private server
-            from raycrawl.storage.crawl_check import check_aof, refusal
-
-            damages = check_aof(layout(args.out).redis)
-            if damages:  # a server started on it would write an empty AOF over the old one
-                raise UserError(refusal(damages, args.out, "cannot open the crawl's Redis"))
-            with redis_url_for(None, layout(args.out).redis) as url:
-                st = read_status(url, args.prefix, args.hosts)
-                st["running"] = False
-    else:
-        st = read_live(args.redis_url, args)
+    with crawl_redis(args.out, args.redis_url) as (url, running):
+        if running:
+            st = read_live(url, args)
+        else:
+            st = read_status(url, args.prefix, args.hosts)
+            st["running"] = False
     if args.json:
         print(json.dumps(st, indent=2))
     else:
@@ -153,6 +181,8 @@ def print_status(st: dict) -> None:
         print("agents " + "  ".join(f"{a}:{n} shards" for a, n in st["shards"].items()))
     print("status " + ("  ".join(f"{k}:{v}" for k, v in st["by_status"].items()) or "none"))
     print("errors " + ("  ".join(f"{k}:{v}" for k, v in sorted(errors.items())) or "none"))
+    if st.get("operator") and (st["operator"]["paused"] or st["operator"]["rules"] or st["operator"]["stop"]):
+        print("\n".join(format_operator(st["operator"])))
     if st["hosts"]:
         width = max(len(r["host"]) for r in st["hosts"])
         print(f"{'host':<{width}}  {'done':>7} {'queued':>7} {'flying':>6}")

@@ -1,0 +1,291 @@
+"""The built-in crawl-time stages (actors/visit_stage.py): scope, revisits, focus, spam gate,
+sitemaps and near-duplicates, in the order they see each visit and each link."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from raycrawl.actors.visit_stage import Findings, PageVisit, Revisit, StageContext, Stages, VisitStage
+from raycrawl.errors import UserError
+from raycrawl.exchange import FetchResult
+from raycrawl.policies.filters import build_postfetch, build_prefetch
+from raycrawl.policies.robots import sitemaps_of
+from raycrawl.urls import canonicalize
+
+if TYPE_CHECKING:
+    from raycrawl.settings import Settings
+    from raycrawl.storage.crawl_epochs import Capture
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+
+class Scope(VisitStage):
+    """The crawl's filters (policies/filters.py): which links are followed (prefetch) and which
+    responses are parsed (postfetch)."""
+
+    name = "scope"
+
+    def __init__(self, settings: Settings) -> None:
+        self.prefetch, self.postfetch = build_prefetch(settings), build_postfetch(settings)
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> Scope:
+        return cls(settings)
+
+    def parses(self, fr: FetchResult) -> bool:
+        return bool(self.postfetch(fr))
+
+    def judge(self, url: str, host: str) -> str | None:
+        return self.prefetch.explain(url)
+
+
+def unchanged(fr: FetchResult, prior: Capture | None, sha1: str | None) -> Revisit | None:
+    """The WARC revisit a revisited page's answer is (storage/crawl_epochs.py), or None: a 304 to
+    our conditional GET → (captured URL, its date, None: profile server-not-modified); a whole 200
+    whose payload SHA-1 is the last capture's → (URL, date, digest: identical-payload-digest).
+    ``prior``: the page's last capture when the fetch was a revisit; ``sha1``: the payload digest
+    of ``fr.body``."""
+    if prior is None:
+        return None
+    if fr.status == 304:
+        return prior.url, prior.date, None
+    if fr.status == 200 and not fr.truncated and not fr.error and sha1 == prior.sha1:
+        return prior.url, prior.date, prior.sha1
+    return None
+
+
+class Revisits(VisitStage):
+    """A periodic crawl's pass (actors/periodic.py): records are tagged with it, and a revisited
+    page that did not change is a WARC revisit of its last capture."""
+
+    name = "revisits"
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> Revisits:
+        return cls(ctx.epoch)
+
+    def observe(self, visit: PageVisit) -> None:
+        visit.record.epoch = self.epoch
+        prior = visit.outcome.prior
+        if prior is None:
+            return
+        visit.revisit = unchanged(visit.fr, prior, visit.record.sha1)
+        if visit.revisit is None:
+            visit.counters["revisit:changed"] += 1
+        else:
+            visit.counters["revisit:not-modified" if visit.revisit[2] is None else "revisit:identical"] += 1
+
+
+class Focus(VisitStage):
+    """A focused crawl (policies/focus.py): the links of a page get the level of its score."""
+
+    name = "focus"
+
+    def __init__(self, policy) -> None:  # noqa: ANN001 - a FocusPolicy
+        self.policy = policy
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> Focus | None:
+        from raycrawl.policies.focus import FocusPolicy
+
+        return cls(FocusPolicy.load(settings.focus)) if settings.focus else None
+
+    def observe(self, visit: PageVisit) -> None:
+        pr = visit.parsed
+        if pr is not None and pr.score is not None:
+            visit.link_level = self.policy.link_level(pr.score)
+            visit.counters["focus:scored"] += 1
+            visit.counters["focus:relevant"] += pr.score >= 0.5  # the live harvest, as the classifier judges
+
+
+def spam_gate_on(settings: Settings) -> bool:
+    return bool(settings.spam_gate or os.environ.get("RAYCRAWL_SPAM_GATE"))
+
+
+SPAM_REFRESH = 0.5
+"""Seconds between a fetch actor's reads of the hosts the spam gate blocked."""
+
+
+class SpamGateStage(VisitStage):
+    """The crawl-time spam gate (policies/spam_gate.py): observes every HTML page, drops the links
+    to the hosts it blocked, and publishes new blocks so that every fetch actor skips their queued
+    URLs (``P spamblocked``; a resume keeps them)."""
+
+    name = "spam"
+
+    def __init__(self, gate, frontier: RedisFrontier | None) -> None:  # noqa: ANN001 - a SpamGate
+        """``frontier``: where blocks are read from and published (None: kept to this stage)."""
+        self.gate, self.frontier = gate, frontier
+        if frontier is not None:  # what it blocked before a resume, or another agent's gate
+            gate.blocked.update(frontier.spam_blocked())
+        self.published = len(gate.blocked)
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> SpamGateStage | None:
+        from raycrawl.policies.spam_gate import gate_for
+
+        gate = gate_for(settings)
+        return None if gate is None else cls(gate, ctx.frontier)
+
+    @classmethod
+    def dequeue_check(cls, settings: Settings, frontier: RedisFrontier) -> Callable[[str, str], str | None] | None:
+        if not spam_gate_on(settings):
+            return None
+        blocked: set[str] = set()
+        checked = [0.0]
+
+        def check(url: str, host: str) -> str | None:
+            if time.monotonic() - checked[0] > SPAM_REFRESH:
+                blocked.clear()
+                blocked.update(frontier.spam_blocked())
+                checked[0] = time.monotonic()
+            return "spam" if host in blocked else None
+
+        return check
+
+    def observe(self, visit: PageVisit) -> None:
+        if visit.parsed is not None and visit.fr.ctype == "text/html":
+            host = (urlsplit(visit.record.url).hostname or "").lower()
+            if self.gate.observe(host, self.gate.page_features(visit.fr.body, host)):
+                visit.counters["spam:gated_pages"] += 1
+
+    def judge(self, url: str, host: str) -> str | None:
+        return "spam" if self.gate.is_blocked(host) else None
+
+    def settle(self) -> None:
+        if len(self.gate.blocked) > self.published and self.frontier is not None:
+            self.frontier.block_spam_hosts(dict(list(self.gate.blocked.items())[self.published:]))
+            self.published = len(self.gate.blocked)
+
+
+class Sitemaps(VisitStage):
+    """``follow_sitemaps``: the ``Sitemap:`` lines of each robots.txt fetched are links to follow
+    (sitemaps themselves are always read when linked)."""
+
+    name = "sitemaps"
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> Sitemaps | None:
+        return cls() if settings.follow_sitemaps else None
+
+    def robots(self, fr: FetchResult, counters: Counter[str]) -> list[str]:
+        if not 200 <= fr.status < 300:
+            return []
+        found = [u for raw in sitemaps_of(fr.body) if (u := canonicalize(raw, fr.url))]
+        counters["sitemaps"] += len(found)
+        return found
+
+
+class NearDuplicates(VisitStage):
+    """``near_dup``: a page whose MinHash sketch matches an earlier page's (actors/shingler.py)
+    is a near-duplicate of it; the index lives in the crawl's duplicate stores."""
+
+    name = "near-dup"
+
+    def __init__(self, index) -> None:  # noqa: ANN001 - a NearDupIndex
+        self.index = index
+        self.sketch = (index.num_perm, index.k, index.seed)
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> NearDuplicates | None:
+        from raycrawl.actors.shingler import near_dup_index
+
+        index = near_dup_index(settings, ctx.duplicates)
+        return None if index is None else cls(index)
+
+    def find(self, findings: Findings) -> None:
+        if findings.sketches is None:
+            return
+        parsed, dup_of = findings.parsed, findings.dup_of
+        rows = [i for i, url in enumerate(findings.parsed_urls)
+                if parsed[url].digest and url not in dup_of and parsed[url].text]
+        urls = [findings.parsed_urls[i] for i in rows]
+        reps = self.index.check_and_add_sketches(urls, findings.sketches[rows], findings.nonempty[rows])
+        for url, rep in zip(urls, reps, strict=True):
+            if rep is not None and rep != url:
+                dup_of[url] = (rep, "near")
+
+    def finish(self) -> None:
+        self.index.flush()
+
+    def close(self) -> None:
+        self.index.close()
+
+
+class OperatorRules(VisitStage):
+    """The operator's live rules (``raycrawl ctl``: storage/operator_control.py): links to blocked
+    hosts and out of the operator's scope are not followed, and the fetch actors drop queued URLs
+    of blocked hosts, out of scope or past their host's budget (recorded with that error)."""
+
+    name = "operator"
+
+    def __init__(self, view) -> None:  # noqa: ANN001 - a ControlView
+        self.view = view
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> OperatorRules | None:
+        return None if ctx.frontier is None else cls(control_view(ctx.frontier))
+
+    @classmethod
+    def dequeue_check(cls, settings: Settings, frontier: RedisFrontier) -> Callable[[str, str], str | None] | None:
+        if frontier is None:
+            return None
+        view = control_view(frontier)
+
+        def check(url: str, server: str) -> str | None:
+            policy = view.current()
+            if (why := policy.refuse(url, server)) is not None:
+                return why
+            budget = policy.budget(server)
+            if budget is not None and view.control.spend(server) > budget:
+                return "budget"
+            return None
+
+        return check
+
+    def judge(self, url: str, host: str) -> str | None:
+        return self.view.current().refuse(url, host)
+
+
+def control_view(frontier: RedisFrontier):  # noqa: ANN201 - a ControlView
+    from raycrawl.storage.operator_control import Control, ControlView
+
+    return ControlView(Control(frontier.r, frontier.p))
+
+
+BUILT_IN: list[type[VisitStage]] = [Scope, OperatorRules, Revisits, Focus, SpamGateStage, Sitemaps, NearDuplicates]
+"""The built-in stages, in the order they see each visit and each link."""
+
+
+def load_stage(path: str) -> type[VisitStage]:
+    """The stage class ``module:Class`` names (the ``extra_stages`` setting)."""
+    module, _, name = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UserError(f"extra_stages: cannot load {path!r} ({exc})") from exc
+    if not (isinstance(cls, type) and issubclass(cls, VisitStage)):
+        raise UserError(f"extra_stages: {path!r} is not a VisitStage")
+    return cls
+
+
+def stage_classes(settings: Settings) -> list[type[VisitStage]]:
+    return [*BUILT_IN, *(load_stage(p) for p in settings.extra_stages or ())]
+
+
+def build_stages(settings: Settings, ctx: StageContext) -> Stages:
+    """The stages of one agent's crawl, built-in and extra, in order."""
+    return Stages([st for c in stage_classes(settings) if (st := c.build(settings, ctx)) is not None])
+
+
+def dequeue_checks(settings: Settings, frontier: RedisFrontier) -> list[Callable[[str, str], str | None]]:
+    """The checks a fetch actor runs on each queued URL before fetching it."""
+    return [c for cls in stage_classes(settings) if (c := cls.dequeue_check(settings, frontier)) is not None]

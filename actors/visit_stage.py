@@ -1,0 +1,189 @@
+"""Crawl-time stages: the features that look at each finished visit and at each link found.
+
+A stage is a :class:`VisitStage` built once per agent from Settings (:meth:`VisitStage.build`;
+None when its setting is off). The batch decision (actors/visit_batch.py) and the committer
+(actors/batch_commit.py) loop over the crawl's stages instead of knowing them by name; the fetch
+actors ask their :meth:`~VisitStage.dequeue_check` before a queued URL is fetched. The built-in
+stages and :func:`~actors.stages.build_stages` are in actors/stages.py; a stage of one's own is named in the
+``extra_stages`` setting (``module:Class``) and needs no edit anywhere else
+(docs/architecture.md, "Add a crawl-time stage").
+
+The hooks, in the order a batch meets them:
+
+1. :meth:`~VisitStage.parses` — whether a fetched response is parsed at all;
+2. :meth:`~VisitStage.find` — after the exact duplicates are known, before the decision
+   (near-duplicates add theirs);
+3. :meth:`~VisitStage.robots` — the links a robots.txt answer yields (sitemaps);
+4. :meth:`~VisitStage.observe` — each page visit, in order; may set its revisit, its links'
+   level, its link record's fields and count in the batch's counters;
+5. :meth:`~VisitStage.judge` — each link and redirect target, in order: a reason not to follow it;
+6. :meth:`~VisitStage.settle` — after the batch's decision, to publish what the stage learned;
+7. :meth:`~VisitStage.finish` — when the agent's run ends (its crew still running);
+8. :meth:`~VisitStage.close` — when the agent's crew ends.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from raycrawl.exchange import FetchResult, VisitKind
+from raycrawl.storage.crawl_epochs import Capture
+from raycrawl.storage.link_records import LinkRecord
+
+if TYPE_CHECKING:
+    from raycrawl.actors.parser import ParseResult
+    from raycrawl.settings import Settings
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+Revisit = tuple[str, str, str | None]
+"""(URL, WARC-Date, payload digest or None) of the capture a WARC revisit record refers to."""
+
+
+@dataclass
+class Outcome:
+    """A finished visit: ``key`` is the in-flight key (server and visit-state entry) to commit;
+    ``kind`` what it was; ``level`` the priority level the URL was queued with (a focused crawl's
+    front queue)."""
+
+    key: str
+    kind: VisitKind
+    fr: FetchResult
+    attempts: int = 1
+    level: int = 0
+    prior: Capture | None = None
+    """A revisited page's last capture: the fetch was a conditional GET, and an unchanged answer
+    is a WARC revisit of that capture."""
+
+
+@dataclass
+class StageContext:
+    """What a stage may be built with besides Settings: the shared frontier, the crawl's duplicate
+    stores (actors/duplicates.py) and the pass of a periodic crawl."""
+
+    frontier: RedisFrontier
+    duplicates: Any = None
+    epoch: int = 0
+
+
+@dataclass
+class PageVisit:
+    """One page visit while its batch is decided: what the stages read and may change."""
+
+    outcome: Outcome
+    parsed: ParseResult | None
+    record: LinkRecord
+    counters: Counter[str]
+    link_level: int = 0
+    """The priority level of the links found in the page."""
+    revisit: Revisit | None = None
+    """The capture its response is a WARC revisit of (None: a full response record)."""
+
+    @property
+    def fr(self) -> FetchResult:
+        return self.outcome.fr
+
+
+@dataclass
+class Findings:
+    """A batch's parse results and duplicates, gathered before the decision."""
+
+    parsed: dict[str, ParseResult] = field(default_factory=dict)
+    dup_of: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """URL → (representative URL, "exact" or "near")."""
+    revisit_of: dict[str, Revisit] = field(default_factory=dict)
+    """URL → the earlier capture of a byte-identical payload (exact duplicates only)."""
+    sha1s: dict[str, str] = field(default_factory=dict)
+    """URL → payload digest, for every answer with a body."""
+    sketches: Any = None
+    """The parser's near-duplicate sketches of ``parsed_urls`` (rows), with ``nonempty``."""
+    nonempty: Any = None
+    parsed_urls: list[str] = field(default_factory=list)
+
+
+class VisitStage:
+    """A crawl-time feature. Every hook is optional (the defaults do nothing)."""
+
+    name = "stage"
+    sketch: tuple[int, int, int] | None = None
+    """(num_perm, k, seed) when the stage needs the parser's MinHash sketches of the pages."""
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> VisitStage | None:
+        """The stage this crawl runs, or None when its settings leave it off."""
+        return cls()
+
+    @classmethod
+    def dequeue_check(cls, settings: Settings, frontier: RedisFrontier) -> Callable[[str, str], str | None] | None:
+        """For the fetch actors: (URL, server name) → why a queued URL is not fetched any more
+        (an error kind its link record gets), or None; None: the stage never refuses one."""
+        return None
+
+    def parses(self, fr: FetchResult) -> bool:
+        return True
+
+    def find(self, findings: Findings) -> None:
+        pass
+
+    def robots(self, fr: FetchResult, counters: Counter[str]) -> list[str]:
+        return []
+
+    def observe(self, visit: PageVisit) -> None:
+        pass
+
+    def judge(self, url: str, host: str) -> str | None:
+        return None
+
+    def settle(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Stages:
+    """The stages of one agent's crawl, in order; what the decision and the committer call."""
+
+    def __init__(self, stages: list[VisitStage]) -> None:
+        self.stages = stages
+        self.sketch = next((st.sketch for st in stages if st.sketch), None)
+
+    def of(self, kind: type[VisitStage]) -> VisitStage | None:
+        return next((st for st in self.stages if isinstance(st, kind)), None)
+
+    def parses(self, fr: FetchResult) -> bool:
+        return all(st.parses(fr) for st in self.stages)
+
+    def find(self, findings: Findings) -> None:
+        for st in self.stages:
+            st.find(findings)
+
+    def robots(self, fr: FetchResult, counters: Counter[str]) -> list[str]:
+        return [u for st in self.stages for u in st.robots(fr, counters)]
+
+    def observe(self, visit: PageVisit) -> None:
+        for st in self.stages:
+            st.observe(visit)
+
+    def judge(self, url: str, host: str) -> str | None:
+        for st in self.stages:
+            if (why := st.judge(url, host)) is not None:
+                return why
+        return None
+
+    def settle(self) -> None:
+        for st in self.stages:
+            st.settle()
+
+    def finish(self) -> None:
+        for st in self.stages:
+            st.finish()
+
+    def close(self) -> None:
+        for st in self.stages:
+            st.close()

@@ -1,0 +1,87 @@
+"""Headless Chromium driven over the DevTools protocol (a websocket on loopback), for tests that
+click: open a page, evaluate JavaScript in it, wait for a navigation. Chromium is the Debian
+package ``make setup`` installs; a test that needs it fails without it (never skipped)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    pytest.fail("no chromium on PATH: `make setup` installs Debian's chromium package")
+
+
+class Browser:
+    """One page of a headless Chromium; :meth:`evaluate` runs JavaScript in it."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws, self.ids = ws, itertools.count(1)
+
+    async def call(self, method: str, **params) -> dict:
+        i = next(self.ids)
+        await self.ws.send_json({"id": i, "method": method, "params": params})
+        while True:
+            msg = await asyncio.wait_for(self.ws.receive_json(), 30)
+            if msg.get("id") == i:
+                if "error" in msg:
+                    raise AssertionError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    async def evaluate(self, expression: str):  # noqa: ANN201 - whatever the expression returns
+        res = await self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        return res.get("result", {}).get("value")
+
+    async def goto(self, url: str) -> None:
+        assert url.startswith("http://127.0.0.1:")
+        await self.call("Page.navigate", url=url)
+        await self.wait_for(f"document.readyState === 'complete' && location.href.startsWith({json.dumps(url)})")
+
+    async def wait_for(self, condition: str, timeout: float = 30) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not await self.evaluate(f"!!({condition})"):
+            assert loop.time() < end, f"not true within {timeout} s: {condition}"
+            await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def browser(tmp_path: Path):
+    profile = tmp_path / "chromium-profile"
+    proc = await asyncio.create_subprocess_exec(
+        chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+        "--no-default-browser-check", "--disable-extensions", "--disable-sync", "--disable-background-networking",
+        "--disable-component-update", "--mute-audio", "--remote-debugging-address=127.0.0.1",
+        "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            await asyncio.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
+                page = next(t for t in await r.json() if t["type"] == "page")
+            async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                b = Browser(ws)
+                await b.call("Page.enable")
+                await b.call("Runtime.enable")
+                yield b
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
