@@ -165,11 +165,12 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, layout(out).redis, supervise=True) as url:
         # `raycrawl status --out DIR` finds the running crawl's Redis here.
         (layout(out).redis_url).write_text(url + "\n")
-        with connect(url) as client:  # a stop the operator asked of the last run is not this run's
-            Control(client, settings.redis_prefix).clear_stop()
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
+                # (after the checks: a refused resume writes nothing) A stop the operator asked of
+                # the last run is not this run's; a fresh crawl's begin() clears everything.
+                Control(client, settings.redis_prefix).clear_stop()
                 resume_focus(settings, RedisFrontier(client, settings.redis_prefix, register=False))
                 if settings.revisit:
                     from raycrawl.actors.periodic import begin_pass

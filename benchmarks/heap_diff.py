@@ -36,9 +36,8 @@ def main() -> None:
         new = tracemalloc.Snapshot.load(str(files[-1])).filter_traces(
             [tracemalloc.Filter(False, tracemalloc.__file__)])
         print(f"   growth {files[args.skip].stem.rsplit('-', 1)[1]} s -> {files[-1].stem.rsplit('-', 1)[1]} s:")
-        for d in new.compare_to(old, "traceback")[: args.top]:
-            if d.size_diff <= 0:
-                break
+        grew = sorted((d for d in new.compare_to(old, "traceback") if d.size_diff > 0), key=lambda d: -d.size_diff)
+        for d in grew[: args.top]:
             where = " <- ".join(f"{Path(fr.filename).name}:{fr.lineno}" for fr in reversed(d.traceback))
             print(f"   {d.size_diff / 2**20:+8.1f} MB {d.count_diff:+9d} blocks  {where}")
 

@@ -4,7 +4,8 @@ websim serves ``--hosts`` hosts (about ``--pages-per-host`` pages each; its aioh
 connections for an hour, aiohttp's default — nginx keeps them 75 s, Apache 5 s), and ``raycrawl crawl`` runs over it as a user runs it (default
 settings but the politeness delays) up to ``--pages``. A sampler reads, every second, the crawl's
 committed pages (Redis), Redis's ``used_memory``, the AOF's size, and the RSS and open files of every
-process of the crawl (driver, Redis, each Ray actor, Ray's own); at each tenth of ``--pages`` it
+process of the crawl (driver, Redis, each Ray actor, Ray's own; also their private memory, without
+the shared pages of Ray's object store); at each tenth of ``--pages`` it
 prints one row. At the end: Redis bytes per host and per page against the BUbiNG-class budget
 (400 B per host + 200 B per page), the rate of the last tenth against the second, the RSS drift of
 every process after the first tenth, and the most files any fetch actor held open.
@@ -76,6 +77,16 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def private_mb(pid: int) -> float:
+    """Memory only this process maps (smaps_rollup's Private_*): RSS without the shared pages —
+    Ray's plasma object store and shared libraries — that every process mapping them counts."""
+    try:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:])
+        return (int(fields["Private_Clean"].split()[0]) + int(fields["Private_Dirty"].split()[0])) / 1024
+    except (OSError, KeyError, ValueError):
+        return 0.0
+
+
 def open_files(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -110,12 +121,15 @@ class Sampler(threading.Thread):
                 continue
             procs = processes(self.crawl.pid)
             rss: dict[str, float] = {}
+            private: dict[str, float] = {}
             for pid, name in procs.items():
                 rss[name] = rss.get(name, 0.0) + rss_mb(pid)
+                private[name] = private.get(name, 0.0) + private_mb(pid)
                 files = open_files(pid)
                 self.max_files[name] = max(self.max_files.get(name, 0), files)
             aof = sum(f.stat().st_size for f in (self.out / "redis").rglob("*") if f.is_file())
-            self.samples.append({"t": time.monotonic(), "pages": pages, "redis_used": used, "aof": aof, "rss": rss})
+            self.samples.append({"t": time.monotonic(), "pages": pages, "redis_used": used, "aof": aof, "rss": rss,
+                                 "private": private})
 
 
 def tenths(samples: list[dict], target: int) -> list[dict]:
@@ -222,9 +236,11 @@ def summarize(args: argparse.Namespace, sampler: Sampler, report: dict, local_fa
     first = rows[0]
     # A process's last reading: the last sample it was alive in (the actors end with the crawl, so
     # the tenth-10 row may have caught them gone).
-    final = {n: next((s["rss"][n] for s in reversed(sampler.samples) if s["rss"].get(n)), 0) for n in names}
-    drift = {n: (final[n] - first["rss"].get(n, 0)) / max(1.0, first["rss"].get(n, 0)) for n in names}
-    print("RSS from the first tenth to the end: " + ", ".join(f"{n} {d:+.0%}" for n, d in drift.items()))
+    for kind in ("rss", "private"):
+        final = {n: next((s[kind][n] for s in reversed(sampler.samples) if s[kind].get(n)), 0) for n in names}
+        drift = {n: (final[n] - first[kind].get(n, 0)) / max(1.0, first[kind].get(n, 0)) for n in names}
+        print(f"{'RSS' if kind == 'rss' else 'private memory'} from the first tenth to the end: "
+              + ", ".join(f"{n} {first[kind].get(n, 0):.0f}→{final[n]:.0f} MB {d:+.0%}" for n, d in drift.items()))
     print("most open files: " + ", ".join(f"{n} {f}" for n, f in sorted(sampler.max_files.items()) if not n.startswith("other:")))
     print(f"requests that found no file descriptor (retried, never held against a host): {local_failures}")
     print(f"report: stopped={report.get('stopped')}, duplicates {report.get('duplicates')}, "

@@ -148,7 +148,6 @@ def make_app(console: Console):
             origin = request.headers.get("Origin")
             if origin not in (None, "null") and origin.split("://", 1)[-1] != request.host:
                 raise web.HTTPForbidden(text="cross-origin request refused")
-        request["who"] = who
         return await handler(request)
 
     async def status_api(request):  # noqa: ANN001, ANN202
@@ -162,10 +161,10 @@ def make_app(console: Console):
         except (ValueError, KeyError, TypeError):
             return web.json_response({"error": 'expected JSON {"verb": ..., "args": [...]}'}, status=400)
         try:
-            done = await _off_loop(console.command, str(verb), args, request["who"])
+            done = await _off_loop(console.command, str(verb), args, console.who(request))
         except UserError as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response({"verb": verb, "done": done, "operator": request["who"]})
+        return web.json_response({"verb": verb, "done": done, "operator": console.who(request)})
 
     async def page(request):  # noqa: ANN001, ANN202
         query = request.query.get("q", "")
@@ -181,7 +180,7 @@ def make_app(console: Console):
         form = await request.post()
         verb, args = str(form.get("verb", "")), str(form.get("args", "")).split()
         try:
-            msg = f"{verb}: " + await _off_loop(console.command, verb, args, request["who"])
+            msg = f"{verb}: " + await _off_loop(console.command, verb, args, console.who(request))
         except UserError as exc:
             msg = f"error: {exc}"
         raise web.HTTPSeeOther("/?" + urlencode({"msg": msg}))
