@@ -28,8 +28,16 @@ class OperatorInbox:
         self.next_poll = 0.0
         self.logged = "0-0"
         if log_path is not None and log_path.exists():  # a resumed crawl: append what came since
-            lines = log_path.read_text(errors="replace").splitlines()
-            self.logged = json.loads(lines[-1]).get("id", "0-0") if lines else "0-0"
+            text = log_path.read_text(errors="replace")
+            if text and not text.endswith("\n"):
+                with open(log_path, "a") as f:
+                    f.write("\n")  # the torn line ends here; the next command starts a line of its own
+            for line in reversed(text.splitlines()):
+                try:  # (a line torn by a kill is skipped: its command is copied again)
+                    self.logged = json.loads(line)["id"]
+                    break
+                except (ValueError, KeyError, TypeError):
+                    continue
 
     def stop_requested(self) -> bool:
         return self.view.current().stop

@@ -88,6 +88,32 @@ def test_seeds_queue_until_taken(control, tmp_path) -> None:
     assert control.peek_seeds() == ["http://c.test/x"]
 
 
+def test_the_lead_agent_copies_commands_and_delivers_seeds(control, tmp_path) -> None:
+    """operator.log gets each command once, also across a restart whose last line was torn; seeds
+    leave the queue only when delivered, and the stages' verdict filters them."""
+    from raycrawl.actors.operator_inbox import OperatorInbox
+
+    log = tmp_path / "operator.log"
+    control.command("block", ["a.test"], "ann")
+    control.command("seeds", ["add", "http://a.test/", "http://b.test/"], "ann")
+    inbox = OperatorInbox(control, log)
+    delivered: list[list[str]] = []
+    assert inbox.poll(lambda url, host: "blocked" if host == "a.test" else None,
+                      lambda urls: delivered.append(urls) or False) == 0  # an agent is gone: kept
+    assert control.peek_seeds() == ["http://a.test/", "http://b.test/"]
+    inbox.next_poll = 0
+    assert inbox.poll(lambda url, host: None, lambda urls: delivered.append(urls) or True) == 2
+    assert control.peek_seeds() == [] and delivered[-1] == ["http://a.test/", "http://b.test/"]
+    control.command("pause", [], "bob")
+    log.write_text(log.read_text() + '{"id": "torn')  # a kill mid-line
+    again = OperatorInbox(control, log)
+    again.poll(lambda url, host: None, lambda urls: True)
+    lines = log.read_text().splitlines()
+    assert lines[2] == '{"id": "torn' and [json.loads(x)["verb"] for x in lines[:2] + lines[3:]] == [
+        "block", "seeds add", "pause"]
+    assert OperatorInbox(control, None).poll(lambda u, h: None, lambda urls: True) == 0  # not the lead
+
+
 def test_policy_of_an_empty_state_refuses_nothing() -> None:
     from raycrawl.storage.operator_control import ControlState
 
