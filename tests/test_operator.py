@@ -139,6 +139,9 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def test_ctl_user_errors_are_one_line(tmp_path, redis_url) -> None:
     r = run_cli("ctl", str(tmp_path), "pause")
     assert r.returncode == 2 and "holds no crawl" in r.stderr and "Traceback" not in r.stderr
+    for cmd in (["ctl", "--redis-url", "redis://127.0.0.1:1", "pause"], ["console", "--redis-url", "redis://127.0.0.1:1"]):
+        r = run_cli(*cmd)  # a Redis that is gone
+        assert r.returncode == 2 and "cannot reach" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = run_cli("ctl", "--redis-url", redis_url, "--prefix", "nope:", "pause")
     assert r.returncode == 2 and "no crawl under prefix" in r.stderr and "Traceback" not in r.stderr
     client = redis.Redis.from_url(redis_url)
