@@ -33,7 +33,9 @@ HOSTS_SHOWN = 50
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("console", help="web page and REST API to watch and steer a crawl",
-                              description=__doc__.split("\n\n")[0])
+                              description="A crawl's live state and its operator's controls, as a web page and "
+                              "a REST API over the crawl's Redis (docs/operating.md). Loopback by default; any "
+                              "other address needs --token-file.")
     p.add_argument("out", type=Path, nargs="?", help="crawl directory (else --redis-url)")
     p.add_argument("--redis-url", help="Redis of the crawl")
     p.add_argument("--prefix", default=Settings.redis_prefix, help=f"key prefix of the crawl (default {Settings.redis_prefix})")

@@ -23,12 +23,16 @@ VERBS = """verbs:
   show                               the switches and overrides in force
 
 HOST is a server name (every scheme and port of it); SURT is a prefix such as 'org,example,' (the
-host and its subdomains) or a URL ('http://example.org/private/')."""
+host and its subdomains) or a URL ('http://example.org/private/'). Options come before OUT:
+  raycrawl ctl --operator "ann <ann@lab.example>" /data/crawl block shop.example
+docs/operating.md has the rest, and the console (raycrawl console) that runs the same commands."""
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("ctl", help="steer a crawl: pause, resume, stop, seeds, block, throttle, budget, scope",
-                              description=__doc__.split("\n\n")[0], epilog=VERBS,
+                              description="Steer a running (or stopped) crawl through its control plane in "
+                              "Redis: every agent applies a command within about 2 seconds; each is logged to "
+                              "OUT/operator.log.", epilog=VERBS,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--redis-url", help="Redis of the crawl (else the first word is its crawl directory)")
     p.add_argument("--prefix", default=Settings.redis_prefix, help=f"key prefix of the crawl (default {Settings.redis_prefix})")
