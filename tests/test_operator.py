@@ -319,6 +319,12 @@ def test_rest_api_wants_the_token_when_one_is_set(console_app, control, tmp_path
     assert r.returncode == 2 and "--token-file" in r.stderr and "Traceback" not in r.stderr
 
 
+def console_status(url: str, out: Path) -> dict:
+    from raycrawl.commands.console import Console
+
+    return Console(url, "rc:", out, None).status()
+
+
 def asyncio_run(coro):  # noqa: ANN001, ANN201
     import asyncio
 
@@ -350,6 +356,8 @@ def test_console_page_pauses_a_crawl_in_a_real_browser(tmp_path: Path) -> None:
                         await b.goto(f"http://127.0.0.1:{port}/")
                         assert await b.evaluate("document.getElementById('state').textContent") == "running"
                         assert "pages" in await b.evaluate("document.getElementById('numbers').textContent")
+                        st = console_status(url, out)
+                        assert st["timeline"]["rows"] and st["timeline"]["columns"][:2] == ("time", "pages")
                         await b.evaluate("document.querySelector('button[value=pause]').click()")
                         t_click = time.time()
                         await b.wait_for("document.getElementById('state') && "

@@ -95,6 +95,12 @@ class Console:
         st["errors"] = {k[6:]: v for k, v in sorted(st["stats"].items()) if k.startswith("error:")}
         dash = self.out / "dashboard-url" if self.out else None
         st["ray_dashboard"] = dash.read_text().strip() if dash is not None and dash.exists() else None
+        if self.out is not None:  # the agents' own samples (storage/crawl_timeline.py), the last hour's
+            from raycrawl.storage import crawl_timeline
+            from raycrawl.storage.crawl_dir import layout
+
+            st["timeline"] = {"columns": crawl_timeline.COLUMNS,
+                              "rows": crawl_timeline.read(layout(self.out).timeline)[-SAMPLES:]}
         return st
 
     def command(self, verb: str, args: list[str], who: str) -> str:
