@@ -11,16 +11,18 @@ from raycrawl.urls import canonicalize
 log = logging.getLogger(__name__)
 
 
+def seed_lines(path: Path) -> list[str]:
+    """The lines of a seeds file that name a URL: stripped, without blank lines and ``#`` comments."""
+    return [s for line in path.read_text(errors="replace").splitlines() if (s := line.strip()) and not s.startswith("#")]
+
+
 def read_seeds(path: str | Path) -> list[str]:
     """Canonical seed URLs of a seeds file. A file with no valid URL is a UserError."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"seeds file not found: {p}")
     seeds, bad = [], 0
-    for line in p.read_text(errors="replace").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
+    for line in seed_lines(p):
         url = canonicalize(line)
         if url is None:
             bad += 1

@@ -147,14 +147,12 @@ class Control:
             raise UserError("seeds: give 'add' and URLs, or a file of URLs")
         from pathlib import Path
 
+        from raycrawl.seeds import seed_lines
+
         raw: list[str] = []
         for a in args[1:]:
             p = Path(a)
-            if "://" not in a and p.is_file():
-                raw += [ln.strip() for ln in p.read_text(errors="replace").splitlines()
-                        if ln.strip() and not ln.lstrip().startswith("#")]
-            else:
-                raw.append(a)
+            raw += seed_lines(p) if "://" not in a and p.is_file() else [a]
         urls = []
         for u in raw:
             c = canonicalize(u)
