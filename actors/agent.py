@@ -31,7 +31,7 @@ from raycrawl.actors.duplicates import ShardedDuplicates, ask_actors
 from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.operator_inbox import OperatorInbox
 from raycrawl.actors.periodic import queue_revisits
-from raycrawl.actors.stages import build_stages, stage_classes
+from raycrawl.actors.stages import build_stages, control_view, stage_classes
 from raycrawl.actors.termination import Termination
 from raycrawl.actors.virtualizer import Virtualizer
 from raycrawl.actors.visit_stage import StageContext, Stages
@@ -50,7 +50,6 @@ from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
 from raycrawl.storage import crawl_timeline
 from raycrawl.storage.crawl_dir import begin, layout, read_crawl_id
-from raycrawl.storage.operator_control import Control
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +92,7 @@ class Agent:
         self.stop_requested = threading.Event()  # Ctrl-C, SIGTERM: stop at the next batch boundary
         self.termination = Termination(self.f, name)
         # The operator's commands (raycrawl ctl): stop, seeds; the lead agent writes operator.log.
-        self.inbox = OperatorInbox(Control(self.client, s.redis_prefix),
-                                   layout(self.out).operator_log if name == AGENT0 else None)
+        self.inbox = OperatorInbox(control_view(self.f), layout(self.out).operator_log if name == AGENT0 else None)
         self.redis_run_id: str | None = None
         self.epoch = self.f.epoch()  # a periodic crawl's pass (actors/periodic.py); 0: the first crawl
 

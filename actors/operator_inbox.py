@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from raycrawl.storage.operator_control import Control, ControlView
+from raycrawl.storage.operator_control import ControlView
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +22,10 @@ POLL = 1.0
 
 
 class OperatorInbox:
-    def __init__(self, control: Control, log_path: Path | None) -> None:
-        """``log_path``: where the lead agent copies the operator's commands; None: not the lead."""
-        self.control, self.view, self.log_path = control, ControlView(control, POLL), log_path
+    def __init__(self, view: ControlView, log_path: Path | None) -> None:
+        """``view``: the agent's view of the control plane (actors.stages.control_view);
+        ``log_path``: where the lead agent copies the operator's commands; None: not the lead."""
+        self.control, self.view, self.log_path = view.control, view, log_path
         self.next_poll = 0.0
         self.logged = "0-0"
         if log_path is not None and log_path.exists():  # a resumed crawl: append what came since

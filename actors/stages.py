@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -255,10 +256,18 @@ class OperatorRules(VisitStage):
         return self.view.current().refuse(url, host)
 
 
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def control_view(frontier: RedisFrontier):  # noqa: ANN201 - a ControlView
+    """The process's view of the control plane of ``frontier``'s crawl: one per frontier, so that
+    the fetch loop and the operator stage's checks (or the agent's stage and its inbox) share one
+    cache and one version read per second."""
     from raycrawl.storage.operator_control import Control, ControlView
 
-    return ControlView(Control(frontier.r, frontier.p))
+    if frontier not in _VIEWS:
+        _VIEWS[frontier] = ControlView(Control(frontier.r, frontier.p))
+    return _VIEWS[frontier]
 
 
 BUILT_IN: list[type[VisitStage]] = [Scope, OperatorRules, Revisits, Focus, SpamGateStage, Sitemaps, NearDuplicates]

@@ -96,7 +96,7 @@ def test_the_lead_agent_copies_commands_and_delivers_seeds(control, tmp_path) ->
     log = tmp_path / "operator.log"
     control.command("block", ["a.test"], "ann")
     control.command("seeds", ["add", "http://a.test/", "http://b.test/"], "ann")
-    inbox = OperatorInbox(control, log)
+    inbox = OperatorInbox(ControlView(control), log)
     delivered: list[list[str]] = []
     assert inbox.poll(lambda url, host: "blocked" if host == "a.test" else None,
                       lambda urls: delivered.append(urls) or False) == 0  # an agent is gone: kept
@@ -106,12 +106,12 @@ def test_the_lead_agent_copies_commands_and_delivers_seeds(control, tmp_path) ->
     assert control.peek_seeds() == [] and delivered[-1] == ["http://a.test/", "http://b.test/"]
     control.command("pause", [], "bob")
     log.write_text(log.read_text() + '{"id": "torn')  # a kill mid-line
-    again = OperatorInbox(control, log)
+    again = OperatorInbox(ControlView(control), log)
     again.poll(lambda url, host: None, lambda urls: True)
     lines = log.read_text().splitlines()
     assert lines[2] == '{"id": "torn' and [json.loads(x)["verb"] for x in lines[:2] + lines[3:]] == [
         "block", "seeds add", "pause"]
-    assert OperatorInbox(control, None).poll(lambda u, h: None, lambda urls: True) == 0  # not the lead
+    assert OperatorInbox(ControlView(control), None).poll(lambda u, h: None, lambda urls: True) == 0  # not the lead
 
 
 def test_policy_of_an_empty_state_refuses_nothing() -> None:
