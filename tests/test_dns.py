@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from dnslib import CNAME, QTYPE, RCODE, RR, A
@@ -23,13 +24,16 @@ class ZoneResolver(BaseResolver):
         self.queries: dict[str, int] = {}
         self.lock = threading.Lock()
         self.stall: set[str] = set()
+        self.delay: dict[str, float] = {}  # name → seconds before answering (server-side work)
 
     def resolve(self, request, handler):
         name = str(request.q.qname).rstrip(".").lower()
         with self.lock:
             self.queries[name] = self.queries.get(name, 0) + 1
         if name in self.stall:
-            return None  # dnslib sends nothing: the client times out
+            return None
+        if name in self.delay:
+            time.sleep(self.delay[name])  # dnslib answers each query in its own thread  # dnslib sends nothing: the client times out
         reply = request.reply()
         if name == "alias.test" and request.q.qtype == QTYPE.A:  # CNAME chain answered in full
             reply.add_answer(RR(request.q.qname, QTYPE.CNAME, rdata=CNAME("h5.test."), ttl=0))
@@ -102,6 +106,38 @@ async def test_timeout_is_negative_answer(dns_server):
         assert r.cached("slow.test") == (True, None)
     finally:
         zone.stall.discard("slow.test")
+        await r.close()
+
+
+async def test_configured_timeout_holds_after_fast_answers(dns_server):
+    """c-ares ≥ 1.32 replaces the per-try timeout with 5× the server's average latency (≥ 250 ms)
+    once it has answered three queries: after fast answers, one answer taking 1.2 s failed a lookup
+    configured for 2 s × 2 in half a second. The lookup must get the time it was configured for."""
+    zone, port = dns_server
+    zone.delay["h250.test"] = 1.2
+    r = Resolver(dns_server=("127.0.0.1", port), timeout=2.0, tries=2)
+    try:
+        assert await r.resolve_many([f"h{i}.test" for i in range(20)]) == {f"h{i}.test": ZONE[f"h{i}.test"]
+                                                                            for i in range(20)}
+        started = time.monotonic()
+        assert await r.resolve("h250.test") == ZONE["h250.test"]
+        assert r.failures == 0 and time.monotonic() - started >= 1.2
+    finally:
+        zone.delay.pop("h250.test")
+        await r.close()
+
+
+async def test_deadline_is_timeout_times_tries(dns_server):
+    """A server that never answers: the lookup ends at its deadline, not later."""
+    zone, port = dns_server
+    zone.stall.add("never.test")
+    r = Resolver(dns_server=("127.0.0.1", port), timeout=0.5, tries=2)
+    try:
+        started = time.monotonic()
+        assert await r.resolve("never.test") is None
+        assert 0.9 <= time.monotonic() - started < 3.0
+    finally:
+        zone.stall.discard("never.test")
         await r.close()
 
 
