@@ -21,14 +21,19 @@ it is the earliest linking page in time.
 from __future__ import annotations
 
 import json
-import math
+import tempfile
+from array import array
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgpack
+import numpy as np
+
 from raycrawl.storage.crawl_dir import layout
-from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
+from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, LinkRecord, read_link_file
 
 # Heritrix's FetchStatusCodes for the error kinds of the link records (docs/archiving.md has the
 # table). A DNS failure is -6 ("prerequisite domain-lookup failed"), as Heritrix logs the URLs of a
@@ -48,15 +53,6 @@ COLUMNS = ("time", "status", "size", "url", "discovery_path", "via", "mime", "wo
 def _stamp(t: float, sep: bool) -> str:
     d = datetime.fromtimestamp(t, UTC)
     return d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if sep else d.strftime("%Y%m%d%H%M%S%f")[:-3]
-
-
-def _records(crawl_dir: Path) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for path in sorted((crawl_dir / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
-        worker = path.name[: -len(SUFFIX)].rsplit("-", 1)[0]
-        out.extend((worker, rec) for rec in read_link_file(path))
-    out.sort(key=lambda wr: wr[1].time)
-    return out
 
 
 def crawl_seeds(crawl_dir: Path) -> set[str]:
@@ -84,62 +80,141 @@ def crawl_seeds(crawl_dir: Path) -> set[str]:
     return set()
 
 
-def _discovery(records: list[tuple[str, dict[str, Any]]], seeds: set[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """(via, hop letter) of every URL that has a discoverer (see the module doc)."""
-    fetched = {}
-    for _, rec in records:
-        fetched.setdefault(rec.url, rec.time)
-    via: dict[str, str] = {}
-    hop: dict[str, str] = {}
-    for _, rec in records:  # in time order: the first linker seen is the earliest
-        t = rec.time
-        targets = [(u, "L") for u in rec.links]
-        if rec.redirect:
-            targets.append((rec.redirect, "R"))
-        for url, letter in targets:
-            if url not in via and url not in seeds and url != rec.url and fetched.get(url, math.inf) > t:
-                via[url], hop[url] = rec.url, letter
-    return via, hop
+def _files(crawl_dir: Path) -> list[tuple[str, Path]]:
+    return [(path.name[: -len(SUFFIX)].rsplit("-", 1)[0], path)
+            for path in sorted((crawl_dir / LINKS_SUBDIR).glob(f"*{SUFFIX}"))]
 
 
-def _path(url: str, via: dict[str, str], hop: dict[str, str], memo: dict[str, str]) -> str:
-    chain = []
-    while url in via and url not in memo:
-        chain.append(url)
-        url = via[url]
-    path = memo.get(url, "")
-    for u in reversed(chain):
-        path += hop[u]
-        memo[u] = path
-    return path
+class _Derivation:
+    """The records of a crawl in fetch-time order with each URL's via and discovery path, held in
+    ~80 bytes per record: the records themselves (without their links) go to a temporary file
+    read back by offset, URLs are their 64-bit hashes (Python's SipHash, within one process) in numpy arrays, the links are streamed twice.
+
+    "Record order" is the order of the files' names, then of the records in a file; ties in time
+    keep it. A 64-bit hash collision between two URLs (odds ~n²/2⁶⁵: 3·10⁻⁶ at 10M URLs) could
+    only give a URL a wrong via."""
+
+    def __init__(self, files: list[tuple[str, Path]], seeds: set[str], work: Path) -> None:
+        self.files = files
+        self.blobs = open(work / "records.bin", "w+b")  # noqa: SIM115 (closed by rows())
+        hashes, times, offsets, workers = array("q"), array("d"), array("q", [0]), array("i")
+        for w, (_, path) in enumerate(files):
+            for rec in read_link_file(path):
+                m = rec.to_map()
+                m.pop("links", None)
+                offsets.append(offsets[-1] + self.blobs.write(msgpack.packb(m)))
+                hashes.append(hash(rec.url))
+                times.append(rec.time)
+                workers.append(w)
+        self.blobs.flush()
+        self.n = n = len(times)
+        self.offsets = np.frombuffer(offsets, np.int64)
+        self.workers = np.frombuffer(workers, np.int32)
+        t = np.frombuffer(times, np.float64)
+        self.order = np.argsort(t, kind="stable")  # fetch time, then record order
+        rank = np.empty(n, np.int64)
+        rank[self.order] = np.arange(n)
+        self.urls, self.url_of = np.unique(np.frombuffer(hashes, np.int64), return_inverse=True)
+        first = np.full(len(self.urls), n, np.int64)
+        np.minimum.at(first, self.url_of, rank)
+        fetched = t[self.order[first]]  # each URL's first fetch time
+        # best linker of each URL as 2·rank + (0 link | 1 redirect): the earliest, L before R
+        best = np.full(len(self.urls), 2 * n + 2, np.int64)
+        for th, linker in self._links(files, seeds):
+            u = np.minimum(np.searchsorted(self.urls, th), len(self.urls) - 1)
+            ok = (self.urls[u] == th) & (fetched[u] > t[linker >> 1])
+            np.minimum.at(best, u[ok], 2 * rank[linker[ok] >> 1] + (linker[ok] & 1))
+        self.has_via = best < 2 * n + 2
+        self.via = np.where(self.has_via, self.order[np.minimum(best >> 1, n - 1)] if n else best, -1)
+        self.hop = best & 1
+        self._paths: OrderedDict[int, str] = OrderedDict()
+
+    @staticmethod
+    def _links(files: list[tuple[str, Path]], seeds: set[str], chunk: int = 200_000):
+        """(target hashes, 2·linker record + (0 link | 1 redirect)) in chunks, self-links and
+        links to seeds left out (a seed has no via)."""
+        th, linker, i = array("q"), array("q"), 0
+        for _, path in files:
+            for rec in read_link_file(path):
+                targets = dict.fromkeys(rec.links, 0)
+                if rec.redirect:
+                    targets.setdefault(rec.redirect, 1)
+                for url, hop in targets.items():
+                    if url != rec.url and url not in seeds:
+                        th.append(hash(url))
+                        linker.append(2 * i + hop)
+                i += 1
+                if len(th) >= chunk:
+                    yield np.frombuffer(th, np.int64).copy(), np.frombuffer(linker, np.int64).copy()
+                    th, linker = array("q"), array("q")
+        if th:
+            yield np.frombuffer(th, np.int64), np.frombuffer(linker, np.int64)
+
+    def record(self, i: int) -> LinkRecord:
+        self.blobs.seek(int(self.offsets[i]))
+        rec = LinkRecord.from_map(msgpack.unpackb(self.blobs.read(int(self.offsets[i + 1] - self.offsets[i]))))
+        assert rec is not None
+        return rec
+
+    def path(self, u: int) -> str:
+        """The discovery path of URL ``u`` (``L``/``R`` per hop from a seed): walked up the vias to
+        one already known, the known ones kept in a bounded LRU (a crawl's recent pages are the next
+        pages' vias)."""
+        chain = []
+        while u not in self._paths and self.has_via[u]:
+            chain.append(u)
+            u = int(self.url_of[self.via[u]])
+        path = self._paths.get(u, "")
+        for v in reversed(chain):
+            path += "LR"[self.hop[v]]
+            self._paths[v] = path
+        while len(self._paths) > 50_000:
+            self._paths.popitem(last=False)
+        return path
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        for i in self.order:
+            rec = self.record(int(i))
+            u = int(self.url_of[i])
+            via = self.record(int(self.via[u])).url if self.has_via[u] else None
+            yield _row(rec, self.files[self.workers[i]][0], self.path(u) if via else "", via)
 
 
 def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
-    """One dict per link record (columns ``COLUMNS``), in fetch time order."""
-    records = _records(layout(crawl_dir).out)
-    via, hop = _discovery(records, crawl_seeds(layout(crawl_dir).out))
-    memo: dict[str, str] = {}
-    for worker, rec in records:
-        t = rec.time
-        http = rec.status
-        err = rec.error
-        status = http if http and err not in CUT_SHORT else HERITRIX_CODES.get(err or "", -5)
-        warc = rec.warc or (None, None)
-        notes = []
-        if rec.dup_of:
-            notes.append(f"duplicate:{rec.dup_kind or 'exact'}")
-        if rec.revisit_of:
-            notes.append("warcRevisit:" + ("notModified" if http == 304 else "digest"))
-        if err and http:
-            notes.append(CUT_SHORT.get(err) or ("lenTrunc" if err in ("too-large", "bomb") else f"err={err}"))
-        yield {"time": t, "status": status, "size": rec.size, "url": rec.url,
-               "discovery_path": _path(rec.url, via, hop, memo), "via": via.get(rec.url),
-               "mime": rec.ctype or None, "worker": worker, "fetch_time": rec.started or t,
-               "fetch_ms": round((t - rec.started) * 1000) if rec.started else None, "digest": rec.sha1,
-               "source": None, "annotations": ",".join(notes) or None, "warc_filename": warc[0],
-               "warc_offset": warc[1], "duplicate_of": rec.dup_of, "duplicate_kind": rec.dup_kind,
-               "revisit_of": (rec.revisit_of or [None])[0], "http_status": http, "error": err,
-               "epoch": rec.epoch, "title": rec.title or None}
+    """One dict per link record (columns ``COLUMNS``), in fetch time order.
+
+    Memory is about 80 bytes per record, plus a temporary file in ``$TMPDIR`` (the records without
+    their links, removed when the rows have been read): benchmarks/crawl_log_memory.py."""
+    out = layout(crawl_dir).out
+    with tempfile.TemporaryDirectory(prefix="raycrawl-log-") as work:
+        derivation = _Derivation(_files(out), crawl_seeds(out), Path(work))
+        try:
+            yield from derivation.rows()
+        finally:
+            derivation.blobs.close()
+
+
+def _row(rec: LinkRecord, worker: str, path: str, via: str | None) -> dict[str, Any]:
+    t = rec.time
+    http = rec.status
+    err = rec.error
+    status = http if http and err not in CUT_SHORT else HERITRIX_CODES.get(err or "", -5)
+    warc = rec.warc or (None, None)
+    notes = []
+    if rec.dup_of:
+        notes.append(f"duplicate:{rec.dup_kind or 'exact'}")
+    if rec.revisit_of:
+        notes.append("warcRevisit:" + ("notModified" if http == 304 else "digest"))
+    if err and http:
+        notes.append(CUT_SHORT.get(err) or ("lenTrunc" if err in ("too-large", "bomb") else f"err={err}"))
+    return {"time": t, "status": status, "size": rec.size, "url": rec.url,
+            "discovery_path": path, "via": via,
+            "mime": rec.ctype or None, "worker": worker, "fetch_time": rec.started or t,
+            "fetch_ms": round((t - rec.started) * 1000) if rec.started else None, "digest": rec.sha1,
+            "source": None, "annotations": ",".join(notes) or None, "warc_filename": warc[0],
+            "warc_offset": warc[1], "duplicate_of": rec.dup_of, "duplicate_kind": rec.dup_kind,
+            "revisit_of": (rec.revisit_of or [None])[0], "http_status": http, "error": err,
+            "epoch": rec.epoch, "title": rec.title or None}
 
 
 def heritrix_line(row: dict[str, Any]) -> str:
@@ -186,21 +261,33 @@ def write_text(crawl_dir: str | Path, out: Path, fmt: str) -> int:
     return n
 
 
-def write_parquet(crawl_dir: str | Path, out: Path) -> int:
+def write_parquet(crawl_dir: str | Path, out: Path, row_group: int = 100_000) -> int:
+    """The log as a parquet table, written a row group at a time (memory bounded by ``row_group``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = {c: [] for c in COLUMNS}
-    for row in rows(crawl_dir):
-        for c in COLUMNS:
-            data[c].append(row[c])
     types = {"time": pa.timestamp("ms", tz="UTC"), "fetch_time": pa.timestamp("ms", tz="UTC"), "status": pa.int32(),
              "size": pa.int64(), "warc_offset": pa.int64(), "http_status": pa.int32(), "epoch": pa.int32(),
              "fetch_ms": pa.int64()}
-    for c in ("time", "fetch_time"):
-        data[c] = [int(t * 1000) for t in data[c]]
-    arrays = {c: pa.array(v, types.get(c, pa.string())) for c, v in data.items()}
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in COLUMNS])
+    data: dict[str, list] = {c: [] for c in COLUMNS}
+    n = 0
+
+    def flush(writer: pq.ParquetWriter) -> None:
+        for c in ("time", "fetch_time"):
+            data[c] = [int(t * 1000) for t in data[c]]
+        writer.write_table(pa.table({c: pa.array(v, schema.field(c).type) for c, v in data.items()}, schema=schema))
+        for c in COLUMNS:
+            data[c] = []
+
     tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(pa.table(arrays), tmp)
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for row in rows(crawl_dir):
+            for c in COLUMNS:
+                data[c].append(row[c])
+            n += 1
+            if n % row_group == 0:
+                flush(writer)
+        flush(writer)
     tmp.replace(out)
-    return len(data["url"])
+    return n

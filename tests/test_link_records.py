@@ -1,4 +1,4 @@
-from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter, iter_link_records
+from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter, iter_link_records, read_link_file
 
 
 def _rec(i):
@@ -43,3 +43,55 @@ def test_crawl_log_gives_failures_heritrix_fetch_status_codes(tmp_path):
     assert got == {"cut": (-3, 200, "disconnectTrunc"), "slow": (-4, 200, "timeTrunc"), "capped": (200, 200, "lenTrunc"),
                    "ok": (200, 200, None), "noname": (-6, 0, None), "unavailable": (-61, 0, None),
                    "excluded": (-9998, 0, None), "refused": (-2, 0, None)}
+
+
+def _reference_vias(records):
+    """The via rule of storage/crawl_log.py's module doc, written out plainly over records held in
+    memory (records: (worker, LinkRecord) in file order): the page fetched earliest among those
+    linking to (or redirecting to) a URL, provided it was fetched before it; its discovery path."""
+    ordered = sorted(records, key=lambda wr: wr[1].time)
+    fetched = {}
+    for _, r in ordered:
+        fetched.setdefault(r.url, r.time)
+    via, hop = {}, {}
+    for _, r in ordered:
+        for url, letter in [(u, "L") for u in r.links] + ([(r.redirect, "R")] if r.redirect else []):
+            if url not in via and url != r.url and fetched.get(url, float("inf")) > r.time:
+                via[url], hop[url] = r.url, letter
+
+    def path(url):
+        return path(via[url]) + hop[url] if url in via else ""
+    return [(r.url, via.get(r.url), path(r.url), w) for w, r in ordered]
+
+
+def test_crawl_log_vias_match_the_rule_written_plainly(tmp_path):
+    """Random crawls with equal times, self-links, redirects, refetches, links to pages never
+    fetched and two writers: crawl_log.rows gives every record, in time order, with the via and
+    discovery path of the plain rule."""
+    import random
+
+    from raycrawl.storage.crawl_log import rows
+
+    paths = set()
+    for trial in range(5):
+        rnd = random.Random(trial)
+        out = tmp_path / str(trial)
+        pages = [f"http://h{i % 7}.test/{i}" for i in range(60)]
+        writers = [LinkRecordWriter(out, writer=f"agent{k}") for k in range(2)]
+        records = []
+        for k in range(150):
+            url = rnd.choice(pages[: 10 + k // 3])
+            rec = LinkRecord(url, 200, "text/html", 1000.0 + rnd.randrange(40),  # many equal times
+                             links=[rnd.choice(pages + ["http://never.test/x"]) for _ in range(rnd.randrange(6))],
+                             redirect=rnd.choice(pages) if rnd.random() < 0.3 else None)
+            w = rnd.randrange(2)
+            writers[w].write_batch([rec])
+            records.append((w, rec))
+        for w in writers:
+            w.close()
+        files = sorted((out / "links").glob("*.rec.gz"))
+        in_file_order = [(f.name.rsplit("-", 1)[0], r) for f in files for r in read_link_file(f)]
+        got = [(r["url"], r["via"], r["discovery_path"], r["worker"]) for r in rows(out)]
+        assert got == _reference_vias(in_file_order), trial
+        paths.update(p for _, _, p, _ in got)
+    assert "" in paths and any("R" in p for p in paths) and max(map(len, paths)) >= 3  # the cases occurred
