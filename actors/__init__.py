@@ -5,6 +5,7 @@ import logging
 import os
 
 from raycrawl import heap_watch, malloc_trim
+from raycrawl.credentials import scrub_logs
 
 LOG_LEVEL_ENV = "RAYCRAWL_LOG_LEVEL"
 """The log level of the actors' processes (``raycrawl -v`` sets it for the Ray it starts; on a
@@ -18,6 +19,7 @@ def actor_logging() -> None:
         level = "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger().setLevel(level)  # (Ray may have configured the root logger already)
+    scrub_logs()  # no credential in a log line (core/credentials.py)
 
 
 def actor_repr(actor: object) -> str:

@@ -155,6 +155,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
     import ray
 
+    from raycrawl.credentials import scrub
     from raycrawl.ray_start import dashboard_url, start_ray
     from raycrawl.redis_server import redis_url_for
 
@@ -162,9 +163,11 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     # Before Redis and Ray start: a local cluster's processes inherit the limit (core/file_limit.py).
     raise_file_limit(files_needed(settings) * settings.fetch_actors)
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
-    with CrawlDirLock(out), _checked(settings), redis_url_for(settings.redis_url, layout(out).redis, supervise=True) as url:
-        # `raycrawl status --out DIR` finds the running crawl's Redis here.
-        (layout(out).redis_url).write_text(url + "\n")
+    password = settings.redis_password()
+    with (CrawlDirLock(out), _checked(settings),
+          redis_url_for(settings.redis_url, layout(out).redis, supervise=True, password=password) as url):
+        # `raycrawl status --out DIR` finds the running crawl's Redis here (its password it is given).
+        (layout(out).redis_url).write_text(scrub(url) + "\n")
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))

@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 
+from raycrawl.credentials import scrub, scrub_logs
 from raycrawl.errors import UserError
 
 # Order here is the order shown in --help.
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(verbose, 2)
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=level, format=fmt)
+    scrub_logs()  # no credential in a log line (core/credentials.py)
     # The actors of a Ray this process starts inherit it (actors.actor_logging).
     os.environ["RAYCRAWL_LOG_LEVEL"] = logging.getLevelName(level)
     if log_file:
@@ -108,13 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         handler.setFormatter(logging.Formatter(fmt))
         logging.getLogger().addHandler(handler)
         logging.getLogger().setLevel(level)
+        scrub_logs()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         code = args.func(args)
     except UserError as exc:
-        print(f"raycrawl {args.command}: error: {exc}", file=sys.stderr)
+        print(f"raycrawl {args.command}: error: {scrub(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"raycrawl {args.command}: interrupted", file=sys.stderr)

@@ -24,6 +24,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from raycrawl.credentials import remember, scrub, url_password, with_password
 from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,13 @@ class EmbeddedRedis:
     """
 
     def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True,
-                 bind: str = "127.0.0.1", supervise: bool = False, options: tuple[str, ...] = ()) -> None:
-        """``options``: more server options (``--name value`` pairs)."""
+                 bind: str = "127.0.0.1", supervise: bool = False, options: tuple[str, ...] = (),
+                 password: str | None = None) -> None:
+        """``options``: more server options (``--name value`` pairs). ``password``: clients must
+        AUTH with it (``requirepass``, handed over on the server's stdin, never its command line)."""
         self.data_dir = Path(data_dir)
+        self.password = password
+        remember(password)
         self.options = tuple(options)
         self.bind = bind
         self.port = port or free_port()
@@ -92,14 +97,15 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The URL clients connect with (its password included: show it only through ``scrub``)."""
+        return with_password(f"redis://127.0.0.1:{self.port}/0", self.password)
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         """Start the server and wait until it answers: ``timeout`` seconds without an answer, or
         (while it loads a large crawl's data) without loading progress, is a failure."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._spawn(timeout)
-        log.info("embedded Redis on %s (data in %s)", self.url, self.data_dir)
+        log.info("embedded Redis on %s (data in %s)", scrub(self.url), self.data_dir)
         if self.supervise:
             self._watcher = threading.Thread(target=self._watch, name="redis-supervisor", daemon=True)
             self._watcher.start()
@@ -108,6 +114,7 @@ class EmbeddedRedis:
     def _spawn(self, timeout: float) -> None:
         args = [
             server_binary(),
+            "-",  # the rest of the configuration on stdin: the password, which ps must not show
             "--port", str(self.port),
             "--bind", self.bind,
             "--dir", str(self.data_dir.resolve()),
@@ -127,9 +134,15 @@ class EmbeddedRedis:
         # what crash recovery already allows for). Linux ties PDEATHSIG to the *thread* that
         # started the child: a restart is spawned by the supervisor thread, which lives until stop().
         proc = subprocess.Popen([sys.executable, "-c", _EXEC_WITH_PDEATHSIG, str(os.getpid()), *args],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # (a server that died at once says why below)
+            proc.stdin.write(_config_line("requirepass", self.password).encode() if self.password else b"")
+            proc.stdin.close()
         self.proc = proc
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=max(timeout, 1.0))
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=max(timeout, 1.0),
+                             password=self.password)
         deadline = time.monotonic() + timeout
         loaded, said = -1, False
         try:
@@ -171,7 +184,7 @@ class EmbeddedRedis:
                 continue
             died = time.monotonic()
             log.warning("embedded Redis (%s) exited with %s; restarting it from its AOF in %s; the crawl "
-                        "pauses meanwhile", self.url, proc.returncode, self.data_dir)
+                        "pauses meanwhile", scrub(self.url), proc.returncode, self.data_dir)
             backoff = 0.5
             while not self._stopping.is_set():
                 try:
@@ -222,6 +235,14 @@ class EmbeddedRedis:
         self.stop()
 
 
+def _config_line(name: str, value: str) -> str:
+    """One line of a Redis config file; the value double-quoted with every byte outside plain
+    ASCII letters and digits escaped (``\\xHH``), as the server's parser reads quoted strings."""
+    escaped = "".join(c if c.isascii() and c.isalnum() else "".join(f"\\x{b:02x}" for b in c.encode())
+                      for c in value)
+    return f'{name} "{escaped}"\n'
+
+
 def _loading_progress(client: redis.Redis) -> int:
     """Bytes of data the server has loaded so far (INFO answers while it loads; -1 if it did not)."""
     try:
@@ -241,19 +262,24 @@ def _log_tail(data_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False) -> Iterator[str]:
-    """Yield ``url`` if given (after checking it answers), else start an embedded server
-    (restarted when it dies if ``supervise``)."""
+def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False,
+                  password: str | None = None) -> Iterator[str]:
+    """Yield ``url`` (with ``password`` in it, if given) after checking it answers, else start an
+    embedded server (restarted when it dies if ``supervise``; requiring ``password`` if given)."""
     if url:
+        url = with_password(url, password)
         try:
             client = redis.Redis.from_url(url)
             client.ping()
             client.close()
+        except redis.AuthenticationError as exc:
+            raise UserError(f"Redis at {scrub(url)} refused the credentials ({exc}): give the password with "
+                            "--redis-password-file FILE (or $RAYCRAWL_REDIS_PASSWORD, or in the URL)") from None
         except (redis.ConnectionError, ValueError) as exc:
-            raise UserError(f"cannot reach Redis at {url}: {exc}") from None
+            raise UserError(f"cannot reach Redis at {scrub(url)}: {scrub(str(exc))}") from None
         yield url
         return
-    with EmbeddedRedis(data_dir, supervise=supervise) as server:
+    with EmbeddedRedis(data_dir, supervise=supervise, password=password) as server:
         yield server.url
 
 
@@ -303,16 +329,16 @@ class _Patience(Retry):
                 began = _outage.setdefault(self.url, now)
                 if began == now:
                     log.warning("Redis at %s is not answering (%s); the crawl waits for it up to %.0f s",
-                                self.url, str(error).splitlines()[0][:120], self.wait)
+                                scrub(self.url), str(error).splitlines()[0][:120], self.wait)
                 if self.url in _lost or now - began > self.wait:
                     _lost.add(self.url)
-                    raise RedisLost(f"the crawl's Redis ({self.url}) did not answer for {self.wait:.0f} s") from error
+                    raise RedisLost(f"the crawl's Redis ({scrub(self.url)}) did not answer for {self.wait:.0f} s") from error
                 time.sleep(self._backoff.compute(failures))
                 continue
             began = _outage.pop(self.url, None)
             if began is not None:
                 _lost.discard(self.url)
-                log.warning("Redis at %s answers again after %.1f s", self.url, time.monotonic() - began)
+                log.warning("Redis at %s answers again after %.1f s", scrub(self.url), time.monotonic() - began)
             return result
 
 
@@ -327,6 +353,7 @@ def connect(url: str, wait: float | None = None) -> redis.Redis:
     so the crawl pauses and then resumes; after that it raises :class:`RedisLost`. Commands that
     must not apply twice are made safe for this by their callers (commit tokens, WATCHed
     distributor steps, release.lua skipping repeats)."""
+    remember(url_password(url))  # this process's logs scrub it
     return redis.Redis.from_url(
         url, retry=_Patience(url, REDIS_WAIT if wait is None else wait),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError])

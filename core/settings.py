@@ -45,7 +45,12 @@ class Settings:
     resume: bool = knob(False, IO,
         "Continue the crawl stored in ``out`` (and its Redis) instead of starting afresh.")
     redis_url: str | None = knob(None, IO,
-        "Redis holding the workbench; None = an embedded server with data under ``out/redis``.")
+        "Redis holding the workbench (``redis://[user[:password]@]host:port/db``, ``rediss://`` for "
+        "TLS); None = an embedded server with data under ``out/redis``. Its password is never "
+        "written anywhere (shown as ``***``); prefer ``redis_password_file``, which ``ps`` does not show.")
+    redis_password_file: str | None = knob(None, IO,
+        "File whose first line is the Redis password (else ``$RAYCRAWL_REDIS_PASSWORD``, else the "
+        "URL's). With no ``redis_url``, the embedded server requires it too.")
     redis_prefix: str = knob("rc:", IO,
         "Key prefix of every frontier key, so several crawls can share one Redis.")
     address: str | None = knob(None, IO,
@@ -254,7 +259,20 @@ class Settings:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The settings as they may be shown or written: credentials redacted (core/credentials.py)."""
+        from raycrawl.credentials import redact
+
+        return {k: redact(k, v) for k, v in dataclasses.asdict(self).items()}
+
+    def redis_password(self) -> str | None:
+        """The Redis password: from ``redis_password_file``, else the environment, else the URL."""
+        from raycrawl.credentials import env_secret, read_secret, remember, url_password
+
+        if self.redis_password_file:
+            return read_secret(self.redis_password_file, "--redis-password-file")
+        password = env_secret() or url_password(self.redis_url)
+        remember(password)
+        return password
 
 
 def setting_fields() -> list[dataclasses.Field]:

@@ -33,7 +33,6 @@ last member, which readers here skip with a warning. A restarted store opens a n
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import io
 import json
@@ -104,7 +103,7 @@ def base_info() -> dict[str, str]:
 
 def warc_info(settings: Any, crawl: str) -> dict[str, str]:
     """A crawl's warcinfo fields: who ran it, as whom, under which robots policy and settings."""
-    values = dataclasses.asdict(settings)
+    values = settings.to_dict()  # credentials redacted: WARC files are what archives publish
     return {"operator": settings.operator, "isPartOf": crawl,
             "description": f"raycrawl crawl {crawl}" + (" (periodic pass)" if settings.revisit else ""),
             "http-header-user-agent": settings.user_agent,

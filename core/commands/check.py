@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from raycrawl.commands.status import add_password_option, given_password
+from raycrawl.credentials import scrub
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
@@ -22,6 +24,7 @@ def register(subparsers) -> None:
         "again), then checks again.")
     p.add_argument("out", type=Path, help="crawl directory")
     p.add_argument("--redis-url", help="the crawl's Redis, when it did not use the embedded one")
+    add_password_option(p)
     p.add_argument("--prefix", default=Settings.redis_prefix,
                    help=f"key prefix of the crawl (default {Settings.redis_prefix})")
     p.add_argument("--repair", action="store_true", help="carry out the repairs offered, then check again")
@@ -29,7 +32,8 @@ def register(subparsers) -> None:
     p.set_defaults(func=handle)
 
 
-def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False) -> tuple[list, dict]:
+def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False,
+           password: str | None = None) -> tuple[list, dict]:
     """The damages found, and facts; ``consent``: accept the refetches a Redis behind the archive
     implies (recorded in Redis, then checked again)."""
     from raycrawl.redis_server import redis_url_for
@@ -41,12 +45,12 @@ def _check(out: Path, redis_url: str | None, prefix: str, consent: bool = False)
         return damages, {}  # the AOF cannot be opened safely
     import redis
 
-    with redis_url_for(redis_url, layout(out).redis) as url:
+    with redis_url_for(redis_url, layout(out).redis, password=password if redis_url else None) as url:
         client = redis.Redis.from_url(url)
         try:
             f = RedisFrontier(client, prefix, register=False)
             if not f.has_crawl():
-                raise UserError(f"{url} holds no crawl under prefix {prefix!r}")
+                raise UserError(f"{scrub(url)} holds no crawl under prefix {prefix!r}")
             found, unconfirmed = check_against_redis(out, f)
             if consent and any(d.kind == "behind" for d in found):
                 # The consent makes every fetched-but-uncommitted URL allowed: only that damage goes.
@@ -67,12 +71,13 @@ def handle(args: argparse.Namespace) -> int:
     if read_crawl_id(out) is None and not (layout(out).redis).is_dir():
         raise UserError(f"{out} holds no crawl")
     with CrawlDirLock(out):  # never check (or repair) under a running crawl
-        damages, facts = _check(out, args.redis_url, args.prefix)
+        password = given_password(args)
+        damages, facts = _check(out, args.redis_url, args.prefix, password=password)
         done: list[str] = []
         if args.repair and any(d.repair for d in damages):
             done = repair(damages)
             done += [f"{d.path}: {d.repair}" for d in damages if d.kind == "behind"]
-            damages, facts = _check(out, args.redis_url, args.prefix, consent=True)
+            damages, facts = _check(out, args.redis_url, args.prefix, consent=True, password=password)
     if args.json:
         print(json.dumps({"damages": [{"path": str(d.path), "what": d.what, "repair": d.repair} for d in damages],
                           "repaired": done, **facts}, indent=2))

@@ -22,6 +22,8 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from raycrawl.argtypes import port
+from raycrawl.commands.status import add_password_option
+from raycrawl.credentials import remember
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
 
@@ -38,6 +40,7 @@ def register(subparsers) -> None:
                               "other address needs --token-file.")
     p.add_argument("out", type=Path, nargs="?", help="crawl directory (else --redis-url)")
     p.add_argument("--redis-url", help="Redis of the crawl")
+    add_password_option(p)
     p.add_argument("--prefix", default=Settings.redis_prefix, help=f"key prefix of the crawl (default {Settings.redis_prefix})")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token-file)")
     p.add_argument("--port", type=port, default=8099, help="port (default 8099; 0 = any free port)")
@@ -59,6 +62,7 @@ def read_tokens(path: Path) -> dict[str, str]:
         if len(token) < 16:
             raise UserError(f"--token-file {path}: a token must have at least 16 characters")
         tokens[token] = label
+        remember(token)  # scrubbed from this process's logs and messages
     if not tokens:
         raise UserError(f"--token-file {path}: no token in it")
     return tokens
@@ -272,7 +276,7 @@ def handle(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from raycrawl.commands.serve import _check_bind
-    from raycrawl.commands.status import crawl_redis
+    from raycrawl.commands.status import crawl_redis, given_password
 
     if (args.out is None) == (args.redis_url is None):
         raise UserError("console: give a crawl directory or --redis-url (one of them)")
@@ -280,7 +284,7 @@ def handle(args: argparse.Namespace) -> int:
     if tokens is None and not is_loopback(args.host):
         raise UserError(f"console: --host {args.host} is not loopback: give --token-file (see --help)")
     _check_bind(args.host, args.port)
-    with crawl_redis(args.out, args.redis_url) as (url, _running):
+    with crawl_redis(args.out, args.redis_url, given_password(args)) as (url, _running):
         console = Console(url, args.prefix, args.out, tokens)
         console.status(1)  # a crawl is there (else one line now, not an error page later)
         print(f"console of {args.out or 'the crawl'} on http://{args.host}:{args.port}/ (Ctrl-C stops)")

@@ -9,6 +9,8 @@ import getpass
 import json
 from pathlib import Path
 
+from raycrawl.commands.status import add_password_option
+from raycrawl.credentials import scrub
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
 
@@ -35,6 +37,7 @@ def register(subparsers) -> None:
                               "OUT/operator.log.", epilog=VERBS,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--redis-url", help="Redis of the crawl (else the first word is its crawl directory)")
+    add_password_option(p)
     p.add_argument("--prefix", default=Settings.redis_prefix, help=f"key prefix of the crawl (default {Settings.redis_prefix})")
     p.add_argument("--operator", default=None, help="who gives the command, for operator.log (default: $USER)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -45,7 +48,7 @@ def register(subparsers) -> None:
 def handle(args: argparse.Namespace) -> int:
     import redis
 
-    from raycrawl.commands.status import crawl_redis, format_operator, operator_state
+    from raycrawl.commands.status import crawl_redis, format_operator, given_password, operator_state
     from raycrawl.storage.operator_control import Control
     from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -55,11 +58,11 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError("ctl: give a verb (raycrawl ctl --help lists them)")
     verb, rest = words[0], words[1:]
     who = args.operator or _user()
-    with crawl_redis(out, args.redis_url) as (url, _running):
+    with crawl_redis(out, args.redis_url, given_password(args)) as (url, _running):
         try:
             client = redis.Redis.from_url(url, socket_connect_timeout=5)
         except ValueError as exc:
-            raise UserError(f"--redis-url {url!r}: {exc}") from None
+            raise UserError(f"--redis-url {scrub(url)!r}: {exc}") from None
         try:
             if not RedisFrontier(client, args.prefix, register=False).has_crawl():
                 raise UserError(f"no crawl under prefix {args.prefix!r} in that Redis")

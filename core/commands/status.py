@@ -7,6 +7,7 @@ import contextlib
 import json
 from pathlib import Path
 
+from raycrawl.credentials import scrub
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
@@ -20,6 +21,7 @@ def register(subparsers) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--out", type=Path, help="crawl directory (uses its redis-url file or embedded data)")
     src.add_argument("--redis-url", help="Redis of the crawl")
+    add_password_option(p)
     p.add_argument("--prefix", default=Settings.redis_prefix,
                    help=f"key prefix of the crawl (default {Settings.redis_prefix})")
     p.add_argument("--hosts", type=int, default=10, metavar="N",
@@ -29,6 +31,20 @@ def register(subparsers) -> None:
                    "seconds (default 2; 0 = do not measure)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handle)
+
+
+def add_password_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redis-password-file", metavar="FILE",
+                   help="file holding the password of the crawl's Redis (else $RAYCRAWL_REDIS_PASSWORD)")
+
+
+def given_password(args: argparse.Namespace) -> str | None:
+    """The Redis password a command was given (a file, else the environment), or None."""
+    from raycrawl.credentials import env_secret, read_secret
+
+    if getattr(args, "redis_password_file", None):
+        return read_secret(args.redis_password_file, "--redis-password-file")
+    return env_secret()
 
 
 def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int = 10) -> dict:
@@ -41,11 +57,11 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
     try:
         client = redis.Redis.from_url(redis_url)
     except ValueError as exc:
-        raise UserError(f"--redis-url {redis_url!r}: {exc}") from None
+        raise UserError(f"--redis-url {scrub(redis_url)!r}: {exc}") from None
     try:
         f = RedisFrontier(client, prefix, register=False)
         if not f.has_crawl():
-            raise UserError(f"no crawl under prefix {prefix!r} in {redis_url}")
+            raise UserError(f"no crawl under prefix {prefix!r} in {scrub(redis_url)}")
         meta = f.meta()
         from collections import Counter
 
@@ -58,7 +74,7 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
                 "operator": operator_state(client, prefix),
                 "started": float(meta.get("started", 0))}
     except redis.ConnectionError as exc:
-        raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
+        raise UserError(f"cannot reach Redis at {scrub(redis_url)}: {exc}") from None
     finally:
         client.close()
 
@@ -98,6 +114,8 @@ def per_host(f) -> list[dict]:  # noqa: ANN001 - a RedisFrontier
 
 
 def _answers(url: str) -> bool:
+    """The running crawl's Redis answers at ``url``; one that wants a password (this command was
+    not given, or a wrong one) is a UserError, not a crawl that stopped."""
     import redis
 
     try:
@@ -105,23 +123,29 @@ def _answers(url: str) -> bool:
         client.ping()
         client.close()
         return True
+    except redis.AuthenticationError:
+        raise UserError(f"the crawl's Redis ({scrub(url)}) wants a password: give --redis-password-file FILE "
+                        "or set $RAYCRAWL_REDIS_PASSWORD") from None
     except (redis.RedisError, ValueError):
         return False
 
 
 @contextlib.contextmanager
-def crawl_redis(out: Path | None, redis_url: str | None):
+def crawl_redis(out: Path | None, redis_url: str | None, password: str | None = None):
     """(URL, running) of a crawl's Redis: ``redis_url``; or the running crawl's in ``out``; or, when
-    it is not running, a private server started on its data for the time of the ``with``."""
+    it is not running, a private server started on its data for the time of the ``with``.
+    ``password`` goes into the URL (``OUT/redis-url`` holds it as ``***``)."""
+    from raycrawl.credentials import with_password
     from raycrawl.redis_server import redis_url_for
 
     if out is None:
-        yield redis_url, True
+        yield with_password(redis_url, password) if redis_url else redis_url, True
         return
     url_file = layout(out).redis_url
     if not (layout(out).redis).is_dir() and not url_file.exists():
         raise UserError(f"{out} holds no crawl (no redis/ directory)")
     live = url_file.read_text().strip() if url_file.exists() else None
+    live = with_password(live, password) if live and password else live
     if live and _answers(live):
         yield live, True
         return
@@ -137,7 +161,7 @@ def crawl_redis(out: Path | None, redis_url: str | None):
 def handle(args: argparse.Namespace) -> int:
     if args.hosts < 0 or not args.interval >= 0:
         raise UserError("--hosts and --interval must not be negative")
-    with crawl_redis(args.out, args.redis_url) as (url, running):
+    with crawl_redis(args.out, args.redis_url, given_password(args)) as (url, running):
         if running:
             st = read_live(url, args)
         else:
