@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed-stamp
 export RAY_AUTH_MODE ?= disabled
 
 PYWB_VENV := .venv-pywb
-PYWB_STAMP := $(PYWB_VENV)/.installed-stamp
+PYWB_STAMP := $(PYWB_VENV)/.installed-stamp-wacz
 
 .PHONY: setup chromium pywb demo test test-fast lint docs bench clean
 
@@ -26,12 +26,12 @@ chromium:
 
 setup: $(STAMP) chromium
 
-# pywb (the replay tool tests/test_pywb_replay.py drives) in a venv of its own: it pins redis==2.10.6,
-# which the crawler's redis-py cannot share a venv with.
+# pywb (the replay tool tests/pywb_replay.py drives) and webrecorder's WACZ validator, in a venv of
+# their own: pywb pins redis==2.10.6, which the crawler's redis-py cannot share a venv with.
 $(PYWB_STAMP):
-	python3 -m venv $(PYWB_VENV)
+	python3 -m venv --clear $(PYWB_VENV)
 	$(PYWB_VENV)/bin/python -m pip install -q --upgrade pip
-	$(PYWB_VENV)/bin/python -m pip install -q 'pywb==2.10.0'
+	$(PYWB_VENV)/bin/python -m pip install -q 'pywb==2.10.0' 'wacz==0.6.0'
 	touch $(PYWB_STAMP)
 
 pywb: $(PYWB_STAMP)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections import Counter, defaultdict
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -210,9 +211,9 @@ def stopped_crawl_state(out: Path) -> tuple[set[str], int]:
         server.stop()
 
 
-def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+def run(cmd: list[str], timeout: float = 240, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 
 @pytest.mark.slow
@@ -592,6 +593,7 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     assert any(expected.values())
     # pywb replays every capture from the CDXJ index written beside the crawl, duplicates included
     from pywb_replay import captures, check_replay, cut_short, get, pywb
+    from warcio.archiveiterator import ArchiveIterator
 
     proc = run([sys.executable, "-m", "raycrawl", "warc", "index", str(out), "--pywb",
                 str(tmp_path / "pywb" / "collections" / "crawl")])
@@ -600,8 +602,33 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
     assert revisits > 0 and len(replayable) > 0.95 * archive["pages_checked"], (revisits, len(replayable))
     cut = cut_short(out / "warc")
     assert cut and archive["cut_short_checked"] > 0, (cut, archive)
+    # the same crawl as one WACZ file: webrecorder's validator accepts it, its page list holds the
+    # crawl's pages, and pywb unpacks it into a collection that replays every capture as well
+    wacz = tmp_path / "crawl.wacz"
+    proc = run([sys.executable, "-m", "raycrawl", "warc", "wacz", str(out), "-o", str(wacz)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tools = ROOT / ".venv-pywb" / "bin"
+    valid = run([str(tools / "wacz"), "validate", "-f", str(wacz)], timeout=300)
+    assert valid.returncode == 0 and "WACZ is valid" in valid.stdout, valid.stdout[-2000:] + valid.stderr[-2000:]
+    with zipfile.ZipFile(wacz) as z:
+        header, *lines = z.read("pages/pages.jsonl").decode().splitlines()
+    listed = [json.loads(line)["url"] for line in lines]
+    html_200 = set()  # every whole 200 text/html response of the archive, read by warcio
+    for path in sorted((out / "warc").glob("*.warc.gz")):
+        with open(path, "rb") as f:
+            for rec in ArchiveIterator(f):
+                if (rec.rec_type == "response" and not rec.rec_headers.get_header("WARC-Truncated")
+                        and rec.http_headers.get_statuscode() == "200"
+                        and (rec.http_headers.get_header("Content-Type") or "").startswith("text/html")):
+                    html_200.add(rec.rec_headers.get_header("WARC-Target-URI"))
+    assert json.loads(header)["format"] == "json-pages-1.0" and len(listed) == len(set(listed))
+    assert set(listed) <= html_200 and len(listed) > 0.8 * len(html_200), (len(listed), len(html_200))
+    for args in (["init", "fromwacz"], ["add", "--unpack-wacz", "fromwacz", str(wacz)]):
+        added = run([str(tools / "wb-manager"), *args], cwd=tmp_path / "pywb", timeout=300)
+        assert added.returncode == 0, added.stderr[-2000:]
     with pywb(tmp_path / "pywb") as port:
         check_replay(port, "crawl", replayable)
+        check_replay(port, "fromwacz", replayable)
         # a body the server cut short is never replayed as the page with its 200
         assert all(get(port, f"/crawl/{stamp}id_/{url}")[0] != 200 for url, stamp in cut), cut
 

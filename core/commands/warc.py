@@ -1,5 +1,6 @@
 """``raycrawl warc index DIR``: the CDXJ index replay tools read (storage/cdxj.py), optionally with
-the crawl's WARC files linked into a pywb collection."""
+the crawl's WARC files linked into a pywb collection; ``raycrawl warc wacz DIR``: the crawl as one
+WACZ file (storage/wacz.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from raycrawl.errors import UserError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("warc", help="WARC tools: the CDXJ index for pywb replay",
+    p = subparsers.add_parser("warc", help="WARC tools: the CDXJ index for pywb replay, WACZ packages",
                               description="Tools over a crawl's WARC files (docs/archiving.md).")
     sub = p.add_subparsers(dest="warc_command", metavar="SUBCOMMAND", required=True)
     ix = sub.add_parser(
@@ -27,6 +28,14 @@ def register(subparsers) -> None:
                     help="index the 304 (server-not-modified) revisits of periodic passes too; pywb replays them as "
                     "304 with no body, so they are left out by default")
     ix.set_defaults(func=handle_index)
+    wz = sub.add_parser(
+        "wacz", help="package a crawl as one WACZ file (for ReplayWeb.page, pywb, Browsertrix users)",
+        description="Write the crawl's WARC files, their CDXJ index, the list of its pages and a data package "
+        "with every file's SHA-256 into one WACZ 1.1.1 file (storage/wacz.py).")
+    wz.add_argument("dir", type=Path, help="crawl directory")
+    wz.add_argument("-o", "--out", type=Path, help="WACZ file to write (default DIR/NAME.wacz, NAME: the directory's name)")
+    wz.add_argument("--title", help="the collection's title (default: the directory's name)")
+    wz.set_defaults(func=handle_wacz)
 
 
 def handle_index(args: argparse.Namespace) -> int:
@@ -52,4 +61,16 @@ def handle_index(args: argparse.Namespace) -> int:
         out = args.pywb / "indexes" / f"{args.dir.resolve().name}.cdxj"
     path, lines = write_index(args.dir, out, args.not_modified)
     print(f"{lines} captures indexed in {path}")
+    return 0
+
+
+def handle_wacz(args: argparse.Namespace) -> int:
+    from raycrawl.storage.crawl_dir import layout
+    from raycrawl.storage.wacz import write_wacz
+
+    if not layout(args.dir).warc.is_dir():
+        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    out = args.out or args.dir / f"{args.dir.resolve().name}.wacz"
+    package = write_wacz(args.dir, out, args.title)
+    print(f"{out}: {len(package['resources'])} files, WACZ {package['wacz_version']}")
     return 0
