@@ -179,6 +179,10 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                     from raycrawl.actors.periodic import begin_pass
 
                     begin_pass(out, RedisFrontier(client, settings.redis_prefix, register=False), settings)
+        if settings.dedup_index:  # read once, before the agents open it (storage/dedup_index.py)
+            from raycrawl.storage.dedup_index import build
+
+            build(settings.dedup_index, out)
         started_ray = start_ray(settings.address, log_to_driver=True, dashboard=settings.dashboard)
         if started_ray and dashboard_url():
             layout(out).dashboard_url.write_text(dashboard_url() + "\n")

@@ -142,6 +142,10 @@ class Settings:
         "path, or a URL turned into one; with any allow rule, only URLs under one are crawled.", factory=list)
     scope_deny_surts: list[str] = knob(None, FILTERS,
         "SURT prefixes (or URLs) never crawled; deny wins over allow.", factory=list)
+    dedup_index: list[str] = knob(None, FILTERS,
+        "CDXJ indexes of earlier collections (``raycrawl warc index`` output, or any CDXJ with digests): a "
+        "payload already archived there is written as a WARC revisit of that capture "
+        "(storage/dedup_index.py).", factory=list)
     follow_sitemaps: bool = knob(False, FILTERS,
         "Follow the Sitemap: lines of robots.txt (sitemaps given as seeds are always read; core/sitemaps.py).")
     spam_gate: str | None = knob(None, FILTERS,
@@ -231,6 +235,10 @@ class Settings:
             parse_hostport(self.dns_server)
         if self.focus is not None:
             self.focus = str(Path(self.focus).resolve())  # actors, and a --resume elsewhere, find it
+        self.dedup_index = [str(Path(p).resolve()) for p in self.dedup_index or ()]
+        missing = [p for p in self.dedup_index if not Path(p).is_file()]
+        if missing:
+            raise UserError(f"--dedup-index: no such file: {', '.join(missing)}")
         if self.revisit:
             self.resume = True  # a pass continues the crawl in out: its Redis, sieve and archive
         if self.allow_networks:
