@@ -212,3 +212,21 @@ def test_batch_bad_lines_are_answered_and_counted():
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert proc.returncode == 2 and lines[0]["canonical"] == "http://a.test/x"
     assert [x.get("line") for x in lines[1:]] == [2, 3, 4] and all(x["error"] for x in lines[1:])
+
+
+# --- web-platform-tests: parse a srcset attribute ----------------------------------------------
+def test_wpt_srcset_candidates_hold_the_browsers_pick():
+    """Each case of WPT's ``parse-a-srcset-attribute.html`` names the candidate a browser shows
+    (``currentSrc``; empty when none is valid): it must be among the URLs core/requisites.py
+    splits the attribute into, so a crawl archives what a browser displays. (We fetch every
+    candidate, valid descriptors or not, as wpull and Heritrix do.)"""
+    from raycrawl.requisites import srcset_urls
+    from raycrawl.text import html_tree
+
+    tree = html_tree((CONF / "wpt_srcset" / "parse-a-srcset-attribute.html").read_text(encoding="utf-8"))
+    cases = [(img.attributes.get("srcset") or "", img.attributes.get("data-expect") or "") for img in tree.css("img")]
+    assert len(cases) == 105
+    missed = [(srcset, expect) for srcset, expect in cases if expect and expect not in srcset_urls(srcset)]
+    assert not missed, missed
+    picked = sum(1 for _, expect in cases if expect)
+    assert picked > 60  # (most cases name a pick)

@@ -1,0 +1,128 @@
+"""Page requisites: what a browser fetches to show a page — images, stylesheets, scripts, fonts,
+media — as opposed to the pages it links to (Heritrix's ``E`` hops, wpull's ``--page-requisites``).
+
+From HTML (the HTML standard's attributes): ``img[src|srcset]``, ``source[src|srcset]`` (in
+``picture``, ``video``, ``audio``), ``link[href]`` whose ``rel`` has ``stylesheet``, ``icon``,
+``preload`` or ``modulepreload``, ``script[src]``, ``video[src|poster]``, ``audio[src]``,
+``track[src]``, ``embed[src]``, ``object[data]``, ``input[type=image][src]``, and the ``url()``
+and ``@import`` of ``<style>`` blocks and ``style`` attributes. A ``srcset`` is split as the HTML
+standard's "parse a srcset attribute" does (candidates end at a comma outside parentheses, which do
+not nest; a URL ending in commas loses them). From CSS (a stylesheet, a ``<style>`` block, a ``style`` attribute):
+every ``url()`` token or function, every string of an ``image-set()`` and every ``@import``, found by tinycss2 (a CSS Syntax Level 3
+tokenizer), so comments, escapes and strings are read as browsers read them.
+
+References come back raw, in document order, without repeats; the caller resolves them against
+the document's base URL and encoding as it does links (a stylesheet's references resolve against
+the stylesheet's own URL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import tinycss2
+
+_ASCII_WS = " \t\n\f\r"
+_REL = frozenset({"stylesheet", "icon", "preload", "modulepreload"})
+_SRC = "img[src], source[src], script[src], video[src], audio[src], track[src], embed[src], input[src]"
+
+
+def srcset_urls(value: str) -> list[str]:
+    """The URLs of a ``srcset`` attribute (HTML standard, "parse a srcset attribute")."""
+    urls, i, n = [], 0, len(value)
+    while True:
+        while i < n and (value[i] in _ASCII_WS or value[i] == ","):
+            i += 1
+        if i >= n:
+            return urls
+        start = i
+        while i < n and value[i] not in _ASCII_WS:
+            i += 1
+        url = value[start:i]
+        if url.endswith(","):
+            urls.append(url.rstrip(","))
+            continue
+        urls.append(url)
+        in_parens = False  # skip the descriptors: up to a comma outside parentheses (which do not nest)
+        while i < n:
+            c = value[i]
+            if c == "(":
+                in_parens = True
+            elif c == ")":
+                in_parens = False
+            elif c == "," and not in_parens:
+                i += 1
+                break
+            i += 1
+
+
+def _css_refs(tokens: Iterable) -> Iterator[str]:
+    for tok in tokens:
+        if tok.type == "url":
+            yield tok.value
+        elif tok.type == "function":
+            if tok.lower_name in ("url", "src"):
+                strings = [a for a in tok.arguments if a.type == "string"]
+                if strings:
+                    yield strings[0].value
+            elif tok.lower_name in ("image-set", "-webkit-image-set"):  # a bare string there is a URL too
+                for a in tok.arguments:
+                    if a.type == "string":
+                        yield a.value
+                    else:
+                        yield from _css_refs([a])
+            else:
+                yield from _css_refs(tok.arguments)
+        elif tok.type in ("() block", "[] block", "{} block"):
+            yield from _css_refs(tok.content)
+
+
+def css_urls(css: str, declarations_only: bool = False) -> list[str]:
+    """The ``url()`` and ``@import`` references of a stylesheet (``declarations_only``: of a
+    ``style`` attribute's declaration list), in order, without repeats."""
+    found: list[str] = []
+    if declarations_only:
+        nodes = tinycss2.parse_blocks_contents(css, skip_comments=True, skip_whitespace=True)
+        found += _css_refs(t for node in nodes if node.type == "declaration" for t in node.value)
+        return list(dict.fromkeys(u for u in found if u.strip(_ASCII_WS)))
+    for rule in tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True):
+        if rule.type == "at-rule" and rule.lower_at_keyword == "import":
+            first = next((t for t in rule.prelude if t.type not in ("whitespace", "comment")), None)
+            if first is not None and first.type == "string":
+                found.append(first.value)
+            elif first is not None:
+                found += _css_refs([first])
+            continue
+        if rule.type in ("at-rule", "qualified-rule"):
+            found += _css_refs(rule.prelude or ())
+            found += _css_refs(rule.content or ())
+    return list(dict.fromkeys(u for u in found if u.strip(_ASCII_WS)))
+
+
+def html_requisites(tree) -> list[str]:  # noqa: ANN001 - a selectolax (lexbor) tree
+    """The raw requisite references of a parsed HTML document, in document order."""
+    found: list[str] = []
+    for node in tree.css(f"{_SRC}, img[srcset], source[srcset], link[href], video[poster], object[data], "
+                         "style, [style]"):
+        attrs = node.attributes
+        tag = node.tag
+        if tag == "link":
+            if _REL & set((attrs.get("rel") or "").lower().split()):
+                found.append(attrs.get("href") or "")
+        elif tag == "style":
+            found += css_urls(node.text(deep=True) or "")
+        elif tag == "object":
+            found.append(attrs.get("data") or "")
+        elif tag == "input":
+            if (attrs.get("type") or "").strip(_ASCII_WS).lower() == "image" and attrs.get("src"):
+                found.append(attrs["src"])
+        else:
+            if attrs.get("src") and tag != "input":
+                found.append(attrs["src"])
+            if tag in ("img", "source") and attrs.get("srcset"):
+                found += srcset_urls(attrs["srcset"])
+            if tag == "video" and attrs.get("poster"):
+                found.append(attrs["poster"])
+        if attrs.get("style"):
+            found += css_urls(attrs["style"], declarations_only=True)
+    return list(dict.fromkeys(u for u in found if u and u.strip(_ASCII_WS)))
