@@ -35,6 +35,7 @@ from typing import Any
 from raycrawl.actors import named
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
+from raycrawl.requisites import css_urls, html_requisites
 from raycrawl.sitemaps import read_sitemap
 from raycrawl.storage.crawl_pages import HTML_TYPES
 from raycrawl.text import content_digest, decode_body, html_tree, looks_binary, visible_text
@@ -64,6 +65,7 @@ class ParseResult:
     binary: bool = False  # body is not text, whatever its Content-Type says
     score: float | None = None  # a focused crawl's classifier score of the page (policies/focus.py)
     sitemap: bool = False  # a sitemap: its <loc> entries are the links (core/sitemaps.py)
+    embeds: list[str] = field(default_factory=list)  # page requisites (core/requisites.py), canonical
 
 
 def sniff_type(body: bytes) -> str:
@@ -192,6 +194,12 @@ class Parser:
             result.links = list(dict.fromkeys(u for u in links if u and u.startswith(("http://", "https://"))))
             return result
         ctype = fr.ctype or sniff_type(fr.body)
+        if ctype == "text/css" and 200 <= fr.status < 300 and fr.body:
+            css, result.charset = decode_body(fr.body, fr.charset)
+            base = canonicalize(fr.url) or fr.url  # a stylesheet's references resolve against it
+            found = (resolve_link(base, _directory(base), raw, result.charset or None) for raw in css_urls(css))
+            result.embeds = list(dict.fromkeys(u for u in found if u))
+            return result
         if not (200 <= fr.status < 300) or ctype not in HTML_TYPES | TEXT_TYPES or not fr.body:
             return result
         if looks_binary(fr.body):
@@ -266,6 +274,8 @@ class Parser:
                 add(attrs.get("src"))
         add(refresh)
         result.links = links
+        found = (resolve_link(base, base_dir, raw, enc) for raw in html_requisites(tree))
+        result.embeds = list(dict.fromkeys(u for u in found if u))
 
 
 def actor_class():

@@ -34,13 +34,14 @@ class Scope(VisitStage):
 
     def __init__(self, settings: Settings) -> None:
         self.prefetch, self.postfetch = build_prefetch(settings), build_postfetch(settings)
+        self.stylesheets = settings.page_requisites  # parsed for their url()s and @imports
 
     @classmethod
     def build(cls, settings: Settings, ctx: StageContext) -> Scope:
         return cls(settings)
 
     def parses(self, fr: FetchResult) -> bool:
-        return bool(self.postfetch(fr))
+        return bool(self.postfetch(fr)) or (self.stylesheets and fr.ctype == "text/css")
 
     def judge(self, url: str, host: str) -> str | None:
         return self.prefetch.explain(url)
@@ -84,6 +85,21 @@ class Revisits(VisitStage):
             visit.counters["revisit:changed"] += 1
         else:
             visit.counters["revisit:not-modified" if visit.revisit[2] is None else "revisit:identical"] += 1
+
+
+class PageRequisites(VisitStage):
+    """``page_requisites``: what a page (or a stylesheet) needs to be shown is followed as its links
+    are, and recorded as the record's ``embeds`` (core/requisites.py)."""
+
+    name = "requisites"
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> PageRequisites | None:
+        return cls() if settings.page_requisites else None
+
+    def observe(self, visit: PageVisit) -> None:
+        if visit.parsed is not None:
+            visit.record.embeds = visit.parsed.embeds
 
 
 class EarlierCollections(VisitStage):
@@ -303,7 +319,7 @@ def control_view(frontier: RedisFrontier):  # noqa: ANN201 - a ControlView
     return _VIEWS[frontier]
 
 
-BUILT_IN: list[type[VisitStage]] = [Scope, OperatorRules, Revisits, EarlierCollections, Focus, SpamGateStage, Sitemaps, NearDuplicates]
+BUILT_IN: list[type[VisitStage]] = [Scope, OperatorRules, Revisits, EarlierCollections, PageRequisites, Focus, SpamGateStage, Sitemaps, NearDuplicates]
 """The built-in stages, in the order they see each visit and each link."""
 
 

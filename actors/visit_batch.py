@@ -103,6 +103,7 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
         if pr is not None:
             if fr.url in found.dup_of:
                 rec.dup_of, rec.dup_kind = found.dup_of[fr.url]
+                rec.embeds = []  # (as its links: they are its original's)
                 counters[f"dup:{rec.dup_kind}"] += 1
                 if visit.revisit is None and fr.url in found.revisit_of:
                     visit.revisit = found.revisit_of[fr.url]
@@ -115,6 +116,8 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
             counters["redirects"] += 1
             links.append((fr.redirect, rec.level))
         links += [(u, visit.link_level) for u in rec.links]
+        links += [(u, visit.link_level) for u in rec.embeds]
+        counters["requisites"] += len(rec.embeds)
         counters["pages"] += 1
         counters[f"status:{fr.status}"] += 1
         if fr.status:

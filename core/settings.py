@@ -142,6 +142,12 @@ class Settings:
         "path, or a URL turned into one; with any allow rule, only URLs under one are crawled.", factory=list)
     scope_deny_surts: list[str] = knob(None, FILTERS,
         "SURT prefixes (or URLs) never crawled; deny wins over allow.", factory=list)
+    page_requisites: bool = knob(True, FILTERS,
+        "Fetch what a page needs to be shown — images, stylesheets (and their url()s and @imports), "
+        "scripts, fonts, media (core/requisites.py) — as links are fetched (same scope, politeness, "
+        "robots.txt), so an archive replays pages as a person sees them; recorded as the link "
+        "records' ``embeds`` and as ``E`` hops in crawl.log. They are not pages (storage/crawl_pages.py). "
+        "On by default, as an archival crawler's; off for a crawl of pages alone.")
     dedup_index: list[str] = knob(None, FILTERS,
         "CDXJ indexes of earlier collections (``raycrawl warc index`` output, or any CDXJ with digests): a "
         "payload already archived there is written as a WARC revisit of that capture "

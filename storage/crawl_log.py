@@ -10,10 +10,10 @@ negative status codes (``-6`` DNS, ``-2`` connect, ``-4`` timeout, ``-9998`` rob
 status stays in the table as ``http_status``.
 
 The link records do not carry who discovered a URL, so ``via`` is reconstructed: the page fetched
-earliest among those linking to it (or redirecting to it: ``R``), provided it was fetched before
-it; a seed has none (discovery path ``-``; the seeds are read from the file the crawl's settings,
+earliest among those linking to it (or redirecting to it: ``R``; or embedding it as a page
+requisite: ``E``), provided it was fetched before it; a seed has none (discovery path ``-``; the seeds are read from the file the crawl's settings,
 stored in each WARC file's warcinfo record, name). The discovery path follows ``via``s back to
-a seed, one letter per hop (``L`` link, ``R`` redirect), as Heritrix's does. For a one-agent crawl
+a seed, one letter per hop (``L`` link, ``R`` redirect, ``E`` embed), as Heritrix's does. For a one-agent crawl
 this is the page whose parse first queued the URL, up to the order of a batch; with several agents
 it is the earliest linking page in time.
 """
@@ -118,31 +118,34 @@ class _Derivation:
         first = np.full(len(self.urls), n, np.int64)
         np.minimum.at(first, self.url_of, rank)
         fetched = t[self.order[first]]  # each URL's first fetch time
-        # best linker of each URL as 2·rank + (0 link | 1 redirect): the earliest, L before R
-        best = np.full(len(self.urls), 2 * n + 2, np.int64)
+        # best linker of each URL as 4·rank + hop (0 link, 1 redirect, 2 embed): the earliest, L R E
+        none = 4 * n + 4
+        best = np.full(len(self.urls), none, np.int64)
         for th, linker in self._links(files, seeds):
             u = np.minimum(np.searchsorted(self.urls, th), len(self.urls) - 1)
-            ok = (self.urls[u] == th) & (fetched[u] > t[linker >> 1])
-            np.minimum.at(best, u[ok], 2 * rank[linker[ok] >> 1] + (linker[ok] & 1))
-        self.has_via = best < 2 * n + 2
-        self.via = np.where(self.has_via, self.order[np.minimum(best >> 1, n - 1)] if n else best, -1)
-        self.hop = best & 1
+            ok = (self.urls[u] == th) & (fetched[u] > t[linker >> 2])
+            np.minimum.at(best, u[ok], 4 * rank[linker[ok] >> 2] + (linker[ok] & 3))
+        self.has_via = best < none
+        self.via = np.where(self.has_via, self.order[np.minimum(best >> 2, n - 1)] if n else best, -1)
+        self.hop = best & 3
         self._paths: OrderedDict[int, str] = OrderedDict()
 
     @staticmethod
     def _links(files: list[tuple[str, Path]], seeds: set[str], chunk: int = 200_000):
-        """(target hashes, 2·linker record + (0 link | 1 redirect)) in chunks, self-links and
-        links to seeds left out (a seed has no via)."""
+        """(target hashes, 4·linker record + hop (0 link, 1 redirect, 2 embed)) in chunks,
+        self-links and links to seeds left out (a seed has no via)."""
         th, linker, i = array("q"), array("q"), 0
         for _, path in files:
             for rec in read_link_file(path):
                 targets = dict.fromkeys(rec.links, 0)
                 if rec.redirect:
                     targets.setdefault(rec.redirect, 1)
+                for url in rec.embeds:
+                    targets.setdefault(url, 2)
                 for url, hop in targets.items():
                     if url != rec.url and url not in seeds:
                         th.append(hash(url))
-                        linker.append(2 * i + hop)
+                        linker.append(4 * i + hop)
                 i += 1
                 if len(th) >= chunk:
                     yield np.frombuffer(th, np.int64).copy(), np.frombuffer(linker, np.int64).copy()
@@ -166,7 +169,7 @@ class _Derivation:
             u = int(self.url_of[self.via[u]])
         path = self._paths.get(u, "")
         for v in reversed(chain):
-            path += "LR"[self.hop[v]]
+            path += "LRE"[self.hop[v]]
             self._paths[v] = path
         while len(self._paths) > 50_000:
             self._paths.popitem(last=False)

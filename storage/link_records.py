@@ -21,6 +21,8 @@ digest      bytes|nil  16-byte xxh3-128 of the normalised visible text (HTML onl
 dup_of      str|nil    representative URL when this page duplicates another
 dup_kind    str|nil    "exact" (same digest) or "near" (MinHash Jaccard ≥ threshold)
 links       list[str]  canonical out-links in document order (nofollow ones excluded)
+embeds      list[str]  canonical page requisites (images, stylesheets, scripts…: core/requisites.py)
+                       when the crawl fetches them (``page_requisites``); a stylesheet's url()s
 redirect    str|nil    canonical target of a 3xx Location
 error       str|nil    error kind: "dns", "connect", "timeout", "reset", "too-large", "bomb",
                        "robots", "filtered", "http-5xx", "bad-content", ...
@@ -79,6 +81,7 @@ class LinkRecord:
     dup_of: str | None = None
     dup_kind: str | None = None
     links: list[str] = field(default_factory=list)
+    embeds: list[str] = field(default_factory=list)
     redirect: str | None = None
     error: str | None = None
     title: str = ""
@@ -113,6 +116,7 @@ class LinkRecord:
             started=float(started) if started else None, ip=m.get("ip") or "", size=int(m.get("size") or 0),
             digest=m.get("digest"), dup_of=m.get("dup_of"), dup_kind=m.get("dup_kind"),
             links=[u for u in m.get("links") or () if isinstance(u, str)], redirect=m.get("redirect") or None,
+            embeds=[u for u in m.get("embeds") or () if isinstance(u, str)],
             error=m.get("error"), title=m.get("title") or "",
             warc=(str(warc[0]), int(warc[1])) if warc else None, canonical=m.get("canonical"),
             epoch=int(m.get("epoch") or 0), level=int(m.get("level") or 0), score=m.get("score"),

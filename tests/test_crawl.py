@@ -25,6 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 HOSTS = {f"h{i}.test": f"127.0.0.{2 + i // 2}" for i in range(6)}  # 6 hosts on 3 IPs
 ROBOTS = {"h2.test": "User-agent: *\nDisallow: /p3\nCrawl-delay: 0.4\n"}
 TRAP_HOST = "h1.test"
+# Page requisites (core/requisites.py): what h3's home page and its stylesheets need to be shown,
+# one on another host; (host, path) → (media type, the url()s or bytes it serves).
+REQUISITES = {("h3.test", "/site.css"): ("text/css", ["/base.css", "/bg.png"]),
+              ("h3.test", "/base.css"): ("text/css", ["/font.woff"]),
+              ("h3.test", "/bg.png"): ("image/png", b"\x89PNG\r\n\x1a\nbackground"),
+              ("h3.test", "/font.woff"): ("font/woff", b"wOFFfont"),
+              ("h4.test", "/logo.png"): ("image/png", b"\x89PNG\r\n\x1a\nlogo")}
+HOME_REQUISITES = ["/site.css", "http://h4.test:{port}/logo.png"]  # of h3.test's "/"
 
 
 def page_links(host: str, path: str) -> list[str] | None:
@@ -73,6 +81,10 @@ class MiniWeb:
             ctype = "text/plain"
         elif path == "/old":
             status, headers, ctype = 301, {"Location": "/p1"}, "text/html"
+        elif (host, path) in REQUISITES:
+            ctype, content = REQUISITES[host, path]
+            body = "".join(f"@import '{u}';" if u.endswith(".css") else f"x {{ background: url({u}) }}"
+                           for u in content) if ctype == "text/css" else content
         else:
             links = page_links(host, path)
             ctype = "text/html"
@@ -82,11 +94,14 @@ class MiniWeb:
                 body = "<html><head><title>Same</title></head><body><p>the very same words on every host" \
                        "</p>" + "".join(f'<a href="{u}">x</a>' for u in links) + "</body></html>"
             else:
-                body = (f"<html><head><title>{host}{path}</title></head><body><p>page {path} of {host} "
+                head = "".join(f'<link rel=stylesheet href="{u}">' if u.endswith(".css") else f'<img src="{u.format(port=self.port)}">'
+                               for u in (HOME_REQUISITES if (host, path) == ("h3.test", "/") else ()))
+                body = (f"<html><head><title>{host}{path}</title>{head}</head><body><p>page {path} of {host} "
                         f"{'words ' * (len(path) + int(host[1]) * 7)}</p>"
                         + "".join(f'<a href="{u.format(port=self.port)}">link</a>' for u in links)
                         + "</body></html>")
-        resp = web.Response(status=status, text=body, content_type=ctype, headers=headers)
+        resp = (web.Response(status=status, body=body, content_type=ctype, headers=headers) if isinstance(body, bytes)
+                else web.Response(status=status, text=body, content_type=ctype, headers=headers))
         await resp.prepare(request)
         # Stamped before the body goes out, as websim does (websim/server.py): stamped after, it
         # lands late when this thread is descheduled right after the send while the crawler already
@@ -240,6 +255,19 @@ def test_crawl_end_to_end(tmp_path: Path) -> None:
     assert {r.url for r in records} == fetched | set(denied)
     by_url = {r.url: r for r in records}
     assert by_url[f"http://h3.test:{port}/old"].redirect == f"http://h3.test:{port}/p1"
+    # page requisites: h3's home page's, its stylesheet's @import and url()s, one on another host —
+    # fetched, recorded as embeds (not links), and not pages
+    requisites = {f"http://{h}:{port}{p}" for h, p in REQUISITES}
+    assert requisites <= fetched, sorted(requisites - fetched)
+    home = by_url[f"http://h3.test:{port}/"]
+    assert home.embeds == [f"http://h3.test:{port}/site.css", f"http://h4.test:{port}/logo.png"]
+    assert not set(home.links) & requisites
+    assert by_url[f"http://h3.test:{port}/site.css"].embeds == [f"http://h3.test:{port}/base.css",
+                                                                f"http://h3.test:{port}/bg.png"]
+    from raycrawl.storage.crawl_pages import is_page_record
+
+    assert not any(is_page_record(by_url[u]) for u in requisites)
+    assert all(by_url[u].status == 200 for u in requisites)
     assert report["by_status"]["404"] == sum(1 for r in log if r["status"] == 404 and r["path"] != "/robots.txt")
     dups = [r for r in records if r.dup_kind == "exact"]
     assert len(dups) == sum(1 for u in fetched if u.endswith("/dup")) - 1  # all but the first
@@ -310,8 +338,12 @@ def check_crawl_log(out: Path, records: list[dict], port: int, server_log: list[
             continue
         via = urlsplit(f[5])
         targets = {urljoin(f[5], t.format(port=port)) for t in page_links(via.hostname, via.path) or ()}
-        assert f[3] in targets | {by_url[f[5]].redirect}, (f[3], f[5])
-        assert set(f[4]) <= {"L", "R"} and f[4].endswith("R" if f[3] == by_url[f[5]].redirect else "L")
+        model = REQUISITES.get((via.hostname, via.path), ("", []))[1]
+        embeds = {urljoin(f[5], t.format(port=port)) for t in
+                  (HOME_REQUISITES if (via.hostname, via.path) == ("h3.test", "/") else model if isinstance(model, list) else [])}
+        assert f[3] in targets | embeds | {by_url[f[5]].redirect}, (f[3], f[5])
+        hop = "R" if f[3] == by_url[f[5]].redirect else "E" if f[3] in embeds and f[3] not in targets else "L"
+        assert set(f[4]) <= {"L", "R", "E"} and f[4].endswith(hop), (f[3], f[4])
     assert seen == set(by_url)
     r = run([sys.executable, "-m", "raycrawl", "log", str(out), "--format", "parquet"], timeout=60)
     assert r.returncode == 0, r.stderr

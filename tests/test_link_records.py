@@ -55,7 +55,8 @@ def _reference_vias(records):
         fetched.setdefault(r.url, r.time)
     via, hop = {}, {}
     for _, r in ordered:
-        for url, letter in [(u, "L") for u in r.links] + ([(r.redirect, "R")] if r.redirect else []):
+        for url, letter in ([(u, "L") for u in r.links] + ([(r.redirect, "R")] if r.redirect else [])
+                            + [(u, "E") for u in r.embeds]):
             if url not in via and url != r.url and fetched.get(url, float("inf")) > r.time:
                 via[url], hop[url] = r.url, letter
 
@@ -83,7 +84,8 @@ def test_crawl_log_vias_match_the_rule_written_plainly(tmp_path):
             url = rnd.choice(pages[: 10 + k // 3])
             rec = LinkRecord(url, 200, "text/html", 1000.0 + rnd.randrange(40),  # many equal times
                              links=[rnd.choice(pages + ["http://never.test/x"]) for _ in range(rnd.randrange(6))],
-                             redirect=rnd.choice(pages) if rnd.random() < 0.3 else None)
+                             redirect=rnd.choice(pages) if rnd.random() < 0.3 else None,
+                             embeds=[rnd.choice(pages) for _ in range(rnd.randrange(3))])
             w = rnd.randrange(2)
             writers[w].write_batch([rec])
             records.append((w, rec))
@@ -94,4 +96,5 @@ def test_crawl_log_vias_match_the_rule_written_plainly(tmp_path):
         got = [(r["url"], r["via"], r["discovery_path"], r["worker"]) for r in rows(out)]
         assert got == _reference_vias(in_file_order), trial
         paths.update(p for _, _, p, _ in got)
-    assert "" in paths and any("R" in p for p in paths) and max(map(len, paths)) >= 3  # the cases occurred
+    assert "" in paths and any("R" in p for p in paths) and any("E" in p for p in paths)  # the cases occurred
+    assert max(map(len, paths)) >= 3

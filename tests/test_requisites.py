@@ -43,3 +43,26 @@ def test_css_urls() -> None:
 def test_srcset_edge_cases() -> None:
     assert srcset_urls("a.png 1x, b,c.png 2x, d.png (foo, bar) 3x, e.png,,,") == ["a.png", "b,c.png", "d.png", "e.png"]
     assert srcset_urls("") == [] and srcset_urls(" , ,") == []
+
+
+def test_parser_resolves_requisites_as_links_and_reads_stylesheets() -> None:
+    """The parser gives a page's requisites resolved as its links are (base element, the page's
+    encoding for queries), a stylesheet's url()s and @imports resolved against the stylesheet, and
+    none for a nofollow page (its links are not followed either)."""
+    from test_parser import page
+
+    from raycrawl.actors.parser import Parser
+
+    html = ('<html><head><base href="http://cdn.test/static/"><link rel=stylesheet href="s.css?v=\u00e9">'
+            '</head><body><img src="/logo.png" srcset="a.png 1x, //img.test/b.png 2x"><a href="x.html">x</a>'
+            '<img src="javascript:alert(1)"><img src="data:image/png;base64,AAAA"></body></html>')
+    pr = Parser().parse(page(html.encode("latin-1"), "http://a.test/dir/p.html", ctype="text/html; charset=latin-1"))
+    assert pr.links == ["http://cdn.test/static/x.html"]
+    assert pr.embeds == ["http://cdn.test/static/s.css?v=%E9", "http://cdn.test/logo.png",
+                         "http://cdn.test/static/a.png", "http://img.test/b.png"]
+    css = page("@import 'base.css'; body { background: url(../img/bg.png) } .x { background: url(\"//f.test/f.woff\") }",
+               "http://cdn.test/static/css/site.css", ctype="text/css")
+    assert Parser().parse(css).embeds == ["http://cdn.test/static/css/base.css", "http://cdn.test/static/img/bg.png",
+                                          "http://f.test/f.woff"]
+    nofollow = Parser().parse(page('<meta name=robots content=nofollow><img src="a.png">', "http://a.test/"))
+    assert nofollow.embeds == [] and nofollow.links == []
