@@ -38,6 +38,8 @@ def test_css_urls() -> None:
     assert css_urls(css) == ["a.css", "b.css", "c.css", "d).png", "e.png", "f.png", "g.png", "h.png"]
     assert css_urls("color: red; background: url(x.png) no-repeat", declarations_only=True) == ["x.png"]
     assert css_urls("this is { not } css ; url(") == []  # garbage: nothing, no exception
+    assert css_urls("a { b: u\\72l(escaped.png) }") == ["escaped.png"]  # an escape spells the name, as browsers read it
+    assert css_urls("width: 10px; color: red", declarations_only=True) == []
 
 
 def test_srcset_edge_cases() -> None:
