@@ -65,7 +65,8 @@ def main() -> None:
             peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
             if peak <= before:
                 print(f"(peak of an earlier child {before / 1024:.0f} MB hides this one's)")
-            lines = sum(1 for _ in open(out / "crawl.log"))
+            with open(out / "crawl.log", "rb") as f:
+                lines = sum(1 for _ in f)
             first = first or (n, peak)
             per = (peak - first[1]) * 1024 / (n - first[0]) if n > first[0] else float("nan")
             print(f"{n:>10,} {secs:>8.1f} {peak / 1024:>12.0f} {per:>17.0f} {lines:>9,}", flush=True)

@@ -29,12 +29,15 @@ class Browser:
 
     def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         self.ws, self.ids = ws, itertools.count(1)
+        self.events: list[dict] = []  # the protocol's events (Network.*, …) received while waiting
 
     async def call(self, method: str, **params) -> dict:
         i = next(self.ids)
         await self.ws.send_json({"id": i, "method": method, "params": params})
         while True:
             msg = await asyncio.wait_for(self.ws.receive_json(), 30)
+            if "method" in msg:
+                self.events.append(msg)
             if msg.get("id") == i:
                 if "error" in msg:
                     raise AssertionError(f"{method}: {msg['error']}")
@@ -58,13 +61,14 @@ class Browser:
 
 
 @contextlib.asynccontextmanager
-async def browser(tmp_path: Path):
+async def browser(tmp_path: Path, *flags: str):
+    """``flags``: more Chromium switches (e.g. ``--host-resolver-rules=…``)."""
     profile = tmp_path / "chromium-profile"
     proc = await asyncio.create_subprocess_exec(
         chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
         "--no-default-browser-check", "--disable-extensions", "--disable-sync", "--disable-background-networking",
         "--disable-component-update", "--mute-audio", "--remote-debugging-address=127.0.0.1",
-        "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank",
+        "--remote-debugging-port=0", f"--user-data-dir={profile}", *flags, "about:blank",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
     try:
         port_file = profile / "DevToolsActivePort"

@@ -35,12 +35,13 @@ class Websim:
     def __init__(self, hosts: int = 50, ips: int = 5, seed: int = 1, epoch: int = 0, out_dir: str | Path = "websim-out",
                  pages_per_host_mean: float = 25.0, port: int = 0, slow_delay: float | None = None,
                  prerender: bool = False, start_timeout: float = 120.0, clean: bool = False,
-                 change_rates: bool = False, https_hosts: int = 0) -> None:
-        """``https_hosts``: that many popular hosts answer https too (websim.server)."""
+                 change_rates: bool = False, https_hosts: int = 0, requisites: bool = False) -> None:
+        """``https_hosts``: that many popular hosts answer https too (websim.server); ``requisites``:
+        pages need images, stylesheets, scripts and a font (WebModel._add_requisites)."""
         self.params = {"hosts": hosts, "ips": ips, "seed": seed, "epoch": epoch,
                        "pages_per_host_mean": pages_per_host_mean, "port": port, "slow_delay": slow_delay,
                        "prerender": prerender, "clean": clean, "change_rates": change_rates,
-                       "https_hosts": https_hosts}
+                       "https_hosts": https_hosts, "requisites": requisites}
         self.out_dir = Path(out_dir)
         self.start_timeout = start_timeout
         self._proc: subprocess.Popen | None = None
@@ -66,6 +67,8 @@ class Websim:
             cmd.append("--clean")
         if p["change_rates"]:
             cmd.append("--change-rates")
+        if p["requisites"]:
+            cmd.append("--requisites")
         if p["https_hosts"]:
             cmd += ["--https", str(p["https_hosts"])]
         if p["slow_delay"] is not None:

@@ -14,7 +14,9 @@ File: ``manifest.jsonl.gz`` — gzip'd JSON lines, each an object with a ``type`
   (robots verdict for ``raycrawl``), labels, location (redirects), cluster (duplicate cluster
   id or null), changed (epochs in which the page changed), removed_in, change_p (its chance of
   changing per epoch, see websim.model), canonical (its
-  ``<link rel=canonical>`` URL or null).
+  ``<link rel=canonical>`` URL or null), embeds (page requisites: the URLs of the stylesheets,
+  scripts, images and fonts a browser fetches to show it, a stylesheet's ``@import``s and
+  ``url()``s; in a ``requisites`` web only — kinds css, js, font, png).
 * ``cluster``: id, kind (``exact``: same visible text; ``near``: mirror with small edits;
   ``near_miss``: heavier edits — *not* duplicates), urls (first is the original), jaccard
   (4-word-shingle Jaccard of each url with the first, on ``raycrawl.text.tokens(visible_text)``).
@@ -41,7 +43,8 @@ from raycrawl.websim.render import Renderer, jaccard, shingles
 from raycrawl.websim.robots import USER_AGENT, Rules, allowed
 
 _CTYPE = {"html": "text/html", "pdf": "application/pdf", "png": "image/png", "binary": "text/html",
-          "redirect": "text/html", "error": "text/html", "oversized": "text/html", "bomb": "text/html"}
+          "redirect": "text/html", "error": "text/html", "oversized": "text/html", "bomb": "text/html",
+          "css": "text/css", "js": "text/javascript", "font": "font/woff"}
 
 
 def trap_info(model: WebModel, host_name: str) -> dict | None:
@@ -59,13 +62,20 @@ def trap_info(model: WebModel, host_name: str) -> dict | None:
     return None
 
 
+def _embeds(model: WebModel, page) -> list[tuple[str, str]]:  # noqa: ANN001 - a model Page
+    """A page's requisites as served: a byte-for-byte copy serves its source's markup."""
+    while "same_bytes" in page.labels and page.copy_of:
+        page = model.by_name[page.copy_of[0]].pages[page.copy_of[1]]
+    return page.embeds
+
+
 def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | None = None) -> list[dict]:
     """All manifest records for ``model`` served on ``renderer.port``."""
     url = renderer.url
     records: list[dict] = [{
         "type": "meta", "hosts": model.n_hosts, "ips": model.n_ips, "seed": model.seed, "epoch": model.epoch,
         "port": renderer.port, "pages_per_host_mean": model.pages_per_host_mean, "clean": model.clean,
-        "change_rates": model.change_rates,
+        "change_rates": model.change_rates, "requisites": model.requisites,
         "seeds": [url(h, p) for h, p in model.seeds()], "user_agent": USER_AGENT,
         "topics": [model.vocab.topic_name(t) for t in range(model.vocab.topics)],
         "popular_terms": list(model.vocab.popular_terms), "nxdomain_hosts": model.nxdomain_hosts,
@@ -124,6 +134,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
                 "location": url(*page.location) if page.location else None, "cluster": cluster_of.get(u),
                 "changed": page.changed, "removed_in": page.removed_in, "change_p": page.change_p,
                 "canonical": renderer.canonical(host, page) if page.kind == "html" else None,
+                "embeds": [url(h, p) for h, p in _embeds(model, page)],
             })
     # (a twin is byte-identical to its http page, but no duplicate cluster lists it)
     twins = [{**rec, "url": renderer.https_url(rec["host"], split_host(rec["url"])[1]), "cluster": None}
@@ -214,7 +225,7 @@ class Manifest:
             host = self.hosts.get(rec["host"], {})
             if host.get("fault") in ("hang", "dead"):
                 continue
-            nxt = list(rec["links"]) + ([rec["location"]] if rec["location"] else [])
+            nxt = list(rec["links"]) + ([rec["location"]] if rec["location"] else []) + list(rec.get("embeds") or ())
             queue.extend(v for v in nxt if v in self.pages and v not in seen)
         return seen
 

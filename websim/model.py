@@ -70,7 +70,7 @@ class Page:
     """One URL of a host. ``links`` are (host name, path) targets, unique, in document order."""
 
     path: str
-    kind: str = "html"      # html | pdf | png | binary | redirect | error | reset | oversized | bomb | cut
+    kind: str = "html"      # html | pdf | png | binary | redirect | error | reset | oversized | bomb | cut | css | js | font
     topic: int = 0
     status: int = 200
     links: list[tuple[str, str]] = field(default_factory=list)
@@ -87,6 +87,7 @@ class Page:
     changed: list[int] = field(default_factory=list)  # epochs in which the content changed
     removed_in: int | None = None
     change_p: float = 0.13                           # chance of an edit or link change per epoch
+    embeds: list[tuple[str, str]] = field(default_factory=list)  # page requisites (requisites webs), document order
 
 
 @dataclass(slots=True)
@@ -150,22 +151,28 @@ class WebModel:
         self.n_seeds = 0
         self.clean = False
         self.change_rates = False
+        self.requisites = False
 
     # ------------------------------------------------------------------ public
     @classmethod
     def generate(cls, hosts: int = 1000, ips: int = 100, seed: int = 7, epoch: int = 0,
-                 pages_per_host_mean: float = 25.0, clean: bool = False, change_rates: bool = False) -> WebModel:
+                 pages_per_host_mean: float = 25.0, clean: bool = False, change_rates: bool = False,
+                 requisites: bool = False) -> WebModel:
         """The web for these parameters (same arguments, same web). ``clean``: a web for measuring
         throughput — plain hosts only (no traps, faults, spam or mirrors), robots.txt allowing
         everything with no Crawl-delay, no special resources and no browser cases.
-        ``change_rates``: each page changes with a chance per epoch of its own (module doc)."""
+        ``change_rates``: each page changes with a chance per epoch of its own (module doc).
+        ``requisites``: pages need images, stylesheets, scripts and a font to be shown
+        (:meth:`_add_requisites`); the rest of the web is the same as without."""
         if hosts < 1 or ips < 1 or epoch < 0 or pages_per_host_mean < 1:
             raise ValueError("hosts, ips and pages_per_host_mean must be >= 1 and epoch >= 0")
         if ips > 254 * 254:
             raise ValueError("at most 64516 loopback addresses")
         model = cls(hosts, ips, seed, epoch, pages_per_host_mean, build_vocabulary(seed))
-        model.clean, model.change_rates = clean, change_rates
+        model.clean, model.change_rates, model.requisites = clean, change_rates, requisites
         model._build()
+        if requisites:
+            model._add_requisites()
         if change_rates:
             for host in model.hosts:
                 for page in host.pages.values():
@@ -611,6 +618,38 @@ class WebModel:
                     src.links.append((host.name, "/"))
             if host.role in ("plain", "keyword_stuffing") and host.pages:
                 donors.append(host)
+
+    def _add_requisites(self) -> None:
+        """What the HTML pages of plain hosts need to be shown, as real sites have it: each host's
+        stylesheet (``/static/site.css``, which ``@import``s ``/static/base.css`` and has a
+        background image), its script, its logo (with a 2x ``srcset`` alternate) and, on about
+        half its pages, a content image; and from a shared "CDN" host (the last plain host) a
+        library script and a web font that every host's ``base.css`` names. Drawn from their own
+        random stream, so the web's pages and links are those of the same seed without."""
+        rng = self._rng("requisites")
+        plain = [h for h in self.hosts if h.role == "plain"]
+        if not plain:
+            return
+        cdn = plain[-1]
+        font, lib = (cdn.name, "/fonts/shared.woff"), (cdn.name, "/lib/shared.js")
+        cdn.pages[font[1]] = Page(font[1], kind="font", topic=cdn.topic)
+        cdn.pages[lib[1]] = Page(lib[1], kind="js", topic=cdn.topic)
+        for host in plain:
+            own = {path: Page(path, kind=kind, topic=host.topic) for path, kind in (
+                ("/static/site.css", "css"), ("/static/base.css", "css"), ("/static/bg.png", "png"),
+                ("/static/app.js", "js"), ("/static/logo.png", "png"), ("/static/logo@2x.png", "png"))}
+            own["/static/site.css"].embeds = [(host.name, "/static/base.css"), (host.name, "/static/bg.png")]
+            own["/static/base.css"].embeds = [font]
+            html_pages = [pg for pg in host.pages.values() if pg.kind == "html"]
+            for k, page in enumerate(html_pages):
+                page.embeds = [(host.name, "/static/site.css"), lib, (host.name, "/static/app.js"),
+                               (host.name, "/static/logo.png"), (host.name, "/static/logo@2x.png")]
+                if rng.random() < 0.5:
+                    figure = f"/static/figure{k}.png"
+                    own[figure] = Page(figure, kind="png", topic=host.topic)
+                    page.embeds.append((host.name, figure))
+            for path, page in own.items():
+                host.pages.setdefault(path, page)
 
     def _finalize(self) -> None:
         """Copies and mirrors follow their source's links as of this epoch (so exact copies stay exact)."""

@@ -266,7 +266,18 @@ class Renderer:
         canonical = self.canonical(host, page)
         if canonical is not None:
             head.append(f'<link rel="canonical" href="{html.escape(canonical, quote=True)}">')
-        parts = ["<!DOCTYPE html>", '<html lang="en"><head>', *head, "</head><body>"]
+        images = []
+        for h, p in page.embeds:  # page requisites (a requisites web: WebModel._add_requisites)
+            u = html.escape(self.url(h, p), quote=True)
+            if p.endswith(".css"):
+                head.append(f'<link rel="stylesheet" href="{u}">')
+            elif p.endswith(".js"):
+                head.append(f'<script src="{u}"></script>')
+            elif p.endswith("@2x.png"):
+                images[-1] = images[-1][:-1] + f' srcset="{u} 2x">'
+            else:
+                images.append(f'<img alt="" src="{u}">')
+        parts = ["<!DOCTYPE html>", '<html lang="en"><head>', *head, "</head><body>", *images[:1]]
         if variant:
             parts.append("<!-- exact copy -->" + "<div class=\"wrap\">" * variant)
         parts.append(f"<h1>{' '.join(c.title)}</h1>")
@@ -285,6 +296,7 @@ class Renderer:
                     else:
                         lis.append(f'<li><a href="{href}">{" ".join(a)}</a></li>')
                 parts.append("<ul>" + "".join(lis) + "</ul>")
+        parts.extend(images[1:])
         if c.extra:
             hidden = ' style="display:none"' if host.role == "keyword_stuffing" else ""
             parts.append(f"<div{hidden}>{' '.join(c.extra)}</div>")
@@ -298,6 +310,18 @@ class Renderer:
         else:
             parts.append("</body></html>")
         return "\n".join(parts) if variant != 2 else "".join(parts)
+
+    def stylesheet(self, page: Page) -> str:
+        """A stylesheet's text: an ``@import`` of each stylesheet it names, a background image, a
+        font face its text uses (so a browser fetches each)."""
+        rules = [f'@import url("{self.url(h, p)}");' for h, p in page.embeds if p.endswith(".css")]
+        for h, p in page.embeds:
+            if p.endswith(".png"):
+                rules.append(f'body {{ background: #fff url("{self.url(h, p)}") no-repeat; }}')
+            elif p.endswith(".woff"):
+                rules.append(f'@font-face {{ font-family: "shared"; src: url("{self.url(h, p)}") format("woff"); }}\n'
+                             'body, h1, p { font-family: "shared", sans-serif; }')
+        return "\n".join(rules) + "\n"
 
     def canonical(self, host: Host, page: Page) -> str | None:
         """The ``<link rel=canonical>`` URL of an HTML page, if it has one: a print view names its
@@ -375,6 +399,12 @@ class Renderer:
                 return Response(200, "application/pdf", tiny_pdf())
             case "png":
                 return Response(200, "image/png", tiny_png())
+            case "css":
+                return Response(200, "text/css", self.stylesheet(page).encode())
+            case "js":
+                return Response(200, "text/javascript", f"/* {host.name}{page.path} */ window.loaded = true;\n".encode())
+            case "font":
+                return Response(200, "font/woff", b"wOFF" + hashlib.sha1(page.path.encode()).digest())
         raise AssertionError(f"unknown page kind {page.kind}")
 
     def robots(self, host: Host) -> Response:

@@ -29,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--change-rates", action="store_true",
                    help="each page changes from epoch to epoch with a chance of its own (the manifest's "
                         "change_p), not all with the same: the web a periodic crawl (crawl --revisit) is for")
+    s.add_argument("--requisites", action="store_true",
+                   help="pages need what real pages need to be shown: each host's stylesheet (with an @import, "
+                        "a background image), script and logo (with a 2x srcset), content images, and a "
+                        "library and web font from a shared CDN host (the manifest's embeds)")
     s.add_argument("--https", type=int, default=0, metavar="N",
                    help="serve the N most popular plain hosts on https too (a second port, a self-signed "
                         "certificate), with about half the links to them under https (default 0)")
@@ -71,7 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port < 65536 or not 0 <= args.dns_port < 65536:
         raise UserError("--port/--dns-port must be in 0..65535")
     model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
-                              args.change_rates)
+                              args.change_rates, args.requisites)
 
     def announce(info: dict) -> None:
         if args.quiet:
