@@ -35,7 +35,7 @@ from typing import Any
 from raycrawl.actors import named
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
-from raycrawl.requisites import css_urls, html_requisites
+from raycrawl.requisites import css_imports, css_urls, html_requisites, html_stylesheets
 from raycrawl.sitemaps import read_sitemap
 from raycrawl.storage.crawl_pages import HTML_TYPES
 from raycrawl.text import content_digest, decode_body, html_tree, looks_binary, visible_text
@@ -66,6 +66,7 @@ class ParseResult:
     score: float | None = None  # a focused crawl's classifier score of the page (policies/focus.py)
     sitemap: bool = False  # a sitemap: its <loc> entries are the links (core/sitemaps.py)
     embeds: list[str] = field(default_factory=list)  # page requisites (core/requisites.py), canonical
+    sheets: list[str] = field(default_factory=list)  # those of the embeds that are stylesheets
 
 
 def sniff_type(body: bytes) -> str:
@@ -197,8 +198,9 @@ class Parser:
         if ctype == "text/css" and 200 <= fr.status < 300 and fr.body:
             css, result.charset = decode_body(fr.body, fr.charset)
             base = canonicalize(fr.url) or fr.url  # a stylesheet's references resolve against it
-            found = (resolve_link(base, _directory(base), raw, result.charset or None) for raw in css_urls(css))
-            result.embeds = list(dict.fromkeys(u for u in found if u))
+            resolve = lambda raw: resolve_link(base, _directory(base), raw, result.charset or None)  # noqa: E731
+            result.embeds = list(dict.fromkeys(u for u in map(resolve, css_urls(css)) if u))
+            result.sheets = list(dict.fromkeys(u for u in map(resolve, css_imports(css)) if u))
             return result
         if not (200 <= fr.status < 300) or ctype not in HTML_TYPES | TEXT_TYPES or not fr.body:
             return result
@@ -276,6 +278,8 @@ class Parser:
         result.links = links
         found = (resolve_link(base, base_dir, raw, enc) for raw in html_requisites(tree))
         result.embeds = list(dict.fromkeys(u for u in found if u))
+        sheets = (resolve_link(base, base_dir, raw, enc) for raw in html_stylesheets(tree))
+        result.sheets = list(dict.fromkeys(u for u in sheets if u))
 
 
 def actor_class():

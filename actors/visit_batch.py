@@ -83,6 +83,7 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
     d = BatchDecision()
     counters = d.counters
     links: list[tuple[str, int]] = []
+    embeds: list[tuple[str, int, str, bool]] = []  # page requisites: (URL, level, whose, a stylesheet)
     for o in outcomes:
         fr = o.fr
         if o.kind == VisitKind.ROBOTS:
@@ -116,8 +117,8 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
             counters["redirects"] += 1
             links.append((fr.redirect, rec.level))
         links += [(u, visit.link_level) for u in rec.links]
-        links += [(u, visit.link_level) for u in rec.embeds]
-        counters["requisites"] += len(rec.embeds)
+        sheets = set(pr.sheets) if pr is not None else set()
+        embeds += [(u, visit.link_level, fr.url, u in sheets) for u in rec.embeds]
         counters["pages"] += 1
         counters[f"status:{fr.status}"] += 1
         if fr.status:
@@ -136,4 +137,12 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
         else:
             counters[f"filtered:{why}"] += 1
     counters["links"] += len(d.follow)
+    for url, lvl, parent, sheet in embeds:
+        why = stages.judge_requisite(url, (urlsplit(url).hostname or "").lower(), parent, sheet)
+        if why is None:
+            d.follow.append(url)
+            d.levels.append(lvl)
+            counters["requisites"] += 1
+        else:
+            counters[f"filtered:{why}"] += 1
     return d

@@ -136,6 +136,11 @@ class VisitStage:
     def judge(self, url: str, host: str) -> str | None:
         return None
 
+    def judge_requisite(self, url: str, host: str, parent: str, sheet: bool) -> str | None:
+        """As :meth:`judge`, for a page requisite of ``parent`` (``sheet``: a stylesheet, which
+        may have requisites of its own); a stage that treats requisites apart overrides it."""
+        return self.judge(url, host)
+
     def settle(self) -> None:
         pass
 
@@ -173,6 +178,12 @@ class Stages:
     def judge(self, url: str, host: str) -> str | None:
         for st in self.stages:
             if (why := st.judge(url, host)) is not None:
+                return why
+        return None
+
+    def judge_requisite(self, url: str, host: str, parent: str, sheet: bool) -> str | None:
+        for st in self.stages:
+            if (why := st.judge_requisite(url, host, parent, sheet)) is not None:
                 return why
         return None
 

@@ -108,6 +108,31 @@ def css_urls(css: str, declarations_only: bool = False) -> list[str]:
     return list(dict.fromkeys(u for u in found if u.strip(_ASCII_WS)))
 
 
+def css_imports(css: str) -> list[str]:
+    """The ``@import`` references of a stylesheet: the requisites that are stylesheets themselves."""
+    if "@import" not in css.lower() and "\\" not in css:
+        return []
+    found: list[str] = []
+    for rule in tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True):
+        if rule.type == "at-rule" and rule.lower_at_keyword == "import":
+            first = next((t for t in rule.prelude if t.type not in ("whitespace", "comment")), None)
+            if first is not None and first.type == "string":
+                found.append(first.value)
+            elif first is not None:
+                found += _css_refs([first])
+    return list(dict.fromkeys(u for u in found if u.strip(_ASCII_WS)))
+
+
+def html_stylesheets(tree) -> list[str]:  # noqa: ANN001 - a selectolax (lexbor) tree
+    """The requisites of a document that are stylesheets (``link rel=stylesheet``, ``@import`` in
+    ``<style>``): what may have requisites of its own."""
+    found = [node.attributes.get("href") or "" for node in tree.css("link[href]")
+             if "stylesheet" in (node.attributes.get("rel") or "").lower().split()]
+    for node in tree.css("style"):
+        found += css_imports(node.text(deep=True) or "")
+    return list(dict.fromkeys(u for u in found if u and u.strip(_ASCII_WS)))
+
+
 def html_requisites(tree) -> list[str]:  # noqa: ANN001 - a selectolax (lexbor) tree
     """The raw requisite references of a parsed HTML document, in document order."""
     found: list[str] = []

@@ -148,6 +148,11 @@ class Settings:
         "robots.txt), so an archive replays pages as a person sees them; recorded as the link "
         "records' ``embeds`` and as ``E`` hops in crawl.log. They are not pages (storage/crawl_pages.py). "
         "On by default, as an archival crawler's; off for a crawl of pages alone.")
+    requisite_hops: int = knob(2, FILTERS,
+        "How far page requisites may leave the crawl's scope (its allow rules and host suffixes; deny "
+        "rules always hold), as Heritrix's transclusion hops: 0 = not at all; 1 = the requisites of an "
+        "in-scope page or stylesheet (a CDN's images, scripts, stylesheets); 2 = also the url()s "
+        "(fonts, images) of such an out-of-scope stylesheet, not its @imports.")
     dedup_index: list[str] = knob(None, FILTERS,
         "CDXJ indexes of earlier collections (``raycrawl warc index`` output, or any CDXJ with digests): a "
         "payload already archived there is written as a WARC revisit of that capture "
@@ -222,6 +227,8 @@ class Settings:
                 raise UserError(f"{name} must be a finite non-negative number, got {v!r}")
         if not isinstance(self.robots_ttl, int | float) or not 0 < self.robots_ttl <= 24 * 3600:
             raise UserError(f"robots_ttl must be more than 0 and at most 86400 seconds (RFC 9309), got {self.robots_ttl!r}")
+        if self.requisite_hops not in (0, 1, 2):
+            raise UserError(f"requisite_hops must be 0, 1 or 2, got {self.requisite_hops!r}")
         for name in ("max_pages", "max_urls_per_host", "max_retries", "max_idle_connections"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")

@@ -64,7 +64,10 @@ def test_parser_resolves_requisites_as_links_and_reads_stylesheets() -> None:
                          "http://cdn.test/static/a.png", "http://img.test/b.png"]
     css = page("@import 'base.css'; body { background: url(../img/bg.png) } .x { background: url(\"//f.test/f.woff\") }",
                "http://cdn.test/static/css/site.css", ctype="text/css")
-    assert Parser().parse(css).embeds == ["http://cdn.test/static/css/base.css", "http://cdn.test/static/img/bg.png",
-                                          "http://f.test/f.woff"]
+    assert pr.sheets == ["http://cdn.test/static/s.css?v=%E9"]  # (what may have requisites of its own)
+    sheet = Parser().parse(css)
+    assert sheet.embeds == ["http://cdn.test/static/css/base.css", "http://cdn.test/static/img/bg.png",
+                            "http://f.test/f.woff"]
+    assert sheet.sheets == ["http://cdn.test/static/css/base.css"]
     nofollow = Parser().parse(page('<meta name=robots content=nofollow><img src="a.png">', "http://a.test/"))
     assert nofollow.embeds == [] and nofollow.links == []

@@ -39,21 +39,30 @@ def test_pages_replay_in_a_browser_with_all_their_requisites(tmp_path) -> None:
 
     with Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=5, requisites=True,
                 out_dir=tmp_path / "web") as web:
+        manifest = web.manifest
+        # The crawl's scope is every host but the shared CDN: its pages are not crawled, but what
+        # the other hosts' pages need from it is (a requisite's hop out of scope, as Heritrix's).
+        cdn = next(p["host"] for p in manifest.pages.values() if p["kind"] == "font")
+        config = tmp_path / "scope.toml"
+        surts = [",".join(reversed(h.split("."))) + "," for h in manifest.hosts if h != cdn]  # a host and below
+        config.write_text(f"scope_allow_surts = {json.dumps(surts)}\n")
         out = tmp_path / "crawl"
         r = subprocess.run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
                             "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
-                            "--host-delay", "0.05", "--ip-delay", "0.0"], capture_output=True, text=True, cwd=ROOT,
-                           timeout=300, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+                            "--host-delay", "0.05", "--ip-delay", "0.0", "--config", str(config)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300,
+                           env={**os.environ, "RAY_AUTH_MODE": "disabled"})
         assert r.returncode == 0, r.stderr[-3000:]
         report = web.audit(0.05, 0.0)
-        manifest = web.manifest
     assert not report.violations, report.violations[:5]
-    requisites = {u for u, p in manifest.pages.items() if p["kind"] in ("css", "js", "font", "png")}
     records = {rec.url: rec for rec in iter_link_records(out)}
-    assert requisites and requisites <= manifest.reachable() <= set(records), sorted(requisites - set(records))[:5]
+    crawled = [u for u, p in manifest.pages.items() if p["kind"] == "html" and u in records]
+    assert crawled and not [u for u in crawled if manifest.pages[u]["host"] == cdn]  # the scope held for pages
+    requisites = set().union(*(_needed(manifest, u) for u in crawled))
+    from_cdn = {u for u in requisites if manifest.pages[u]["host"] == cdn}
+    assert from_cdn and requisites <= set(records), sorted(requisites - set(records))[:5]
     assert all(records[u].status == 200 for u in requisites)
-    html = sorted(u for u, p in manifest.pages.items() if p["kind"] == "html" and p["embeds"] and u in records
-                  and records[u].status == 200)[:PAGES]
+    html = sorted(u for u in crawled if manifest.pages[u]["embeds"] and records[u].status == 200)[:PAGES]
     assert len(html) == PAGES
     coll = tmp_path / "pywb" / "collections" / "crawl"
     r = subprocess.run([sys.executable, "-m", "raycrawl", "warc", "index", str(out), "--pywb", str(coll)],

@@ -74,7 +74,7 @@ def _other_value(f: dataclasses.Field):
     """A valid value unlike the default, from the field's type alone, with its -s spelling."""
     kind, default = str(f.type), default_of(f)
     special = {"resolve": None, "dns_server": ("127.0.0.1:5353", "127.0.0.1:5353"),
-               "allow_networks": ("127.0.0.0/8", "127.0.0.0/8"), "focus": None, "spam_gate": None, "dedup_index": None,
+               "allow_networks": ("127.0.0.0/8", "127.0.0.0/8"), "focus": None, "spam_gate": None, "dedup_index": None, "requisite_hops": (1, "1"),
                "robots_ttl": (60.0, "60"), "seeds": ("s.txt", "s.txt"), "redis_url": ("redis://127.0.0.1:1/0",) * 2,
                "address": ("127.0.0.1:6379", "127.0.0.1:6379")}
     if f.name in special:

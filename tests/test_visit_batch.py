@@ -126,3 +126,32 @@ def test_a_stage_of_ones_own_plugs_in_through_settings() -> None:
     for bad in ("toy_stage:Nope", "no_such_module:X", "json:dumps"):
         with pytest.raises(UserError):
             build_stages(Settings(extra_stages=[bad]), StageContext(None))
+
+
+def test_requisites_leave_the_scope_within_the_hop_budget() -> None:
+    """Heritrix's transclusion hops (actors/stages.py Scope.judge_requisite): with scope rules, a
+    page's requisites on another host are fetched (hop 1), the url()s of such an out-of-scope
+    stylesheet too (hop 2) but not its @imports; links never; deny rules always hold; with
+    ``requisite_hops`` 0 requisites obey the scope as links do."""
+    from raycrawl.actors.stages import PageRequisites, Scope
+    from raycrawl.settings import Settings
+
+    site, cdn = "http://site.test/", "http://cdn.test/"
+    page_fr = page(site)
+    sheet_fr = FetchResult(url=cdn + "s.css", ip="127.0.0.2", status=200, body=b"x", ctype="text/css", started=1.0,
+                           ended=2.0)
+    parsed = {site: ParseResult(site, links=[cdn + "about.html"], embeds=[cdn + "s.css", cdn + "logo.png",
+                                                                          cdn + "private/x.png"], sheets=[cdn + "s.css"]),
+              cdn + "s.css": ParseResult(cdn + "s.css", embeds=[cdn + "more.css", cdn + "font.woff"],
+                                         sheets=[cdn + "more.css"])}
+    outcomes = [Outcome(site, "page", page_fr), Outcome(cdn + "s.css", "page", sheet_fr)]
+
+    def follow(hops: int) -> list[str]:
+        s = Settings(scope_allow_surts=["test,site,"], scope_deny=["/private/"], requisite_hops=hops)
+        s.validate()
+        d = decide(outcomes, Findings(parsed), Stages([Scope(s), PageRequisites()]))
+        return d.follow
+
+    assert follow(2) == [cdn + "s.css", cdn + "logo.png", cdn + "font.woff"]
+    assert follow(1) == [cdn + "s.css", cdn + "logo.png"]
+    assert follow(0) == []
