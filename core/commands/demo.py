@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 # Analysis stages in pipeline order: name -> module holding ``demo_stage(crawl_dir) -> str``.
 STAGE_MODULES = {
     "warc": "raycrawl.storage.warc",
+    "wacz": "raycrawl.commands.warc",
     "dedup": "raycrawl.commands.dedup",
     "graph": "raycrawl.commands.graph",
     "summaries": "raycrawl.commands.summaries",

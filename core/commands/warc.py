@@ -74,3 +74,16 @@ def handle_wacz(args: argparse.Namespace) -> int:
     package = write_wacz(args.dir, out, args.title)
     print(f"{out}: {len(package['resources'])} files, WACZ {package['wacz_version']}")
     return 0
+
+
+def demo_stage(crawl_dir: str | Path) -> str:
+    """``raycrawl demo``'s account of the crawl as one WACZ file (written beside its WARC files)."""
+    from raycrawl.storage.wacz import write_wacz
+
+    crawl_dir = Path(crawl_dir)
+    wacz = crawl_dir / f"{crawl_dir.resolve().name}.wacz"
+    package = write_wacz(crawl_dir, wacz)
+    pages = next(r for r in package["resources"] if r["path"] == "pages/pages.jsonl")
+    return (f"WACZ {package['wacz_version']}: {wacz} ({wacz.stat().st_size / 1e6:.2f} MB, "
+            f"{len(package['resources'])} files; pages.jsonl {pages['bytes']} bytes) — open it in ReplayWeb.page, "
+            "or check it with `wacz validate -f`")
