@@ -21,6 +21,9 @@ def dashboard_url() -> str | None:
     return _dashboard
 
 
+TASK_EVENTS_IN_GCS = 10_000
+
+
 def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool = False,
               attempts: int = 3, dashboard: bool = False) -> bool:
     """Start (or join) Ray unless this process already did; True if this call started it (the
@@ -31,6 +34,11 @@ def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # Ray 2.60 local clusters default to token auth
+    if not address:
+        # The GCS keeps the events of the last N tasks (default 100,000, ~1.7 KB each): a crawl makes
+        # about ten actor calls a batch, so its GCS grew linearly to ~190 MB over 1M pages
+        # (benchmarks/soak.py). 10,000 keeps the dashboard's recent task history and bounds it.
+        os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", str(TASK_EVENTS_IN_GCS))
     local = {"num_cpus": num_cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1"}
     if dashboard:
         from raycrawl.redis_server import free_port
