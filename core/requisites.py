@@ -95,12 +95,8 @@ def css_urls(css: str, declarations_only: bool = False) -> list[str]:
         found += _css_refs(t for node in nodes if node.type == "declaration" for t in node.value)
         return list(dict.fromkeys(u for u in found if u.strip(_ASCII_WS)))
     for rule in tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True):
-        if rule.type == "at-rule" and rule.lower_at_keyword == "import":
-            first = next((t for t in rule.prelude if t.type not in ("whitespace", "comment")), None)
-            if first is not None and first.type == "string":
-                found.append(first.value)
-            elif first is not None:
-                found += _css_refs([first])
+        if _is_import(rule):
+            found += _import_target(rule)
             continue
         if rule.type in ("at-rule", "qualified-rule"):
             found += _css_refs(rule.prelude or ())
@@ -112,15 +108,21 @@ def css_imports(css: str) -> list[str]:
     """The ``@import`` references of a stylesheet: the requisites that are stylesheets themselves."""
     if "@import" not in css.lower() and "\\" not in css:
         return []
-    found: list[str] = []
-    for rule in tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True):
-        if rule.type == "at-rule" and rule.lower_at_keyword == "import":
-            first = next((t for t in rule.prelude if t.type not in ("whitespace", "comment")), None)
-            if first is not None and first.type == "string":
-                found.append(first.value)
-            elif first is not None:
-                found += _css_refs([first])
+    rules = tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True)
+    found = [u for rule in rules if _is_import(rule) for u in _import_target(rule)]
     return list(dict.fromkeys(u for u in found if u.strip(_ASCII_WS)))
+
+
+def _is_import(rule) -> bool:  # noqa: ANN001 - a tinycss2 rule
+    return rule.type == "at-rule" and rule.lower_at_keyword == "import"
+
+
+def _import_target(rule) -> list[str]:  # noqa: ANN001 - a tinycss2 @import rule
+    """What an ``@import`` names: its first token, a string or a ``url()``."""
+    first = next((t for t in rule.prelude if t.type not in ("whitespace", "comment")), None)
+    if first is None:
+        return []
+    return [first.value] if first.type == "string" else list(_css_refs([first]))
 
 
 def html_stylesheets(tree) -> list[str]:  # noqa: ANN001 - a selectolax (lexbor) tree
