@@ -35,7 +35,7 @@ from typing import Any
 from raycrawl.actors import named
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
-from raycrawl.requisites import css_imports, css_urls, html_requisites, html_stylesheets
+from raycrawl.requisites import html_refs, stylesheet_refs
 from raycrawl.sitemaps import read_sitemap
 from raycrawl.storage.crawl_pages import HTML_TYPES
 from raycrawl.text import content_digest, decode_body, html_tree, looks_binary, visible_text
@@ -176,6 +176,13 @@ def _path_reference(raw: str) -> bool:
     return ":" not in raw.split("/", 1)[0]
 
 
+def _resolved(refs: tuple[list[str], list[str]], base: str, base_dir: str, enc: str | None
+              ) -> tuple[list[str], list[str]]:
+    """(requisites, stylesheets) resolved as links are, without repeats."""
+    return tuple(list(dict.fromkeys(u for u in (resolve_link(base, base_dir, raw, enc) for raw in part) if u))
+                 for part in refs)  # type: ignore[return-value]
+
+
 class Parser:
     """Stateless; one instance can parse any number of pages (thread-safe)."""
 
@@ -198,9 +205,7 @@ class Parser:
         if ctype == "text/css" and 200 <= fr.status < 300 and fr.body:
             css, result.charset = decode_body(fr.body, fr.charset)
             base = canonicalize(fr.url) or fr.url  # a stylesheet's references resolve against it
-            resolve = lambda raw: resolve_link(base, _directory(base), raw, result.charset or None)  # noqa: E731
-            result.embeds = list(dict.fromkeys(u for u in map(resolve, css_urls(css)) if u))
-            result.sheets = list(dict.fromkeys(u for u in map(resolve, css_imports(css)) if u))
+            result.embeds, result.sheets = _resolved(stylesheet_refs(css), base, _directory(base), result.charset or None)
             return result
         if not (200 <= fr.status < 300) or ctype not in HTML_TYPES | TEXT_TYPES or not fr.body:
             return result
@@ -276,10 +281,7 @@ class Parser:
                 add(attrs.get("src"))
         add(refresh)
         result.links = links
-        found = (resolve_link(base, base_dir, raw, enc) for raw in html_requisites(tree))
-        result.embeds = list(dict.fromkeys(u for u in found if u))
-        sheets = (resolve_link(base, base_dir, raw, enc) for raw in html_stylesheets(tree))
-        result.sheets = list(dict.fromkeys(u for u in sheets if u))
+        result.embeds, result.sheets = _resolved(html_refs(tree), base, base_dir, enc)
 
 
 def actor_class():
