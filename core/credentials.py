@@ -63,6 +63,16 @@ def env_secret(name: str = PASSWORD_ENV) -> str | None:
     return value
 
 
+def redis_password(password_file: str | Path | None, url: str | None = None) -> str | None:
+    """The Redis password: from ``password_file`` (``--redis-password-file``), else
+    ``$RAYCRAWL_REDIS_PASSWORD``, else ``url``'s own; remembered for scrubbing."""
+    if password_file:
+        return read_secret(password_file, "--redis-password-file")
+    password = env_secret() or url_password(url)
+    remember(password)
+    return password
+
+
 def url_password(url: str | None) -> str | None:
     if not url:
         return None

@@ -287,13 +287,9 @@ class Settings:
 
     def redis_password(self) -> str | None:
         """The Redis password: from ``redis_password_file``, else the environment, else the URL."""
-        from raycrawl.credentials import env_secret, read_secret, remember, url_password
+        from raycrawl.credentials import redis_password
 
-        if self.redis_password_file:
-            return read_secret(self.redis_password_file, "--redis-password-file")
-        password = env_secret() or url_password(self.redis_url)
-        remember(password)
-        return password
+        return redis_password(self.redis_password_file, self.redis_url)
 
 
 def setting_fields() -> list[dataclasses.Field]:

@@ -40,11 +40,9 @@ def add_password_option(p: argparse.ArgumentParser) -> None:
 
 def given_password(args: argparse.Namespace) -> str | None:
     """The Redis password a command was given (a file, else the environment), or None."""
-    from raycrawl.credentials import env_secret, read_secret
+    from raycrawl.credentials import redis_password
 
-    if getattr(args, "redis_password_file", None):
-        return read_secret(args.redis_password_file, "--redis-password-file")
-    return env_secret()
+    return redis_password(getattr(args, "redis_password_file", None))
 
 
 def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int = 10) -> dict:
