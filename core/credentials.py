@@ -9,6 +9,7 @@ What is secret: the password of any URL (``redis://user:PASSWORD@host``), every 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import re
@@ -29,6 +30,17 @@ _URL_PASSWORD = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/@\s:]*):([^/@\s]+)@")
 _known: set[str] = set()  # secret values this process has read: scrubbed from every text it writes
 
 log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` (a name or an address) is this machine's loopback: a listener there needs no
+    credential; anywhere else it does (the console's token, the daemon's password)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def remember(secret: str | None) -> None:

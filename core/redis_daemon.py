@@ -9,21 +9,13 @@ so ``ps`` does not show it; the URL printed shows it as ``***``.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import signal
 import sys
 import threading
 
-from raycrawl.credentials import read_secret, scrub
+from raycrawl.credentials import is_loopback, read_secret, scrub
 from raycrawl.errors import UserError
 from raycrawl.redis_server import EmbeddedRedis
-
-
-def _loopback(bind: str) -> bool:
-    try:
-        return all(ipaddress.ip_address(a).is_loopback for a in bind.split())
-    except ValueError:
-        return bind == "localhost"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         password = read_secret(args.requirepass_file, "--requirepass-file") if args.requirepass_file else None
-        if password is None and not _loopback(args.bind):
+        if password is None and not all(is_loopback(a) for a in args.bind.split()):
             raise UserError(f"--bind {args.bind} is not loopback: give --requirepass-file FILE (clients then "
                             "use --redis-password-file with the same file)")
         server = EmbeddedRedis(args.dir, port=args.port, bind=args.bind, password=password).start()

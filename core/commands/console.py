@@ -16,14 +16,13 @@ import asyncio
 import collections
 import hmac
 import html
-import ipaddress
 import time
 from pathlib import Path
 from urllib.parse import urlencode
 
 from raycrawl.argtypes import port
 from raycrawl.commands.status import add_password_option
-from raycrawl.credentials import remember
+from raycrawl.credentials import is_loopback, remember
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
 
@@ -66,15 +65,6 @@ def read_tokens(path: Path) -> dict[str, str]:
     if not tokens:
         raise UserError(f"--token-file {path}: no token in it")
     return tokens
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Console:
