@@ -63,6 +63,11 @@ def _sha256(path: Path) -> tuple[int, str]:
     return n, "sha256:" + h.hexdigest()
 
 
+def default_path(crawl_dir: str | Path) -> Path:
+    """Where a crawl's WACZ goes unless told: ``DIR/NAME.wacz``, NAME the directory's name."""
+    return Path(crawl_dir) / f"{Path(crawl_dir).resolve().name}.wacz"
+
+
 def write_wacz(crawl_dir: str | Path, out: str | Path, title: str | None = None) -> dict:
     """Package the crawl in ``crawl_dir`` as ``out`` (replaced atomically); returns the datapackage."""
     from raycrawl import __version__

@@ -66,11 +66,11 @@ def handle_index(args: argparse.Namespace) -> int:
 
 def handle_wacz(args: argparse.Namespace) -> int:
     from raycrawl.storage.crawl_dir import layout
-    from raycrawl.storage.wacz import write_wacz
+    from raycrawl.storage.wacz import default_path, write_wacz
 
     if not layout(args.dir).warc.is_dir():
         raise UserError(f"not a crawl directory (no warc/): {args.dir}")
-    out = args.out or args.dir / f"{args.dir.resolve().name}.wacz"
+    out = args.out or default_path(args.dir)
     package = write_wacz(args.dir, out, args.title)
     print(f"{out}: {len(package['resources'])} files, WACZ {package['wacz_version']}")
     return 0
@@ -78,10 +78,9 @@ def handle_wacz(args: argparse.Namespace) -> int:
 
 def demo_stage(crawl_dir: str | Path) -> str:
     """``raycrawl demo``'s account of the crawl as one WACZ file (written beside its WARC files)."""
-    from raycrawl.storage.wacz import write_wacz
+    from raycrawl.storage.wacz import default_path, write_wacz
 
-    crawl_dir = Path(crawl_dir)
-    wacz = crawl_dir / f"{crawl_dir.resolve().name}.wacz"
+    wacz = default_path(crawl_dir)
     package = write_wacz(crawl_dir, wacz)
     pages = next(r for r in package["resources"] if r["path"] == "pages/pages.jsonl")
     return (f"WACZ {package['wacz_version']}: {wacz} ({wacz.stat().st_size / 1e6:.2f} MB, "
