@@ -24,7 +24,7 @@ import logging
 import time
 
 from raycrawl import metrics
-from raycrawl.actors import named
+from raycrawl.actors import named, per_batch
 from raycrawl.actors.dns import Resolver
 from raycrawl.actors.robots_fetch import RobotsFetch
 from raycrawl.actors.stages import control_view, dequeue_checks
@@ -380,18 +380,22 @@ def actor_class():
         async def stop(self) -> None:
             await self.loop.stop()
 
+        @per_batch
         async def drain(self, max_items: int, wait: float) -> list[Outcome]:
             return await self.loop.drain(max_items, wait)
 
+        @per_batch
         async def resolve_many(self, names: list[str]) -> dict[str, str | None]:
             return await self.loop.resolve_many(names)
 
+        @per_batch
         async def consume_budget(self, n: int) -> None:
             self.loop.consume_budget(n)
 
         async def set_budget(self, n: int | None) -> None:
             self.loop.set_budget(n)
 
+        @per_batch
         async def status(self) -> dict[str, object]:
             return self.loop.status()
 

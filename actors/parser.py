@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from raycrawl.actors import named
+from raycrawl.actors import named, per_batch
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
 from raycrawl.requisites import html_refs, stylesheet_refs
@@ -301,12 +301,14 @@ def actor_class():
 
                 self.focus = FocusPolicy.load(focus)
 
+        @per_batch
         def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
             results = [self.parser.parse(fr) for fr in batch]
             if self.focus is not None:
                 score_pages(results, self.focus)
             return results
 
+        @per_batch
         def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):
             """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
             (actors.shingler.sketch_texts, the index's parameters): sketching here, beside the

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from raycrawl.actors import named
+from raycrawl.actors import named, per_batch
 from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
@@ -241,19 +241,24 @@ def actor_class():
             if dedup_meta is not None:
                 self.dedup.set_meta(dedup_meta)
 
+        @per_batch
         def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
             return self.sieve.enqueue(urls, levels)
 
+        @per_batch
         def requeue(self, urls: list[str], levels: list[int], tag: int) -> int:
             return self.sieve.requeue(urls, levels, tag)
 
+        @per_batch
         def read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
             return self.sieve.read(offsets, n)
 
+        @per_batch
         def read_front(self, offsets: dict[int, int], n: int, levels: int = 1, bias: float = DEFAULT_BIAS
                        ) -> tuple[list[str], list[int], list[int], list[int]]:
             return self.sieve.read_front(offsets, n, levels, bias)
 
+        @per_batch
         def exhausted(self, offsets: dict[int, int]) -> bool:
             return self.sieve.exhausted(offsets)
 
@@ -265,22 +270,28 @@ def actor_class():
             self.sieve.give(shards)
             self.dedup.give(shards)
 
+        @per_batch
         def stats(self) -> dict[str, int]:
             return self.sieve.stats()
 
         # --- the shards' duplicate stores (storage/dedup_store.py; actors/duplicates.py) --------------
+        @per_batch
         def dedup_claim(self, by_shard: dict[int, list[tuple[bytes, str]]]) -> dict[int, list[str]]:
             return self.dedup.claim(by_shard)
 
+        @per_batch
         def dedup_bands(self, by_shard: dict[int, list[int]]) -> dict[int, int]:
             return self.dedup.bands(by_shard)
 
+        @per_batch
         def dedup_reps(self, by_shard: dict[int, list[int]]) -> dict[int, tuple[bytes, str]]:
             return self.dedup.reps(by_shard)
 
+        @per_batch
         def dedup_add(self, by_shard: dict[int, tuple[list, list]]) -> None:
             self.dedup.add(by_shard)
 
+        @per_batch
         def dedup_counts(self) -> dict[str, int]:
             return self.dedup.counts()
 

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from raycrawl.actors import named
+from raycrawl.actors import named, per_batch
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run, layout
@@ -65,6 +65,7 @@ def actor_class():
             self.store = StoreWriter(crawl_dir, writer, settings.warc_max_bytes,
                                      warc_info(settings, Path(crawl_dir).resolve().name), settings.warc_prefix)
 
+        @per_batch
         def write_batch(self, items):
             return self.store.write_batch(items)
 

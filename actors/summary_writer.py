@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raycrawl import text
-from raycrawl.actors import named
+from raycrawl.actors import named, per_batch
 from raycrawl.storage import summaries
 from raycrawl.storage.crawl_dir import join_run, layout
 
@@ -95,14 +95,17 @@ def actor_class():
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.inner = SummaryWriter(crawl_dir, writer, batch)
 
+        @per_batch
         def add_pages(self, pages: list[tuple[str, str]]) -> int:
             return self.inner.add_pages(pages)
 
+        @per_batch
         def spill(self, pages: list[tuple[str, str]]) -> int:
             """Add pages and make them durable; returns pages spilled so far."""
             self.inner.add_pages(pages)
             return self.inner.flush()
 
+        @per_batch
         def flush(self) -> int:
             return self.inner.flush()
 
