@@ -20,7 +20,9 @@ it is the earliest linking page in time.
 
 from __future__ import annotations
 
+import heapq
 import json
+import os
 import tempfile
 from array import array
 from collections import OrderedDict
@@ -85,116 +87,225 @@ def _files(crawl_dir: Path) -> list[tuple[str, Path]]:
             for path in sorted((crawl_dir / LINKS_SUBDIR).glob(f"*{SUFFIX}"))]
 
 
+RECORD_BUDGET = 250_000
+"""How many records, or links, the derivation holds in memory at once: past it they wait in
+``$TMPDIR`` (about 40 MB of arrays whatever the crawl's size; benchmarks/crawl_log_memory.py)."""
+
+_REC = np.dtype([("h", "<i8"), ("t", "<f8"), ("i", "<i8")])  # a record: URL hash, time, position
+_LINK = np.dtype([("h", "<i8"), ("t", "<f8"), ("k", "<i8")])  # a link: target hash, linker time, 4·linker + hop
+_RUN = np.dtype([("t", "<f8"), ("i", "<i8")])  # fetch-time order, a sorted run at a time
+_I8 = np.dtype("<i8")
+
+
+class _Table:
+    """An append-only file of fixed-width rows, written a chunk at a time and read back by slices."""
+
+    def __init__(self, path: Path, dtype: np.dtype) -> None:
+        self.path, self.dtype, self.rows = path, dtype, 0
+        path.touch()
+
+    def append(self, rows: np.ndarray) -> None:
+        with open(self.path, "ab") as f:
+            rows.astype(self.dtype, copy=False).tofile(f)
+        self.rows += len(rows)
+
+    def chunks(self, size: int) -> Iterator[np.ndarray]:
+        for start in range(0, self.rows, size):
+            yield np.fromfile(self.path, self.dtype, min(size, self.rows - start), offset=start * self.dtype.itemsize)
+
+    def drop(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 class _Derivation:
-    """The records of a crawl in fetch-time order with each URL's via and discovery path, held in
-    ~80 bytes per record: the records themselves (without their links) go to a temporary file
-    read back by offset, URLs are their 64-bit hashes (Python's SipHash, within one process) in numpy arrays, the links are streamed twice.
+    """The records of a crawl in fetch-time order with each URL's via and discovery path, in memory
+    bounded by ``budget`` records or links whatever the crawl's size: the work is spread over files
+    in ``work`` (``$TMPDIR``).
+
+    1. One pass over the link records writes each record (without its links) to ``records.bin``
+       (found by its position through ``offsets.bin``), its (URL hash, time, position) to one table
+       and every link's (target hash, linker's time, linker) to another; the (time, position) pairs
+       leave in sorted runs of ``budget``.
+    2. Both tables are split by hash into as many buckets as keep each within ``budget`` rows: the
+       records of a URL and the links to it meet in one bucket, which gives each of its records the
+       via of its URL (the earliest linker fetched before the URL's first fetch), written to
+       ``vias.bin`` at the record's position.
+    3. The rows come from a merge of the runs, each record and its via read back by position; a
+       discovery path walks the vias back to a seed, the paths last walked kept in a bounded LRU.
 
     "Record order" is the order of the files' names, then of the records in a file; ties in time
-    keep it. A 64-bit hash collision between two URLs (odds ~n²/2⁶⁵: 3·10⁻⁶ at 10M URLs) could
-    only give a URL a wrong via."""
+    keep it. URLs are their 64-bit hashes (Python's SipHash, within one process): a collision
+    between two URLs (odds ~n²/2⁶⁵: 3·10⁻⁶ at 10M URLs) could only give a URL a wrong via."""
 
-    def __init__(self, files: list[tuple[str, Path]], seeds: set[str], work: Path) -> None:
-        self.files = files
-        self.blobs = open(work / "records.bin", "w+b")  # noqa: SIM115 (closed by rows())
-        hashes, times, offsets, workers = array("q"), array("d"), array("q", [0]), array("i")
-        for w, (_, path) in enumerate(files):
+    def __init__(self, files: list[tuple[str, Path]], seeds: set[str], work: Path, budget: int) -> None:
+        self.files, self.work, self.budget = files, work, max(2, budget)
+        self.blobs = open(work / "records.bin", "w+b")  # noqa: SIM115 (closed by close())
+        self.offsets = open(work / "offsets.bin", "w+b")  # noqa: SIM115
+        self.vias = open(work / "vias.bin", "w+b")  # noqa: SIM115
+        self.runs: list[_Table] = []
+        recs, links = self._scan(seeds)
+        self.n = recs.rows
+        self._find_vias(recs, links)
+        self._paths: OrderedDict[int, str] = OrderedDict()
+
+    def _scan(self, seeds: set[str]) -> tuple[_Table, _Table]:
+        """Step 1: the records' blobs and offsets, their table and runs, and the links' table."""
+        recs, links = _Table(self.work / "records.tab", _REC), _Table(self.work / "links.tab", _LINK)
+        h, t, offsets, lh, lt, lk = (array("q"), array("d"), array("q"), array("q"), array("d"), array("q"))
+        offset, i = 0, 0
+
+        def flush_records() -> None:
+            if not t:
+                return
+            rows = np.empty(len(t), _REC)
+            rows["h"], rows["t"] = np.frombuffer(h, np.int64), np.frombuffer(t, np.float64)
+            rows["i"] = np.arange(i - len(t), i)
+            recs.append(rows)
+            run = rows[["t", "i"]][np.argsort(rows["t"], kind="stable")]  # positions already ascend
+            self.runs.append(_Table(self.work / f"run{len(self.runs)}.tab", _RUN))
+            self.runs[-1].append(run)
+            self.offsets.write(offsets.tobytes())
+            del h[:], t[:], offsets[:]
+
+        def flush_links() -> None:
+            rows = np.empty(len(lh), _LINK)
+            rows["h"], rows["t"], rows["k"] = (np.frombuffer(lh, np.int64), np.frombuffer(lt, np.float64),
+                                               np.frombuffer(lk, np.int64))
+            links.append(rows)
+            del lh[:], lt[:], lk[:]
+
+        for w, (_, path) in enumerate(self.files):
             for rec in read_link_file(path):
                 m = rec.to_map()
                 m.pop("links", None)
-                offsets.append(offsets[-1] + self.blobs.write(msgpack.packb(m)))
-                hashes.append(hash(rec.url))
-                times.append(rec.time)
-                workers.append(w)
-        self.blobs.flush()
-        self.n = n = len(times)
-        self.offsets = np.frombuffer(offsets, np.int64)
-        self.workers = np.frombuffer(workers, np.int32)
-        t = np.frombuffer(times, np.float64)
-        self.order = np.argsort(t, kind="stable")  # fetch time, then record order
-        rank = np.empty(n, np.int64)
-        rank[self.order] = np.arange(n)
-        self.urls, self.url_of = np.unique(np.frombuffer(hashes, np.int64), return_inverse=True)
-        first = np.full(len(self.urls), n, np.int64)
-        np.minimum.at(first, self.url_of, rank)
-        fetched = t[self.order[first]]  # each URL's first fetch time
-        # best linker of each URL as 4·rank + hop (0 link, 1 redirect, 2 embed): the earliest, L R E
-        none = 4 * n + 4
-        best = np.full(len(self.urls), none, np.int64)
-        for th, linker in self._links(files, seeds):
-            u = np.minimum(np.searchsorted(self.urls, th), len(self.urls) - 1)
-            ok = (self.urls[u] == th) & (fetched[u] > t[linker >> 2])
-            np.minimum.at(best, u[ok], 4 * rank[linker[ok] >> 2] + (linker[ok] & 3))
-        self.has_via = best < none
-        self.via = np.where(self.has_via, self.order[np.minimum(best >> 2, n - 1)] if n else best, -1)
-        self.hop = best & 3
-        self._paths: OrderedDict[int, str] = OrderedDict()
-
-    @staticmethod
-    def _links(files: list[tuple[str, Path]], seeds: set[str], chunk: int = 200_000):
-        """(target hashes, 4·linker record + hop (0 link, 1 redirect, 2 embed)) in chunks,
-        self-links and links to seeds left out (a seed has no via)."""
-        th, linker, i = array("q"), array("q"), 0
-        for _, path in files:
-            for rec in read_link_file(path):
+                offsets.append(offset)
+                offset += self.blobs.write(msgpack.packb([w, m]))
+                h.append(hash(rec.url))
+                t.append(rec.time)
                 targets = dict.fromkeys(rec.links, 0)
                 if rec.redirect:
                     targets.setdefault(rec.redirect, 1)
                 for url in rec.embeds:
                     targets.setdefault(url, 2)
                 for url, hop in targets.items():
-                    if url != rec.url and url not in seeds:
-                        th.append(hash(url))
-                        linker.append(4 * i + hop)
+                    if url != rec.url and url not in seeds:  # a seed has no via
+                        lh.append(hash(url))
+                        lt.append(rec.time)
+                        lk.append(4 * i + hop)
                 i += 1
-                if len(th) >= chunk:
-                    yield np.frombuffer(th, np.int64).copy(), np.frombuffer(linker, np.int64).copy()
-                    th, linker = array("q"), array("q")
-        if th:
-            yield np.frombuffer(th, np.int64), np.frombuffer(linker, np.int64)
+                if len(t) >= self.budget:
+                    flush_records()
+                if len(lh) >= self.budget:
+                    flush_links()
+        flush_records()
+        flush_links()
+        self.offsets.write(np.int64(offset).tobytes())
+        self.blobs.flush()
+        self.offsets.flush()
+        return recs, links
 
-    def record(self, i: int) -> LinkRecord:
-        self.blobs.seek(int(self.offsets[i]))
-        rec = LinkRecord.from_map(msgpack.unpackb(self.blobs.read(int(self.offsets[i + 1] - self.offsets[i]))))
+    def _find_vias(self, recs: _Table, links: _Table) -> None:
+        """Step 2: each record's via (4·linker + hop, or -1) at its position in ``vias.bin``."""
+        parts = max(1, -(-max(recs.rows, links.rows) // self.budget))
+        buckets = {kind: [_Table(self.work / f"{kind}{b}.tab", table.dtype) for b in range(parts)]
+                   for kind, table in (("r", recs), ("l", links))}
+        for kind, table in (("r", recs), ("l", links)):
+            for chunk in table.chunks(self.budget):
+                bucket = chunk["h"].view(np.uint64) % np.uint64(parts)
+                order = np.argsort(bucket, kind="stable")
+                bounds = np.searchsorted(bucket[order], np.arange(parts + 1))
+                for b in range(parts):
+                    if bounds[b] < bounds[b + 1]:
+                        buckets[kind][b].append(chunk[order[bounds[b]:bounds[b + 1]]])
+            table.drop()
+        for r, lk in zip(buckets["r"], buckets["l"], strict=True):
+            rows = np.fromfile(r.path, _REC)
+            found = np.fromfile(lk.path, _LINK)
+            r.drop()
+            lk.drop()
+            if not len(rows):
+                continue
+            first = np.lexsort((rows["i"], rows["t"], rows["h"]))
+            h = rows["h"][first]
+            head = np.flatnonzero(np.r_[True, h[1:] != h[:-1]])
+            urls, fetched = h[head], rows["t"][first][head]  # each URL of the bucket and its first fetch time
+            u = np.minimum(np.searchsorted(urls, found["h"]), len(urls) - 1)
+            ok = (urls[u] == found["h"]) & (fetched[u] > found["t"])
+            u, found = u[ok], found[ok]
+            earliest = np.lexsort((found["k"], found["t"], u))  # by URL, then the linker's (time, position, hop)
+            u, k = u[earliest], found["k"][earliest]
+            lead = np.r_[True, u[1:] != u[:-1]] if len(u) else np.zeros(0, bool)
+            via = np.full(len(urls), -1, np.int64)
+            via[u[lead]] = k[lead]
+            mine = via[np.searchsorted(urls, rows["h"])]
+            for i, v in zip(rows["i"].tolist(), mine.tolist(), strict=True):
+                os.pwrite(self.vias.fileno(), _pack(v), 8 * i)
+
+    def _via(self, i: int) -> int:
+        return int.from_bytes(os.pread(self.vias.fileno(), 8, 8 * i), "little", signed=True)
+
+    def record(self, i: int) -> tuple[int, LinkRecord]:
+        """The record at position ``i`` and the index of the file it came from."""
+        start, end = np.frombuffer(os.pread(self.offsets.fileno(), 16, 8 * i), _I8)
+        w, m = msgpack.unpackb(os.pread(self.blobs.fileno(), int(end - start), int(start)))
+        rec = LinkRecord.from_map(m)
         assert rec is not None
-        return rec
+        return w, rec
 
-    def path(self, u: int) -> str:
-        """The discovery path of URL ``u`` (``L``/``R`` per hop from a seed): walked up the vias to
-        one already known, the known ones kept in a bounded LRU (a crawl's recent pages are the next
-        pages' vias)."""
-        chain = []
-        while u not in self._paths and self.has_via[u]:
-            chain.append(u)
-            u = int(self.url_of[self.via[u]])
-        path = self._paths.get(u, "")
-        for v in reversed(chain):
-            path += "LRE"[self.hop[v]]
-            self._paths[v] = path
+    def path(self, i: int) -> str:
+        """The discovery path of record ``i``'s URL (``L``/``R``/``E`` per hop from a seed): walked
+        up the vias to a record whose path is known, the paths last found kept in a bounded cache
+        (a crawl's recent pages are the next pages' vias). A via is always fetched strictly
+        earlier, so a walk ends."""
+        chain, r = [], i
+        while r not in self._paths:
+            v = self._via(r)
+            if v < 0:
+                self._paths[r] = ""
+                break
+            chain.append((r, v & 3))
+            r = v >> 2
+        path = self._paths[r]
+        for r, hop in reversed(chain):
+            path += "LRE"[hop]
+            self._paths[r] = path
         while len(self._paths) > 50_000:
             self._paths.popitem(last=False)
         return path
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        for i in self.order:
-            rec = self.record(int(i))
-            u = int(self.url_of[i])
-            via = self.record(int(self.via[u])).url if self.has_via[u] else None
-            yield _row(rec, self.files[self.workers[i]][0], self.path(u) if via else "", via)
+        for _, i in heapq.merge(*(_run_pairs(run) for run in self.runs)):
+            w, rec = self.record(i)
+            v = self._via(i)
+            via = self.record(v >> 2)[1].url if v >= 0 else None
+            yield _row(rec, self.files[w][0], self.path(i) if via else "", via)
+
+    def close(self) -> None:
+        for f in (self.blobs, self.offsets, self.vias):
+            f.close()
 
 
-def rows(crawl_dir: str | Path) -> Iterator[dict[str, Any]]:
+def _pack(v: int) -> bytes:
+    return v.to_bytes(8, "little", signed=True)
+
+
+def _run_pairs(run: _Table, chunk: int = 8192) -> Iterator[tuple[float, int]]:
+    for rows in run.chunks(chunk):
+        yield from zip(rows["t"].tolist(), rows["i"].tolist(), strict=True)
+
+
+def rows(crawl_dir: str | Path, budget: int = RECORD_BUDGET) -> Iterator[dict[str, Any]]:
     """One dict per link record (columns ``COLUMNS``), in fetch time order.
 
-    Memory is about 80 bytes per record, plus a temporary file in ``$TMPDIR`` (the records without
-    their links, removed when the rows have been read): benchmarks/crawl_log_memory.py."""
+    Memory is bounded by ``budget`` (:class:`_Derivation`); ``$TMPDIR`` holds about 70 bytes per
+    link and the records without their links while the rows are read."""
     out = layout(crawl_dir).out
     with tempfile.TemporaryDirectory(prefix="raycrawl-log-") as work:
-        derivation = _Derivation(_files(out), crawl_seeds(out), Path(work))
+        derivation = _Derivation(_files(out), crawl_seeds(out), Path(work), budget)
         try:
             yield from derivation.rows()
         finally:
-            derivation.blobs.close()
+            derivation.close()
 
 
 def _row(rec: LinkRecord, worker: str, path: str, via: str | None) -> dict[str, Any]:

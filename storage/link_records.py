@@ -169,25 +169,33 @@ class LinkRecordWriter:
         """Nothing is buffered between batches; kept for the writer/reader symmetry."""
 
 
-def _members(data: bytes, path: Path) -> Iterator[bytes]:
-    while data:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            chunk = d.decompress(data)
-        except zlib.error:
-            log.warning("%s: corrupt gzip member, stopping there", path)
-            return
-        if not d.eof:
-            log.warning("%s: truncated final batch ignored (crawl was interrupted)", path)
-            return
-        yield chunk
-        data = d.unused_data
+def _members(path: Path, block: int = 1 << 18) -> Iterator[bytes]:
+    """The decompressed gzip members of a file, read ``block`` bytes at a time: memory is one
+    member (a batch), not the file (200,000 records by default)."""
+    with open(path, "rb") as f:
+        data = f.read(block)
+        while data:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            parts = []
+            while True:
+                try:
+                    parts.append(d.decompress(data))
+                except zlib.error:
+                    log.warning("%s: corrupt gzip member, stopping there", path)
+                    return
+                if d.eof:
+                    data = d.unused_data or f.read(block)
+                    break
+                data = f.read(block)
+                if not data:
+                    log.warning("%s: truncated final batch ignored (crawl was interrupted)", path)
+                    return
+            yield b"".join(parts)
 
 
 def read_frames(path: str | Path) -> Iterator[Any]:
     """Every msgpack object of a file in this framing (gzip members of objects back to back)."""
-    path = Path(path)
-    for chunk in _members(path.read_bytes(), path):
+    for chunk in _members(Path(path)):
         yield from _unpack(chunk)
 
 

@@ -1,3 +1,5 @@
+import pytest
+
 from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter, iter_link_records, read_link_file
 
 
@@ -65,10 +67,12 @@ def _reference_vias(records):
     return [(r.url, via.get(r.url), path(r.url), w) for w, r in ordered]
 
 
-def test_crawl_log_vias_match_the_rule_written_plainly(tmp_path):
+@pytest.mark.parametrize("budget", [None, 3, 7, 40])
+def test_crawl_log_vias_match_the_rule_written_plainly(tmp_path, budget):
     """Random crawls with equal times, self-links, redirects, refetches, links to pages never
     fetched and two writers: crawl_log.rows gives every record, in time order, with the via and
-    discovery path of the plain rule."""
+    discovery path of the plain rule — in one bucket and one sorted run (the default budget), and
+    spread over many buckets and runs (a budget of a few records)."""
     import random
 
     from raycrawl.storage.crawl_log import rows
@@ -93,7 +97,8 @@ def test_crawl_log_vias_match_the_rule_written_plainly(tmp_path):
             w.close()
         files = sorted((out / "links").glob("*.rec.gz"))
         in_file_order = [(f.name.rsplit("-", 1)[0], r) for f in files for r in read_link_file(f)]
-        got = [(r["url"], r["via"], r["discovery_path"], r["worker"]) for r in rows(out)]
+        derived = rows(out) if budget is None else rows(out, budget=budget)
+        got = [(r["url"], r["via"], r["discovery_path"], r["worker"]) for r in derived]
         assert got == _reference_vias(in_file_order), trial
         paths.update(p for _, _, p, _ in got)
     assert "" in paths and any("R" in p for p in paths) and any("E" in p for p in paths)  # the cases occurred
