@@ -67,10 +67,12 @@ def name_of(cmd: str) -> str:
     return "other:" + cmd.split()[0].rsplit("/", 1)[-1][:20] if cmd else "?"
 
 
-def rss_mb(pid: int) -> float:
+def status_mb(pid: int, field: str = "VmRSS") -> float:
+    """A memory field of /proc/PID/status in MB: ``VmRSS``, or ``RssAnon`` (the anonymous pages,
+    which unlike private memory do not jump when another process unmaps a library or Ray's store)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -122,14 +124,16 @@ class Sampler(threading.Thread):
             procs = processes(self.crawl.pid)
             rss: dict[str, float] = {}
             private: dict[str, float] = {}
+            anon: dict[str, float] = {}
             for pid, name in procs.items():
-                rss[name] = rss.get(name, 0.0) + rss_mb(pid)
+                rss[name] = rss.get(name, 0.0) + status_mb(pid)
                 private[name] = private.get(name, 0.0) + private_mb(pid)
+                anon[name] = anon.get(name, 0.0) + status_mb(pid, "RssAnon")
                 files = open_files(pid)
                 self.max_files[name] = max(self.max_files.get(name, 0), files)
             aof = sum(f.stat().st_size for f in (self.out / "redis").rglob("*") if f.is_file())
             self.samples.append({"t": time.monotonic(), "pages": pages, "redis_used": used, "aof": aof, "rss": rss,
-                                 "private": private})
+                                 "private": private, "anon": anon})
 
 
 def tenths(samples: list[dict], target: int) -> list[dict]:
@@ -236,11 +240,14 @@ def summarize(args: argparse.Namespace, sampler: Sampler, report: dict, local_fa
     first = rows[0]
     # A process's last reading: the last sample it was alive in (the actors end with the crawl, so
     # the tenth-10 row may have caught them gone).
-    for kind in ("rss", "private"):
+    for kind in ("rss", "private", "anon"):
         final = {n: next((s[kind][n] for s in reversed(sampler.samples) if s[kind].get(n)), 0) for n in names}
         drift = {n: (final[n] - first[kind].get(n, 0)) / max(1.0, first[kind].get(n, 0)) for n in names}
-        print(f"{'RSS' if kind == 'rss' else 'private memory'} from the first tenth to the end: "
+        print(f"{ {'rss': 'RSS', 'private': 'private memory', 'anon': 'anonymous memory'}[kind]} from the first tenth to the end: "
               + ", ".join(f"{n} {first[kind].get(n, 0):.0f}→{final[n]:.0f} MB {d:+.0%}" for n, d in drift.items()))
+    later = [s for s in sampler.samples if s["t"] >= first["t"]]
+    print("anonymous memory, peak after the first tenth (the driver's includes the end of run: crawl.log, graph): "
+          + ", ".join(f"{n} {max(s['anon'].get(n, 0) for s in later):.0f} MB" for n in names))
     print("most open files: " + ", ".join(f"{n} {f}" for n, f in sorted(sampler.max_files.items()) if not n.startswith("other:")))
     print(f"requests that found no file descriptor (retried, never held against a host): {local_failures}")
     print(f"report: stopped={report.get('stopped')}, duplicates {report.get('duplicates')}, "
