@@ -4,7 +4,6 @@ sitemaps and near-duplicates, in the order they see each visit and each link."""
 from __future__ import annotations
 
 import importlib
-import os
 import time
 import weakref
 from collections import Counter
@@ -173,7 +172,7 @@ class Focus(VisitStage):
 
 
 def spam_gate_on(settings: Settings) -> bool:
-    return bool(settings.spam_gate or os.environ.get("RAYCRAWL_SPAM_GATE"))
+    return bool(settings.spam_gate)
 
 
 SPAM_REFRESH = 0.5

@@ -15,6 +15,7 @@ import dataclasses
 import ipaddress
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,8 @@ class Settings:
     redis_prefix: str = knob("rc:", IO,
         "Key prefix of every frontier key, so several crawls can share one Redis.")
     address: str | None = knob(None, IO,
-        "Ray cluster address; None = a local Ray instance.")
+        "Ray cluster address (``auto``: the one running on this machine); None = ``$RAY_ADDRESS`` when set "
+        "(as Ray reads it; ``ray job submit`` sets it), else a local Ray instance of the crawl's own.")
     dashboard: bool = knob(False, IO,
         "Start the local Ray with its dashboard on a free loopback port and print its URL (also in "
         "``out/dashboard-url``); "
@@ -402,10 +404,14 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 _UNSET = object()  # -s key=none: the setting back to None
 
 
+SPAM_GATE_ENV = "RAYCRAWL_SPAM_GATE"
+"""The spam gate model when no config, ``-s`` or flag names one (the ``spam_gate`` setting)."""
+
+
 def build_settings(config: str | Path | None = None, assignments: list[str] | tuple[str, ...] = (),
                    **overrides: Any) -> Settings:
     """Defaults, then ``config``, then ``-s`` ``assignments``, then ``overrides`` (flags; None
-    values mean "not given"). ``settings_sources(s)`` says where each value came from."""
+    values mean "not given"), then ``$RAYCRAWL_SPAM_GATE`` for an unset ``spam_gate``. ``settings_sources(s)`` says where each value came from."""
     s = Settings()
     sources = {f.name: "default" for f in setting_fields()}
     if config:
@@ -421,6 +427,10 @@ def build_settings(config: str | Path | None = None, assignments: list[str] | tu
         sources[name] = f"-s {text}"
     s.update(overrides, "command line")
     sources.update({k: f"--{k.replace('_', '-')}" for k, v in overrides.items() if v is not None})
+    if s.spam_gate is None and os.environ.get(SPAM_GATE_ENV):
+        # read here, in the driver: the actors of a cluster the crawl joins do not share its environment
+        s.spam_gate = os.environ[SPAM_GATE_ENV]
+        sources["spam_gate"] = f"${SPAM_GATE_ENV}"
     s.validate()
     s._sources = sources  # not a field: to_dict() and the docs leave it out
     return s

@@ -239,12 +239,11 @@ def train_gate(page_rows: list[dict], labels: dict[str, int], sample_pages: int 
 
 
 def gate_for(settings) -> SpamGate | None:
-    """The crawl's gate: the ``spam_gate`` setting, else $RAYCRAWL_SPAM_GATE, else none."""
-    import os
-
+    """The crawl's gate: the ``spam_gate`` setting (which ``$RAYCRAWL_SPAM_GATE`` fills when unset:
+    core/settings.py), else none."""
     from raycrawl.errors import UserError
 
-    path = settings.spam_gate or os.environ.get("RAYCRAWL_SPAM_GATE", "")
+    path = settings.spam_gate
     if not path:
         return None
     try:

@@ -147,3 +147,18 @@ def test_version_and_logging_options_after_the_subcommand(tmp_path, capsys) -> N
         handler.close()
     root.setLevel(logging.WARNING)
     assert "written at debug level" in log.read_text()
+
+
+def test_spam_gate_from_the_environment_is_a_setting(monkeypatch) -> None:
+    """$RAYCRAWL_SPAM_GATE fills an unset spam_gate in the settings the driver builds — the actors
+    of a cluster the crawl joins do not share the driver's environment — and never overrides one
+    that is set."""
+    from raycrawl.settings import build_settings, settings_sources
+
+    monkeypatch.setenv("RAYCRAWL_SPAM_GATE", "/models/gate.json")
+    s = build_settings()
+    assert s.spam_gate == "/models/gate.json"
+    assert settings_sources(s)["spam_gate"] == "$RAYCRAWL_SPAM_GATE"
+    assert build_settings(spam_gate="/other.json").spam_gate == "/other.json"
+    monkeypatch.delenv("RAYCRAWL_SPAM_GATE")
+    assert build_settings().spam_gate is None
