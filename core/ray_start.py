@@ -1,8 +1,10 @@
 """Starting Ray, the one way every part does it.
 
-``address=None`` starts a new local Ray (``address="local"``: never joining by chance a cluster
-that already runs on the machine); an address joins that cluster. Start-up is retried, since on
-a loaded machine a local node can miss Ray's fixed 30 s startup wait.
+``address=None`` joins the cluster ``$RAY_ADDRESS`` names when it is set (Ray's own convention, and
+what ``ray job submit`` sets for its entrypoint), else starts a new local Ray
+(``address="local"``: never joining by chance a cluster that already runs on the machine); an
+address joins that cluster. Start-up is retried, since on a loaded machine a local node can miss
+Ray's fixed 30 s startup wait.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool
 
     if ray.is_initialized():
         return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # Ray 2.60 local clusters default to token auth
     if not address:
         # The GCS keeps the events of the last N tasks (default 100,000, ~1.7 KB each): a crawl makes

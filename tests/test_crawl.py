@@ -231,14 +231,23 @@ def run(cmd: list[str], timeout: float = 240, cwd: Path = ROOT) -> subprocess.Co
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 
+def _parser_actors(ray) -> int:
+    return sum(a["ActorClassName"] == "ParserActor" for a in ray._private.state.actors().values())
+
+
 @pytest.mark.slow
-def test_crawl_end_to_end(tmp_path: Path) -> None:
+def test_crawl_end_to_end(tmp_path: Path, ray_local, monkeypatch) -> None:
     out = tmp_path / "crawl"
+    # The crawl joins the Ray cluster $RAY_ADDRESS names, as Ray's own tools do (core/ray_start.py):
+    # here the session's local Ray, whose GCS then lists the crawl's actors.
+    monkeypatch.setenv("RAY_ADDRESS", ray_local.get_runtime_context().gcs_address)
+    parsers = _parser_actors(ray_local)
     with MiniWeb(tmp_path) as w:
         proc = run(crawl_cmd(w, out, "--json"))
         assert proc.returncode == 0, proc.stderr[-3000:]
         log = list(w.log)
         port = w.port
+    assert _parser_actors(ray_local) > parsers
     report = json.loads((out / "report.json").read_text())
     assert report["stopped"] == "frontier empty"
     assert audit(log, 0.2, 0.05) == {"host": 0, "ip": 0, "robots": 0, "twice": 0}, DETAILS
