@@ -126,8 +126,9 @@ class _Derivation:
        (found by its position through ``offsets.bin``), its (URL hash, time, position) to one table
        and every link's (target hash, linker's time, linker) to another; the (time, position) pairs
        leave in sorted runs of ``budget``.
-    2. Both tables are split by hash into as many buckets as keep each within ``budget`` rows: the
-       records of a URL and the links to it meet in one bucket, which gives each of its records the
+    2. Both tables are split by hash into as many buckets as keep each near ``budget`` rows (of the
+       links to a URL, each chunk passes on only the earliest): the records of a URL and the links
+       to it meet in one bucket, which gives each of its records the
        via of its URL (the earliest linker fetched before the URL's first fetch), written to
        ``vias.bin`` at the record's position.
     3. The rows come from a merge of the runs, each record and its via read back by position; a
@@ -211,6 +212,8 @@ class _Derivation:
                    for kind, table in (("r", recs), ("l", links))}
         for kind, table in (("r", recs), ("l", links)):
             for chunk in table.chunks(self.budget):
+                if kind == "l":
+                    chunk = _earliest_per_target(chunk)
                 bucket = chunk["h"].view(np.uint64) % np.uint64(parts)
                 order = np.argsort(bucket, kind="stable")
                 bounds = np.searchsorted(bucket[order], np.arange(parts + 1))
@@ -285,6 +288,15 @@ class _Derivation:
             f.close()
 
 
+def _earliest_per_target(links: np.ndarray) -> np.ndarray:
+    """Of the links to each target, the earliest by (linker's time, linker, hop): the only one that
+    can be its via (a later linker fetched before the target was, so was this one). It keeps a URL
+    every page links to from filling one bucket with a row per page."""
+    order = np.lexsort((links["k"], links["t"], links["h"]))
+    h = links["h"][order]
+    return links[order[np.r_[True, h[1:] != h[:-1]]]] if len(h) else links
+
+
 def _pack(v: int) -> bytes:
     return v.to_bytes(8, "little", signed=True)
 
@@ -297,8 +309,8 @@ def _run_pairs(run: _Table, chunk: int = 8192) -> Iterator[tuple[float, int]]:
 def rows(crawl_dir: str | Path, budget: int = RECORD_BUDGET) -> Iterator[dict[str, Any]]:
     """One dict per link record (columns ``COLUMNS``), in fetch time order.
 
-    Memory is bounded by ``budget`` (:class:`_Derivation`); ``$TMPDIR`` holds about 70 bytes per
-    link and the records without their links while the rows are read."""
+    Memory is bounded by ``budget`` (:class:`_Derivation`); ``$TMPDIR`` holds at most 48 bytes per
+    link and the records without their links while it works."""
     out = layout(crawl_dir).out
     with tempfile.TemporaryDirectory(prefix="raycrawl-log-") as work:
         derivation = _Derivation(_files(out), crawl_seeds(out), Path(work), budget)
