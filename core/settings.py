@@ -411,7 +411,8 @@ SPAM_GATE_ENV = "RAYCRAWL_SPAM_GATE"
 def build_settings(config: str | Path | None = None, assignments: list[str] | tuple[str, ...] = (),
                    **overrides: Any) -> Settings:
     """Defaults, then ``config``, then ``-s`` ``assignments``, then ``overrides`` (flags; None
-    values mean "not given"), then ``$RAYCRAWL_SPAM_GATE`` for an unset ``spam_gate``. ``settings_sources(s)`` says where each value came from."""
+    values mean "not given"), then ``$RAYCRAWL_SPAM_GATE`` for an unset ``spam_gate``.
+    ``settings_sources(s)`` says where each value came from."""
     s = Settings()
     sources = {f.name: "default" for f in setting_fields()}
     if config:
