@@ -89,7 +89,7 @@ def _files(crawl_dir: Path) -> list[tuple[str, Path]]:
 
 RECORD_BUDGET = 250_000
 """How many records, or links, the derivation holds in memory at once: past it they wait in
-``$TMPDIR`` (about 40 MB of arrays whatever the crawl's size; benchmarks/crawl_log_memory.py)."""
+``$TMPDIR`` (``raycrawl log`` then peaks at ~80 MB for 300k or 1M pages: benchmarks/crawl_log_memory.py)."""
 
 _REC = np.dtype([("h", "<i8"), ("t", "<f8"), ("i", "<i8")])  # a record: URL hash, time, position
 _LINK = np.dtype([("h", "<i8"), ("t", "<f8"), ("k", "<i8")])  # a link: target hash, linker time, 4·linker + hop
@@ -145,7 +145,6 @@ class _Derivation:
         self.vias = open(work / "vias.bin", "w+b")  # noqa: SIM115
         self.runs: list[_Table] = []
         recs, links = self._scan(seeds)
-        self.n = recs.rows
         self._find_vias(recs, links)
         self._paths: OrderedDict[int, str] = OrderedDict()
 
@@ -233,13 +232,9 @@ class _Derivation:
             head = np.flatnonzero(np.r_[True, h[1:] != h[:-1]])
             urls, fetched = h[head], rows["t"][first][head]  # each URL of the bucket and its first fetch time
             u = np.minimum(np.searchsorted(urls, found["h"]), len(urls) - 1)
-            ok = (urls[u] == found["h"]) & (fetched[u] > found["t"])
-            u, found = u[ok], found[ok]
-            earliest = np.lexsort((found["k"], found["t"], u))  # by URL, then the linker's (time, position, hop)
-            u, k = u[earliest], found["k"][earliest]
-            lead = np.r_[True, u[1:] != u[:-1]] if len(u) else np.zeros(0, bool)
+            best = _earliest_per_target(found[(urls[u] == found["h"]) & (fetched[u] > found["t"])])
             via = np.full(len(urls), -1, np.int64)
-            via[u[lead]] = k[lead]
+            via[np.searchsorted(urls, best["h"])] = best["k"]
             mine = via[np.searchsorted(urls, rows["h"])]
             for i, v in zip(rows["i"].tolist(), mine.tolist(), strict=True):
                 os.pwrite(self.vias.fileno(), _pack(v), 8 * i)
