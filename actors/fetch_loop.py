@@ -370,8 +370,9 @@ def actor_class():
     @named
     class FetchActor:
         def __init__(self, settings: Settings, redis_url: str, budget: int | None, view: str = "agent0") -> None:
-            # a killed run's fetcher may still be talking to a host: the next run waits for it
-            self.run_lock = join_run(settings.out) if settings.out else None  # storage/crawl_dir.py
+            # a killed run's fetcher (or a dead agent's) may still be talking to a host: the next run
+            # (or the agent taking its hosts over) waits for it; storage/crawl_dir.py
+            self.run_lock = join_run(settings.out, view) if settings.out else None
             self.loop = FetchLoop(settings, redis_url, budget, view)
 
         async def start(self) -> None:

@@ -38,7 +38,7 @@ from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from raycrawl.storage.crawl_dir import begin, layout
+from raycrawl.storage.crawl_dir import agent_workers_gone, begin, layout
 from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -240,6 +240,9 @@ class Membership:
             except ValueError:
                 break  # no such actor any more: its shard files are closed
             time.sleep(0.2)
+        if not agent_workers_gone(self.s.out, name):
+            log.warning("agent %s: a fetcher of it may still hold %s; its hosts are taken over anyway",
+                        name, layout(Path(self.s.out)).workers)
         p = self.s.host_delay, self.s.ip_delay
         n = RedisFrontier(self.f.r, self.s.redis_prefix, view=name).recover_view(time.time(), *p)
         self.f.commit([], {"recovered": n})

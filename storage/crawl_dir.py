@@ -142,13 +142,41 @@ class CrawlDirLock:
         self.release()
 
 
-def join_run(out: str | Path) -> int:
-    """Hold a shared lock on ``OUT/.workers`` for the calling process's life (see the module doc);
-    returns the descriptor, which the caller keeps open."""
+def join_run(out: str | Path, agent: str | None = None) -> tuple[int, ...]:
+    """Hold a shared lock on ``OUT/.workers`` (and, for an ``agent``'s fetcher, on
+    ``OUT/.workers-AGENT``) for the calling process's life (see the module doc); returns the
+    descriptors, which the caller keeps open."""
     Path(out).mkdir(parents=True, exist_ok=True)
-    fd = os.open(Path(out) / WORKERS_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_SH)
-    return fd
+    fds = []
+    for name in (WORKERS_NAME, *([f"{WORKERS_NAME}-{agent}"] if agent else [])):
+        fd = os.open(Path(out) / name, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        fds.append(fd)
+    return tuple(fds)
+
+
+def agent_workers_gone(out: str | Path, agent: str, timeout: float = WORKERS_WAIT) -> bool:
+    """Wait until no fetcher of the dead ``agent`` holds ``OUT/.workers-AGENT``: Ray reports an
+    agent dead when its node is gone, but the node's worker processes notice only a little later
+    and may still be talking to hosts until then, so its hosts wait before another agent fetches
+    from them. False if one still holds it after ``timeout`` s (a filesystem whose locks a dead node
+    keeps: the caller goes on)."""
+    path = Path(out) / f"{WORKERS_NAME}-{agent}"
+    if not path.exists():
+        return True
+    fd = os.open(path, os.O_RDWR)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.05)
+    finally:
+        os.close(fd)
 
 
 def wait_for_workers(out: str | Path, timeout: float = WORKERS_WAIT) -> None:

@@ -30,14 +30,37 @@ def redis_url(redis_server):
     return redis_server.url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ray_cluster():
+    """One real Ray cluster per pytest worker (``ray.cluster_utils.Cluster``, a head of 2 CPUs), of
+    this session's own making — never one that already runs on the machine. Every crawl and Ray
+    task the tests start joins it through ``$RAY_ADDRESS``, which raycrawl honours as Ray does
+    (core/ray_start.py): starting Ray's node processes costs a crawl ~5 s and ~5 CPU-seconds, and
+    the suite runs dozens of crawls. Tests of what a crawl does with a Ray of its own (kill -9 of
+    its process group, its dashboard) are marked ``own_ray``."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    os.environ["RAY_ADDRESS"] = cluster.address
+    yield cluster.address
+    os.environ.pop("RAY_ADDRESS", None)
+    cluster.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _own_ray(request, monkeypatch) -> None:
+    """A test marked ``own_ray`` starts its crawls with a Ray of their own (no ``$RAY_ADDRESS``)."""
+    if request.node.get_closest_marker("own_ray"):
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+
 @pytest.fixture(scope="session")
-def ray_local():
-    """A local Ray instance shared by the tests that need one (starting Ray costs ~5 s)."""
+def ray_local(ray_cluster):
+    """The session's Ray cluster, joined by this process for the tests that use Ray in-process."""
     import ray
 
     if not ray.is_initialized():
-        # address="local": a cluster already running on the machine (a crawl, `ray start`) never interferes
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address=ray_cluster, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
 

@@ -29,13 +29,16 @@ def crawl_cmd(web, out: Path, *extra: str) -> list[str]:
             "--read-timeout", "3", "--max-retries", "1", "--retry-backoff", "0.5", *extra]
 
 
-def env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT), **extra}
+def env(own_ray: bool = False, **extra: str) -> dict[str, str]:
+    """A fault crawl's environment; ``own_ray``: it starts a Ray of its own (no ``$RAY_ADDRESS``:
+    tests/conftest.py), for faults that kill the crawl's whole process group, Ray included."""
+    base = {k: v for k, v in os.environ.items() if not (own_ray and k == "RAY_ADDRESS")}
+    return {**base, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT), **extra}
 
 
-def start_until(web, cmd: list[str], pages: int, **extra_env: str) -> subprocess.Popen:
+def start_until(web, cmd: list[str], pages: int, own_ray: bool = False, **extra_env: str) -> subprocess.Popen:
     """Start a crawl (own process group) and return once websim has answered ``pages`` requests."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(**extra_env), cwd=ROOT,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(own_ray, **extra_env), cwd=ROOT,
                             start_new_session=True)
     deadline = time.time() + 180
     while len(web.requests()) < pages:

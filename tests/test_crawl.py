@@ -236,17 +236,16 @@ def _parser_actors(ray) -> int:
 
 
 @pytest.mark.slow
-def test_crawl_end_to_end(tmp_path: Path, ray_local, monkeypatch) -> None:
+def test_crawl_end_to_end(tmp_path: Path, ray_local) -> None:
     out = tmp_path / "crawl"
-    # The crawl joins the Ray cluster $RAY_ADDRESS names, as Ray's own tools do (core/ray_start.py):
-    # here the session's local Ray, whose GCS then lists the crawl's actors.
-    monkeypatch.setenv("RAY_ADDRESS", ray_local.get_runtime_context().gcs_address)
     parsers = _parser_actors(ray_local)
     with MiniWeb(tmp_path) as w:
         proc = run(crawl_cmd(w, out, "--json"))
         assert proc.returncode == 0, proc.stderr[-3000:]
         log = list(w.log)
         port = w.port
+    # The crawl joined the session's cluster through $RAY_ADDRESS (tests/conftest.py), as Ray's own
+    # tools do (core/ray_start.py): that cluster's GCS lists its actors.
     assert _parser_actors(ray_local) > parsers
     report = json.loads((out / "report.json").read_text())
     assert report["stopped"] == "frontier empty"
@@ -410,6 +409,7 @@ class _nothing:
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray
 def test_kill9_then_resume(tmp_path: Path) -> None:
     """SIGKILL the whole crawl (CLI, Ray, embedded Redis) mid-way; --resume finishes it with no URL
     lost and only URLs in flight at the kill fetched twice; politeness holds across the restart.
@@ -450,6 +450,7 @@ def test_kill9_then_resume(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.own_ray
 def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str) -> None:
     """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) mid-crawl, or
     SIGTERM to the driver alone as ``timeout``, ``docker stop``, systemd and ``ray job stop`` send
@@ -484,6 +485,7 @@ def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str) -
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray
 def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
     """OUT on a 2 MB tmpfs (1.2 MB for what grows, ~0.8 MB for the 64 shards' duplicate stores): the
     crawl runs out of space (in Redis's AOF, the WARC, link, sieve, duplicate-store or spill files,
@@ -551,6 +553,7 @@ def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray
 def test_crawl_websim_audit(tmp_path: Path) -> None:
     """A full crawl of a small websim (traps, faults, robots variety, duplicates, the cases only a
     browser-exact reader gets right, two sites on both http and https): websim's own audit finds no

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from raycrawl.errors import UserError
-from raycrawl.storage.crawl_dir import CrawlDirLock, new_crawl_id, read_crawl_id, wait_for_workers
+from raycrawl.storage.crawl_dir import (
+    CrawlDirLock,
+    agent_workers_gone,
+    new_crawl_id,
+    read_crawl_id,
+    wait_for_workers,
+)
 
 HOLD = """
 import sys, time
@@ -25,14 +31,14 @@ time.sleep(600)
 WORKER = """
 import sys, time
 from raycrawl.storage.crawl_dir import join_run
-join_run(sys.argv[1])
+join_run(sys.argv[1], *sys.argv[2:])
 print("locked", flush=True)
 time.sleep(600)
 """
 
 
-def _holder(out: Path, code: str = HOLD) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True,
+def _holder(out: Path, code: str = HOLD, *args: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", code, str(out), *args], stdout=subprocess.PIPE, text=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert proc.stdout.readline().strip() == "locked"
     return proc
@@ -104,6 +110,24 @@ def test_the_next_run_waits_for_a_killed_runs_workers(tmp_path):
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_a_dead_agents_hosts_wait_for_its_fetchers(tmp_path):
+    """Ray reports an agent dead before its node's fetchers have exited: the agent taking its hosts
+    over waits until no fetcher of that agent holds ``.workers-AGENT`` (another agent's do not count)."""
+    out = tmp_path / "crawl"
+    assert agent_workers_gone(out, "agent1", timeout=0)  # never had a fetcher
+    fetcher, other = _holder(out, WORKER, "agent1"), _holder(out, WORKER, "agent0")
+    try:
+        assert not agent_workers_gone(out, "agent1", timeout=0.3)
+        t0 = time.time()
+        subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(1); os.kill({fetcher.pid}, 9)"])
+        assert agent_workers_gone(out, "agent1", timeout=30)
+        assert fetcher.poll() is not None and time.time() - t0 >= 0.9
+    finally:
+        for p in (fetcher, other):
+            p.kill()
+            p.wait()
 
 
 def test_resume_refuses_a_crawl_of_the_older_frontier_layout(tmp_path, redis_url):

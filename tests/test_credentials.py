@@ -108,6 +108,7 @@ def _crawl(web, out: Path, *extra: str, env: dict | None = None) -> tuple[subpro
     return r, seen
 
 
+@pytest.mark.own_ray
 def test_password_protected_frontier_crawls_and_writes_no_secret(tmp_path) -> None:
     from raycrawl.websim import Websim
 

@@ -73,7 +73,8 @@ def killed_crawl(tmp_path_factory):
     config = base / "crawl.toml"  # three URLs per host in Redis: the rest spill to the virtualizer
     config.write_text("[crawl]\nworkbench_urls_per_host = 3\n")
     with Websim(**WEB, out_dir=base / "web") as web:
-        proc = start_until(web, crawl_cmd(web, out, "--agents", "2", "--config", str(config)), pages=150)
+        proc = start_until(web, crawl_cmd(web, out, "--agents", "2", "--config", str(config)), pages=150,
+                           own_ray=True)
         os.kill(proc.pid, signal.SIGKILL)  # the driver alone first: its Redis and fetchers must stop with it
         killed = time.time()
         proc.wait()
@@ -112,7 +113,7 @@ def _copy(out: Path, to: Path) -> Path:
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raycrawl", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env(), cwd=ROOT)
+                          timeout=timeout, env=env(own_ray=True), cwd=ROOT)
 
 
 def test_intact_killed_crawl_checks_consistent(killed_crawl, tmp_path: Path) -> None:

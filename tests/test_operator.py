@@ -386,6 +386,7 @@ def test_console_page_pauses_a_crawl_in_a_real_browser(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray
 def test_a_crawl_killed_while_paused_resumes_paused(tmp_path: Path) -> None:
     """kill -9 of the whole crawl while it is paused; ``--resume`` starts it paused (websim sees no
     request but what the killed run's workers had begun) until ``resume``, then it ends."""

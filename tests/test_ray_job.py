@@ -25,6 +25,7 @@ BIN = Path(sys.executable).parent
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray
 def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
     from raycrawl.websim import Websim
 
