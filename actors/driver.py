@@ -26,6 +26,7 @@ from raycrawl.stops import storage_failure
 from raycrawl.storage.crawl_check import check_against_redis, check_files, refusal
 from raycrawl.storage.crawl_dir import CrawlDirLock, layout, read_crawl_id
 from raycrawl.storage.operator_control import Control
+from raycrawl.storage.out_store import OutStore
 from raycrawl.storage.redis_frontier import LAYOUT, RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,10 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     from raycrawl.redis_server import redis_url_for
 
     out = Path(settings.out)
+    # A store that cannot be reached (or has no such bucket) is a one-line stop before anything starts.
+    store = OutStore(settings.out_store) if settings.out_store else None
+    if store is not None:
+        store.listing()
     # Before Redis and Ray start: a local cluster's processes inherit the limit (core/file_limit.py).
     raise_file_limit(files_needed(settings) * settings.fetch_actors)
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
@@ -202,6 +207,9 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             if settings.crawl_log:
                 _write_crawl_log(out)
             _write_timeline(out)
+            if store is not None:  # what the store actors shipped, and the rest (storage/out_store.py)
+                files, size = store.sync_up(out)
+                log.info("%s: %d files (%d bytes) uploaded at the end of the run", store.url, files, size)
             return report
         except (redis.RedisError, OSError, ray.exceptions.RayTaskError) as exc:
             stop = storage_failure(exc)

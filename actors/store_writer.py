@@ -17,6 +17,7 @@ from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run, layout
 from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.storage.out_store import Shipper
 from raycrawl.storage.warc import WarcStore, warc_info
 
 log = logging.getLogger(__name__)
@@ -24,10 +25,13 @@ log = logging.getLogger(__name__)
 
 class StoreWriter:
     def __init__(self, crawl_dir: str | Path, writer: str = "agent0", max_file_bytes: int = 1 << 30,
-                 info: dict[str, str] | None = None, prefix: str = "") -> None:
+                 info: dict[str, str] | None = None, prefix: str = "", out_store: str | None = None) -> None:
+        # A closed file goes to the object store at once, in the background (storage/out_store.py).
+        self.shipper = Shipper(out_store, Path(crawl_dir)) if out_store else None
+        closed = self.shipper.closed if self.shipper else None
         self.warc = WarcStore(layout(Path(crawl_dir)).warc, f"{prefix}-{writer}" if prefix else writer, max_file_bytes,
-                              info=info)
-        self.links = LinkRecordWriter(crawl_dir, writer)
+                              info=info, on_closed=closed)
+        self.links = LinkRecordWriter(crawl_dir, writer, on_closed=closed)
 
     def write_batch(self, items: list[tuple[FetchResult, tuple[str, str, str] | None, dict[str, Any] | None]]) -> int:
         """Store (exchange, revisit_of, link record or None) triples (``revisit_of`` as for
@@ -49,6 +53,8 @@ class StoreWriter:
     def close(self) -> None:
         self.warc.close()
         self.links.close()
+        if self.shipper is not None:
+            self.shipper.close()
 
 
 def actor_class():
@@ -63,7 +69,8 @@ def actor_class():
         def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.store = StoreWriter(crawl_dir, writer, settings.warc_max_bytes,
-                                     warc_info(settings, Path(crawl_dir).resolve().name), settings.warc_prefix)
+                                     warc_info(settings, Path(crawl_dir).resolve().name), settings.warc_prefix,
+                                     settings.out_store)
 
         @per_batch
         def write_batch(self, items):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 
 def non_negative_int(s: str) -> int:
@@ -52,3 +53,13 @@ def port(s: str) -> int:
 def comma_list(s: str) -> list[str]:
     """``a,b,c`` → ["a", "b", "c"] (blanks dropped)."""
     return [v.strip() for v in s.split(",") if v.strip()]
+
+
+class StoreURL(str):
+    """A crawl directory named by its object-store URL (``s3://bucket/prefix``): the CLI runs the
+    command on a local copy and puts the command's outputs back (core/cli.py)."""
+
+
+def crawl_dir(s: str) -> Path | StoreURL:
+    """A crawl directory: a local path, or the ``s3://`` URL a crawl's ``--out-store`` named."""
+    return StoreURL(s.rstrip("/")) if s.startswith("s3://") else Path(s)

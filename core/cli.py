@@ -87,6 +87,31 @@ def _leaves(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     return out
 
 
+def _local_copies(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """Replace each crawl directory given as an ``s3://`` URL (core/argtypes.py) by a local copy of
+    the stored crawl (storage/out_store.py); the (URL, copy) pairs."""
+    from raycrawl.argtypes import StoreURL
+
+    stored = []
+    for name, value in vars(args).items():
+        if isinstance(value, StoreURL):
+            from raycrawl.storage.out_store import local_copy
+
+            setattr(args, name, local_copy(value))
+            stored.append((str(value), getattr(args, name)))
+    return stored
+
+
+def _put_back(stored: list[tuple[str, object]]) -> None:
+    """Upload what a command wrote into the local copies (a graph, an index…) to their stores."""
+    from raycrawl.storage.out_store import OutStore
+
+    for url, local in stored:
+        files, _ = OutStore(url).sync_up(local)
+        if files:
+            print(f"{files} new or changed files uploaded to {url}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     # Local clusters we start ourselves listen on loopback only; a user joining a secured cluster
     # sets RAY_AUTH_MODE (and its token) in the environment, which we never override.
@@ -115,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        stored = _local_copies(args)
         code = args.func(args)
+        if code in (0, None):
+            _put_back(stored)
     except UserError as exc:
         print(f"raycrawl {args.command}: error: {scrub(str(exc))}", file=sys.stderr)
         return exc.exit_code

@@ -66,6 +66,11 @@ class Settings:
     crawl_log: bool = knob(True, IO,
         "Write ``out/crawl.log`` (one line per URL in Heritrix's crawl.log format, from the link records) "
         "at the end of every run; ``raycrawl log`` writes it, or a TSV/parquet table, on demand.")
+    out_store: str | None = knob(None, IO,
+        "Object store the crawl's outputs are uploaded to (``s3://bucket/prefix``): each WARC and "
+        "link-record file once closed, the rest at the end of every run; ``out`` stays the working "
+        "directory and keeps everything. Credentials and endpoint from the environment "
+        "(``AWS_ACCESS_KEY_ID``…, ``AWS_ENDPOINT_URL``): docs/crawling.md, \"Object storage\".")
     warc_prefix: str = knob("", IO,
         "Prefix of the WARC file names (``PREFIX-agent0-TIMESTAMP-SERIAL-PID~HOST.warc.gz``; empty = none).")
 
@@ -242,6 +247,8 @@ class Settings:
         from raycrawl.scope_rules import compile_rules
 
         compile_rules(self.scope_allow, self.scope_deny, self.scope_allow_surts, self.scope_deny_surts)
+        if self.out_store is not None and not (self.out_store.startswith("s3://") and self.out_store[5:].strip("/")):
+            raise UserError(f"out_store must be an object-store URL s3://bucket[/prefix], got {self.out_store!r}")
         if self.resolve and self.dns_server:
             raise UserError("--resolve and --dns-server are mutually exclusive")
         if self.resolve and not Path(self.resolve).is_file():

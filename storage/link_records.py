@@ -50,7 +50,7 @@ from __future__ import annotations
 import gzip
 import logging
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -130,7 +130,10 @@ FIELDS = tuple(f.name for f in fields(LinkRecord))
 class LinkRecordWriter:
     """Appends batches of records; rotates files every ``records_per_file`` records."""
 
-    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", records_per_file: int = 200_000) -> None:
+    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", records_per_file: int = 200_000,
+                 on_closed: Callable[[Path], None] | None = None) -> None:
+        """``on_closed(path)`` is called with each file once it is complete (rotated or closed)."""
+        self.on_closed = on_closed
         self.dir = Path(crawl_dir) / LINKS_SUBDIR
         self.dir.mkdir(parents=True, exist_ok=True)
         self.writer = writer
@@ -162,11 +165,16 @@ class LinkRecordWriter:
         self.in_file += len(records)
         self.count += len(records)
         if self.in_file >= self.records_per_file:
-            self.seq += 1
-            self.in_file = 0
+            self.close()
 
     def close(self) -> None:
-        """Nothing is buffered between batches; kept for the writer/reader symmetry."""
+        """Nothing is buffered between batches: the file in progress is complete, and the next
+        batch starts a new one."""
+        if self.in_file:
+            if self.on_closed is not None:
+                self.on_closed(self.path)
+            self.seq += 1
+            self.in_file = 0
 
 
 def _members(path: Path, block: int = 1 << 18) -> Iterator[bytes]:

@@ -43,7 +43,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -137,8 +137,10 @@ class WarcStore:
     """Appends exchanges to rotated ``.warc.gz`` files. Not thread-safe: one per writer."""
 
     def __init__(self, warc_dir: str | Path, prefix: str, max_file_bytes: int = 1 << 30, *,
-                 info: dict[str, str] | None = None) -> None:
+                 info: dict[str, str] | None = None, on_closed: Callable[[Path], None] | None = None) -> None:
+        """``on_closed(path)`` is called with each file once it is complete (rotated or closed)."""
         assert max_file_bytes > 0 and "/" not in prefix
+        self.on_closed = on_closed
         self.dir = Path(warc_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
@@ -154,8 +156,7 @@ class WarcStore:
 
     def _open(self) -> io.BufferedWriter:
         if self._file is not None and self._file.tell() >= self.max_file_bytes:
-            self._file.close()
-            self._file = None
+            self.close()
             self.serial += 1
         if self._file is None:
             self.name = warc_name(self.prefix, self.serial)
@@ -254,6 +255,8 @@ class WarcStore:
             self._file.flush()
             self._file.close()
             self._file = None
+            if self.on_closed is not None:
+                self.on_closed(self.dir / self.name)
 
 
 def warc_files(warc_dir: str | Path) -> list[Path]:

@@ -76,7 +76,7 @@ def _other_value(f: dataclasses.Field):
     special = {"resolve": None, "dns_server": ("127.0.0.1:5353", "127.0.0.1:5353"),
                "allow_networks": ("127.0.0.0/8", "127.0.0.0/8"), "focus": None, "spam_gate": None, "dedup_index": None, "requisite_hops": (1, "1"),
                "robots_ttl": (60.0, "60"), "seeds": ("s.txt", "s.txt"), "redis_url": ("redis://127.0.0.1:1/0",) * 2,
-               "address": ("127.0.0.1:6379", "127.0.0.1:6379")}
+               "address": ("127.0.0.1:6379", "127.0.0.1:6379"), "out_store": ("s3://crawls/run", "s3://crawls/run")}
     if f.name in special:
         return special[f.name]
     if kind.startswith("bool"):

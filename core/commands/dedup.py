@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from raycrawl.argtypes import crawl_dir
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -15,7 +17,7 @@ def register(subparsers) -> None:
         "4-shingle sets; writes DIR/dedup/clusters.jsonl, summary.json and report.txt "
         "(see docs/dedup.md).",
     )
-    p.add_argument("dir", type=Path, help="crawl output directory (holds warc/ and links/)")
+    p.add_argument("dir", type=crawl_dir, help="crawl output directory (holds warc/ and links/)")
     p.add_argument("--threshold", type=float, default=0.9, help="estimated Jaccard to call two pages near-duplicates (default 0.9)")
     p.add_argument("--num-perm", type=int, default=128, help="MinHash permutations (default 128)")
     p.add_argument("--bands", type=int, default=16, help="LSH bands (default 16)")

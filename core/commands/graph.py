@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from raycrawl.argtypes import crawl_dir
 from raycrawl.errors import UserError
 from raycrawl.storage.crawl_dir import layout
 
@@ -29,17 +30,17 @@ def register(subparsers) -> None:
                               "(see docs/graph.md).")
     sub = p.add_subparsers(dest="graph_cmd", required=True)
     b = sub.add_parser("build", help="build DIR/graph from the crawl's link records")
-    b.add_argument("dir", type=Path, help="crawl output directory (holds links/)")
+    b.add_argument("dir", type=crawl_dir, help="crawl output directory (holds links/)")
     _bv_options(b)
     b.set_defaults(func=handle_build)
     s = sub.add_parser("stats", help="nodes, arcs, bits/link and degree distributions of DIR/graph")
-    s.add_argument("dir", type=Path)
+    s.add_argument("dir", type=crawl_dir)
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.add_argument("--png", type=Path, default=None, metavar="FILE",
                    help="where to draw the log-log in- and out-degree distributions (default DIR/graph/degrees.png)")
     s.set_defaults(func=handle_stats)
     e = sub.add_parser("export", help="print one 'src<TAB>dst' line per arc (URLs, or ids without a URL map)")
-    e.add_argument("dir", type=Path)
+    e.add_argument("dir", type=crawl_dir)
     e.add_argument("--ids", action="store_true", help="print node ids even when a URL map exists")
     e.set_defaults(func=handle_export)
     i = sub.add_parser("import", help="re-compress a BV graph or an arc list into OUT/graph")

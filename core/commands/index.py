@@ -14,6 +14,7 @@ import json
 import time
 from pathlib import Path
 
+from raycrawl.argtypes import crawl_dir
 from raycrawl.errors import UserError
 from raycrawl.storage.crawl_dir import index_dir, layout
 
@@ -27,7 +28,7 @@ def register(subparsers) -> None:
     )
     sub = p.add_subparsers(dest="index_cmd", required=True)
     b = sub.add_parser("build", help="build DIR/index from DIR (and older crawls given with --crawl)")
-    b.add_argument("dir", type=Path, help="crawl output directory (the newest epoch); the index goes to DIR/index")
+    b.add_argument("dir", type=crawl_dir, help="crawl output directory (the newest epoch); the index goes to DIR/index")
     b.add_argument("--crawl", type=Path, action="append", default=[], metavar="OLDER_DIR",
                    help="an older crawl of the same web, repeatable, oldest first (epochs 0, 1, …; DIR comes last)")
     b.add_argument("--policy", choices=("global", "local", "none"), default="global",
@@ -38,7 +39,7 @@ def register(subparsers) -> None:
     b.add_argument("--out", type=Path, default=None, help="index directory (default DIR/index)")
     b.set_defaults(func=handle_build)
     s = sub.add_parser("stats", help="print the sizes of an index as JSON")
-    s.add_argument("dir", type=Path, help="crawl directory holding index/ (or an index directory)")
+    s.add_argument("dir", type=crawl_dir, help="crawl directory holding index/ (or an index directory)")
     s.set_defaults(func=handle_stats)
 
 

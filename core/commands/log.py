@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from raycrawl.argtypes import crawl_dir
 from raycrawl.errors import UserError
 
 
@@ -16,7 +17,7 @@ def register(subparsers) -> None:
         "digest, WARC file and offset, duplicate-of…), from the link records of DIR, in fetch-time order. "
         "--format heritrix (default) prints Heritrix's crawl.log format, tsv a table with a header line, "
         "parquet writes DIR/crawl-log.parquet (or -o FILE). See docs/archiving.md.")
-    p.add_argument("dir", type=Path, help="crawl directory")
+    p.add_argument("dir", type=crawl_dir, help="crawl directory")
     p.add_argument("--format", choices=("heritrix", "tsv", "parquet"), default="heritrix")
     p.add_argument("-o", "--out", type=Path, help="output file (default: stdout; DIR/crawl-log.parquet for parquet)")
     p.set_defaults(func=handle)

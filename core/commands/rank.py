@@ -12,7 +12,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from raycrawl.argtypes import non_negative_float
+from raycrawl.argtypes import crawl_dir, non_negative_float
 from raycrawl.errors import UserError
 from raycrawl.tasks.rank_run import run_rank
 
@@ -27,7 +27,7 @@ def register(subparsers) -> None:
         "its reverse; write ranks.parquet (node url pagerank cheirank K Kstar K2), rank.json, "
         "rank-density.png and print the top nodes (see docs/ranking.md).",
     )
-    p.add_argument("dir", type=Path, nargs="?", help="crawl output directory (reads DIR/graph/bv.*)")
+    p.add_argument("dir", type=crawl_dir, nargs="?", help="crawl output directory (reads DIR/graph/bv.*)")
     p.add_argument("--graph", metavar="BASENAME", help="rank this WebGraph BV graph instead of a crawl's")
     p.add_argument("--out", type=Path, help="output directory (default DIR; required with --graph)")
     p.add_argument("--alpha", type=float, default=0.85, help="damping factor α, 0 < α < 1 (default 0.85)")

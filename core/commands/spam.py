@@ -23,6 +23,7 @@ import logging
 import sys
 from pathlib import Path
 
+from raycrawl.argtypes import crawl_dir
 from raycrawl.errors import UserError
 from raycrawl.tasks.spam_pipeline import score, spam_dir, train, write_features
 
@@ -44,7 +45,7 @@ def register(subparsers) -> None:
     q.add_argument("--out", type=Path, default=None)
     q.set_defaults(func=handle_queries)
     f = sub.add_parser("features", help="compute per-host content, link and BM25 inputs into DIR/spam/")
-    f.add_argument("dir", type=Path, help="crawl directory (links/ and warc/)")
+    f.add_argument("dir", type=crawl_dir, help="crawl directory (links/ and warc/)")
     f.add_argument("--queries", type=Path, default=None,
                    help="popular-query terms, one per line (default: none; query features are then 0)")
     f.add_argument("--max-pages", type=int, default=400, help="pages sampled per host (default 400)")
@@ -52,13 +53,13 @@ def register(subparsers) -> None:
     f.add_argument("--no-ray", action="store_true", help="compute in this process instead of Ray tasks")
     f.set_defaults(func=handle_features)
     t = sub.add_parser("train", help="train the ensemble (and the crawl-time gate) on labelled hosts")
-    t.add_argument("dir", type=Path)
+    t.add_argument("dir", type=crawl_dir)
     t.add_argument("--labels", type=Path, required=True, help="host<TAB>0|1 per line")
     t.add_argument("--sets", default="content,link,bm25", help="feature sets the ensemble may use (default all)")
     t.add_argument("--quick", action="store_true", help="fewer selection rounds (tests)")
     t.set_defaults(func=handle_train)
     s = sub.add_parser("score", help="score every host of DIR with a trained model")
-    s.add_argument("dir", type=Path)
+    s.add_argument("dir", type=crawl_dir)
     s.add_argument("--model", type=Path, default=None, help="model.pkl (default DIR/spam/model.pkl)")
     s.add_argument("--top", type=int, default=10, help="print this many highest-scoring hosts")
     s.set_defaults(func=handle_score)

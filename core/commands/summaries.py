@@ -13,6 +13,7 @@ import json
 import logging
 from pathlib import Path
 
+from raycrawl.argtypes import crawl_dir
 from raycrawl.errors import UserError
 from raycrawl.storage.crawl_dir import layout
 
@@ -26,7 +27,7 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="summaries_command", metavar="ACTION", required=True)
 
     b = sub.add_parser("build", help="build DIR/summaries/ from the WARC files of a finished crawl")
-    b.add_argument("dir", type=Path, help="crawl directory")
+    b.add_argument("dir", type=crawl_dir, help="crawl directory")
     b.add_argument("--min-df", type=int, default=20, help="drop terms in fewer documents (default 20)")
     b.add_argument("--code", action="append", default=[], metavar="PART=CODE",
                    help="code for length|size|term_gap|count_gap: gamma, delta, unary, zetaK "
@@ -36,18 +37,18 @@ def register(subparsers) -> None:
     b.set_defaults(func=_build)
 
     g = sub.add_parser("get", help="length and term counts (original terms) of one document")
-    g.add_argument("dir", type=Path)
+    g.add_argument("dir", type=crawl_dir)
     g.add_argument("node", help="node id, or a URL of the crawl")
     g.add_argument("--json", action="store_true")
     g.set_defaults(func=_get)
 
     s = sub.add_parser("stats", help="sizes: bits per summary, per pair, pointer bits, dictionary")
-    s.add_argument("dir", type=Path)
+    s.add_argument("dir", type=crawl_dir)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_stats)
 
     u = sub.add_parser("sub", help="save a sub-archive (a subset of node ids) over the archive")
-    u.add_argument("dir", type=Path)
+    u.add_argument("dir", type=crawl_dir)
     u.add_argument("name")
     u.add_argument("--host", action="append", default=[], help="keep the pages of this host")
     u.add_argument("--ids", type=Path, help="file of node ids, one per line")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from raycrawl.argtypes import crawl_dir
 from raycrawl.errors import UserError
 
 
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
         "e.g. collections/mycrawls) the WARC files are linked into COLLECTION/archive/ and the index written "
         "as COLLECTION/indexes/NAME.cdxj (NAME: the crawl directory's name), so `wayback` replays the crawl "
         "without `wb-manager reindex`; several crawls can share one collection.")
-    ix.add_argument("dir", type=Path, help="crawl directory")
+    ix.add_argument("dir", type=crawl_dir, help="crawl directory")
     ix.add_argument("-o", "--out", type=Path, help="index file (default DIR/indexes/index.cdxj)")
     ix.add_argument("--pywb", type=Path, metavar="COLLECTION", help="a pywb collection directory to add the crawl to")
     ix.add_argument("--not-modified", action="store_true",
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
         "wacz", help="package a crawl as one WACZ file (for ReplayWeb.page, pywb, Browsertrix users)",
         description="Write the crawl's WARC files, their CDXJ index, the list of its pages and a data package "
         "with every file's SHA-256 into one WACZ 1.1.1 file (storage/wacz.py).")
-    wz.add_argument("dir", type=Path, help="crawl directory")
+    wz.add_argument("dir", type=crawl_dir, help="crawl directory")
     wz.add_argument("-o", "--out", type=Path, help="WACZ file to write (default DIR/NAME.wacz, NAME: the directory's name)")
     wz.add_argument("--title", help="the collection's title (default: the directory's name)")
     wz.set_defaults(func=handle_wacz)

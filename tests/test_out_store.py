@@ -1,0 +1,147 @@
+"""Outputs in object storage (storage/out_store.py), against a real S3 API server on loopback
+(moto's server mode, tests/s3_server.py): what the store holds is read back with boto3, not with
+the client under test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from s3_server import BUCKET, MotoS3, environ, set_env
+
+from raycrawl.errors import UserError
+from raycrawl.storage.out_store import OutStore, StoreError, shipped_files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    with MotoS3() as server:
+        set_env(monkeypatch, server)
+        yield server
+
+
+def _local(out: Path) -> dict[str, bytes]:
+    return {k: p.read_bytes() for k, p in shipped_files(out).items()}
+
+
+def test_sync_up_pending_and_down(s3, tmp_path) -> None:
+    out = tmp_path / "out"
+    for rel, data in {"warc/a.warc.gz": b"x" * 10, "links/agent0-00000.rec.gz": b"y", "report.json": b"{}",
+                      "redis/appendonly.aof": b"z", "sieve/s0": b"q", "warc/b.warc.gz.tmp": b"t"}.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+    store = OutStore(f"s3://{BUCKET}/run/")
+    assert set(store.pending(out)) == {"warc/a.warc.gz", "links/agent0-00000.rec.gz", "report.json"}
+    assert store.sync_up(out) == (3, 13)
+    assert s3.objects("run") == _local(out)  # only what a reader needs: no redis/, sieve/, .tmp
+    assert store.pending(out) == {}
+    (out / "report.json").write_bytes(b'{"pages": 1}')  # rewritten by a later run: sent again
+    assert list(store.pending(out)) == ["report.json"] and store.sync_up(out) == (1, 12)
+    copy = tmp_path / "copy"
+    assert store.sync_down(copy) == 3 and _local(copy) == _local(out)
+    assert store.sync_down(copy) == 0  # nothing it already holds at its size
+
+
+def test_refusals_are_one_line(s3, tmp_path, capsys) -> None:
+    with pytest.raises(StoreError, match="refused to list") as e:
+        OutStore("s3://no-such-bucket/x").listing()
+    assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="not an object-store URL"):
+        OutStore("/tmp/x")
+    # a crawl whose store refuses stops before anything starts, with one line, and writes nothing
+    from raycrawl.cli import main
+
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    for store, why in (("s3://no-such-bucket/x", "refused to list"), ("/data/x", "object-store URL")):
+        assert main(["crawl", "--seeds", str(seeds), "--out", str(tmp_path / "c"), "--out-store", store]) == 2
+        assert why in capsys.readouterr().err
+        assert not (tmp_path / "c").exists()
+    (tmp_path / "report.json").write_text("{}")
+    s3.stop()
+    with pytest.raises(StoreError, match="once the store answers, --resume") as e:
+        OutStore(f"s3://{BUCKET}/run").sync_up(tmp_path, attempts=2, pause=0.1)
+    assert "\n" not in str(e.value)
+
+
+def _cli(*args: str, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raycrawl", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**env, "RAY_AUTH_MODE": "disabled"}, timeout=timeout)
+
+
+def _crawl_args(web, out: Path, *extra: str) -> list[str]:
+    return ["crawl", "--seeds", str(web.seeds_file), "--out", str(out), "--dns-server",
+            "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8", "--host-delay", "0.05",
+            "--ip-delay", "0.0", "-s", "warc_max_bytes=20000", *extra]
+
+
+def _graph(files: dict[str, bytes]) -> dict[str, object]:
+    """A graph directory's files (name -> bytes), but graph.json without its build time."""
+    out: dict[str, object] = {k: v for k, v in files.items() if not k.endswith((".png", "graph.json"))}
+    out["graph.json"] = {k: v for k, v in json.loads(files["graph.json"]).items() if k != "seconds"}
+    return out
+
+
+@pytest.mark.slow
+def test_crawl_ships_its_outputs_and_readers_use_the_store(s3, tmp_path) -> None:
+    """A crawl with --out-store: every file a reader needs is in the store byte for byte (the WARC
+    files rotated at 20 kB: several, each shipped once closed); `graph build s3://…` builds from the
+    store alone the graph a local build makes, and puts it in the store."""
+    from raycrawl.websim import Websim
+
+    out = tmp_path / "crawl"
+    env = {**environ(s3), "RAYCRAWL_STORE_CACHE": str(tmp_path / "cache")}
+    with Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=6, out_dir=tmp_path / "web") as web:
+        r = _cli(*_crawl_args(web, out, "--out-store", f"s3://{BUCKET}/c1"), env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stored = s3.objects("c1")
+    assert stored == _local(out)
+    assert len([k for k in stored if k.startswith("warc/")]) >= 3
+    assert {"crawl.log", "report.json", "crawl-id"} <= set(stored)
+    r = _cli("graph", "build", f"s3://{BUCKET}/c1", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _cli("graph", "build", str(out), env=env).returncode == 0
+    local = _graph({p.name: p.read_bytes() for p in (out / "graph").iterdir() if p.is_file()})
+    stored = _graph({k[len("graph/"):]: v for k, v in s3.objects("c1").items() if k.startswith("graph/")})
+    assert len(local) > 5 and stored == local
+
+
+@pytest.mark.slow
+def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(tmp_path) -> None:
+    """The S3 server is killed mid-crawl: the crawl goes on to the end on local disk, then stops
+    with one line; with the server back (moto's memory is gone: an empty bucket), --resume uploads
+    everything, and the WARC files hold a response for every page websim served."""
+    from raycrawl.storage.warc import iter_records
+    from raycrawl.urls import canonicalize
+    from raycrawl.websim import Websim
+
+    out = tmp_path / "crawl"
+    with MotoS3() as s3, Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=6,
+                                out_dir=tmp_path / "web") as web:
+        env = environ(s3)
+        cmd = [sys.executable, "-m", "raycrawl", *_crawl_args(web, out, "--out-store", f"s3://{BUCKET}/c2")]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                env={**env, "RAY_AUTH_MODE": "disabled"})
+        deadline = time.time() + 120
+        while len(web.requests()) < 10 and time.time() < deadline:
+            time.sleep(0.1)
+        s3.stop()
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, err[-3000:]
+        assert "Traceback" not in err
+        (line,) = [ln for ln in err.splitlines() if ln.startswith("raycrawl crawl: error:")]
+        assert "object store" in line and "--resume" in line, line
+        s3.start()
+        r = _cli(*_crawl_args(web, out, "--resume", "--out-store", f"s3://{BUCKET}/c2"), env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert s3.objects("c2") == _local(out)
+        served = {canonicalize(f"{web.scheme_of(q.host)}://{q.host}{q.target}") for q in web.requests()
+                  if q.target != "/robots.txt" and q.status == 200}
+    stored = {rec.headers["WARC-Target-URI"] for _, _, rec in iter_records(out / "warc")}
+    assert served and served <= stored, sorted(served - stored)[:5]
