@@ -104,7 +104,7 @@ def main() -> None:
     ap.add_argument("-w", type=int, default=100)
     ap.add_argument("-b", type=int, default=5)
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5, help="timing passes per engine, taking turns (best counts)")
     ap.add_argument("--sweep", default="50,100,200,300", help="window sizes w for the Figs. 6.2-6.5 sweep "
                     "(empty: skip)")
     ap.add_argument("--keep-identical", action="store_true",
@@ -213,11 +213,21 @@ def main() -> None:
         print(f"\n2-term AND queries over all versions, top 10 ({len(queries)} queries from random versions' terms); "
               "both indexes queried from their files on disk (tantivy's directory; ours loaded with "
               "FragmentIndex.load, postings.bin memory-mapped), page cache warm")
-        t_tan = timed(lambda q: tantivy_and(tix, tschema, q, 10), queries, args.repeat)
+        engines = {"tantivy": lambda q: tantivy_and(tix, tschema, q, 10)}
+        qps = {pol: QueryProcessor(FragmentIndex.load(tmp / f"ours-{pol}")) for pol in ("none", "local", "global")}
+        for pol, qp in qps.items():
+            qp.search(queries[0], 10)  # the compiled kernels load from numba's cache once per process
+            engines[pol] = lambda q, qp=qp: qp.search(q, 10)
+        # passes take turns (tantivy, none, local, global, tantivy, …): a slow spell of the machine
+        # falls on every engine alike; each engine's best pass counts
+        best: dict[str, float] = {}
+        for _ in range(args.repeat):
+            for name, fn in engines.items():
+                best[name] = min(best.get(name, 1e9), timed(fn, queries, 1))
+        t_tan = best["tantivy"]
         print(f"{'tantivy':24s} {t_tan * 1e3:9.3f} ms/query (median)   1.00")
-        for pol in ("none", "local", "global"):
-            qp = QueryProcessor(FragmentIndex.load(tmp / f"ours-{pol}"))
-            t_ours = timed(lambda q, qp=qp: qp.search(q, 10), queries, args.repeat)
+        for pol, qp in qps.items():
+            t_ours = best[pol]
             tickets = sum((qp.search(q, 10), qp.last_stats.tickets)[1] for q in queries[:50])
             print(f"{'fragment index, ' + pol:24s} {t_ours * 1e3:9.3f} ms/query (median) {t_ours / t_tan:6.1f}×"
                   + (f"   tickets/query {tickets / 50:.1f}" if pol == "global" else ""))

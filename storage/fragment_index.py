@@ -40,7 +40,7 @@ from raycrawl.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
 log = logging.getLogger(__name__)
 
 POLICIES = ("none", "local", "global")
-FORMAT = "raycrawl-fragment-index/1"
+FORMAT = "raycrawl-fragment-index/2"  # /2: skip tables in lists of more than 128 postings
 
 
 @dataclass(slots=True)

@@ -1,15 +1,20 @@
-"""Inverted lists of a fragment index: postings ``(fragID, f, p_0 … p_{f-1})`` compressed with var-byte.
+"""Inverted lists of a fragment index: postings ``(fragID, f, p_0 … p_{f-1})`` compressed with var-byte,
+in blocks of :data:`BLOCK` postings with a skip table, so a query can jump to the block holding a
+fragID without decoding the list before it.
 
-Var-byte (the paper's byte-aligned baseline, seed 004 §3) is vectorised with numpy: 7 payload bits
-per byte, the high bit marks a value's last byte. No PForDelta/Simple-9 library is installed here,
-and var-byte keeps the layout one small, documented function pair.
+Var-byte (the paper's byte-aligned baseline, seed 004 §3) is vectorised with numpy here and
+compiled in tasks/query_kernel.py: 7 payload bits per byte, the high bit marks a value's last byte.
 
 One list's bytes (``encode_list``)::
 
-    vbyte(n)  vbyte(fragID gaps) × n  vbyte(f) × n  vbyte(position gaps) × Σf
+    vbyte(n)  [skip table]  vbyte(fragID gaps) × n  vbyte(f) × n  vbyte(position gaps) × Σf
 
-FragIDs are strictly increasing (gap of the first = its value); positions are offsets from the
-start of the fragment, gap-coded inside one posting (first = its value).
+FragIDs are strictly increasing (gap of the first = its value, the others from the previous
+posting, across blocks too); positions are offsets from the start of the fragment, gap-coded inside
+one posting (first = its value). A list of more than :data:`BLOCK` postings has a skip table
+after ``n``: ``vbyte(its byte length)`` then, per block of :data:`BLOCK` postings,
+``vbyte(last fragID − the previous block's last) vbyte(bytes of the block's gaps) vbyte(bytes of
+its f)``; a shorter list (most terms) has none, and costs nothing more than plain var-byte.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 _MAX_BYTES = 10  # 64-bit values need at most 10 groups of 7 bits
+BLOCK = 128  # postings per block (a block's gaps and f decode in one pass; the skip table has one entry each)
 
 
 def vbyte_encode(values: np.ndarray) -> bytes:
@@ -91,7 +97,17 @@ def encode_list(frags: np.ndarray, freqs: np.ndarray, positions: np.ndarray) -> 
     firsts = np.cumsum(freqs) - freqs
     pos_gaps[firsts] = positions[firsts]
     assert np.all(pos_gaps >= 0), "positions must increase inside a posting"
-    return vbyte_encode(np.array([frags.size])) + vbyte_encode(gaps) + vbyte_encode(freqs) + vbyte_encode(pos_gaps)
+    return vbyte_encode(np.array([frags.size])) + _skip_table(frags, gaps, freqs) + vbyte_encode(gaps) \
+        + vbyte_encode(freqs) + vbyte_encode(pos_gaps)
+
+
+def _skip_table(frags: np.ndarray, gaps: np.ndarray, freqs: np.ndarray) -> bytes:
+    if frags.size <= BLOCK:
+        return b""
+    lasts = frags[BLOCK - 1::BLOCK] if frags.size % BLOCK == 0 else np.append(frags[BLOCK - 1::BLOCK], frags[-1])
+    sizes = [[len(vbyte_encode(a[i: i + BLOCK])) for i in range(0, a.size, BLOCK)] for a in (gaps, freqs)]
+    table = vbyte_encode(np.column_stack((np.diff(lasts, prepend=0), sizes[0], sizes[1])).ravel())
+    return vbyte_encode(np.array([len(table)])) + table
 
 
 def decode_list(buf: bytes | np.ndarray, with_positions: bool = True) -> PostingList:
@@ -99,6 +115,9 @@ def decode_list(buf: bytes | np.ndarray, with_positions: bool = True) -> Posting
     arr = np.frombuffer(buf, dtype=np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) else buf
     (n,), used = vbyte_decode(arr, 1)
     n = int(n)
+    if n > BLOCK:  # the skip table: for jumping in, not needed to read the whole list
+        (table,), skip = vbyte_decode(arr[used:], 1)
+        used += skip + int(table)
     vals, used2 = vbyte_decode(arr[used:], 2 * n)
     frags = np.cumsum(vals[:n].astype(np.int64))
     freqs = vals[n:].astype(np.int64)

@@ -26,6 +26,7 @@ import numpy as np
 from raycrawl.storage.fragment_index import FragmentIndex
 
 MAXDOC = 1 << 62
+LOOKUP_RATIO = 16  # (measured in benchmarks/search.py: the AND strategies' costs cross near here)
 K1, B = 1.2, 0.75
 
 
@@ -54,6 +55,7 @@ class QueryStats:
     postings_skipped: int = 0
     tickets: int = 0
     pages_checked: int = 0
+    blocks_looked_up: int = 0  # compiled AND by lookups: blocks of the longer lists decoded
     seconds: float = 0.0
 
 
@@ -121,12 +123,23 @@ class PageCursor:
         return out
 
 
-class QueryProcessor:
-    """Runs queries on one :class:`FragmentIndex` (AND or OR, all versions or one epoch)."""
+def _count(entry: tuple[int, int, str]) -> int:
+    return entry[0]
 
-    def __init__(self, index: FragmentIndex) -> None:
+
+class QueryProcessor:
+    """Runs queries on one :class:`FragmentIndex` (AND or OR, all versions or one epoch): compiled
+    (tasks/query_kernel.py) unless ``compiled=False``, which runs the cursors below — the
+    reference both are tested against."""
+
+    def __init__(self, index: FragmentIndex, compiled: bool = True) -> None:
         self.index = index
         self.last_stats = QueryStats()
+        self.kernel = None
+        if compiled:
+            from raycrawl.tasks.query_kernel import CompiledIndex
+
+            self.kernel = CompiledIndex(index)
 
     def search(self, query_terms: list[str], k: int = 10, mode: str = "and", epoch: int | None = None) -> list[PageHit]:
         """Top-k pages by their best version's BM25; a version matches when it holds every term
@@ -136,6 +149,8 @@ class QueryProcessor:
         idx = self.index
         t0 = time.perf_counter()
         terms = list(dict.fromkeys(query_terms))
+        if self.kernel is not None:
+            return self._compiled(terms, k, mode, epoch, t0)
         stats = self.last_stats = QueryStats()
         present = [t for t in terms if t in idx.dictionary]
         if not present or (mode == "and" and len(present) < len(terms)):
@@ -176,6 +191,40 @@ class QueryProcessor:
         hits.sort(key=lambda h: (-h.score, h.page))
         stats.seconds = time.perf_counter() - t0
         return hits[:k]
+
+    def _compiled(self, terms: list[str], k: int, mode: str, epoch: int | None, t0: float) -> list[PageHit]:
+        """:meth:`search` on the compiled path (tasks/query_kernel.py): the same terms, order, idf
+        and results as the cursors', with as little Python around one kernel call as it takes."""
+        idx, kern, dictionary = self.index, self.kernel, self.index.dictionary
+        present = [(e[2], e[0], t) for t in terms if (e := dictionary.get(t)) is not None]
+        stats = self.last_stats = QueryStats()
+        if not present or (mode == "and" and len(present) < len(terms)):
+            return []
+        present.sort(key=_count)  # shortest list first (stable: the reference's order)
+        n_versions, avgdl = idx.scope_stats(epoch)
+        df = kern.df_all if epoch is None else {t: idx.df(t, epoch) for _, _, t in present}
+        offs = np.array([off for _, off, _ in present], dtype=np.int64)
+        idfs = np.array([math.log(1 + (n_versions - df[t] + 0.5) / (df[t] + 0.5)) for _, _, t in present])
+        # AND by lookups when the shortest list is much shorter than the others: its pages'
+        # fragments are looked up in the other lists' blocks; else a merge of whole lists
+        lookups = mode == "and" and len(present) > 1 and present[0][0] * LOOKUP_RATIO < present[1][0]
+        ints, floats, ntop, npages, decoded, blocks = kern.run(offs, idfs, epoch, avgdl, mode == "and", lookups, k)
+        # decoded: the postings and tickets of every term (merge), of the first term (lookups)
+        stats.postings_visited = present[0][0] if lookups else sum(c for c, _, _ in present)
+        stats.tickets = decoded - stats.postings_visited
+        stats.blocks_looked_up = blocks
+        urls, pagerank, spam = idx.urls, idx.pagerank, idx.spam
+        ints, floats = ints.tolist(), floats.tolist()
+        total = len(floats) - ntop
+        ids, epochs, scores = ints[3 * ntop: 3 * ntop + total], ints[3 * ntop + total:], floats[ntop:]
+        out = []
+        for r in range(ntop):
+            d, a, b = ints[3 * r: 3 * r + 3]
+            out.append(PageHit(d, urls[d], floats[r], list(map(VersionHit, ids[a:b], epochs[a:b], scores[a:b])),
+                               pagerank[d], spam[d]))
+        stats.pages_checked = npages
+        stats.seconds = time.perf_counter() - t0
+        return out
 
     def _score_page(self, d: int, names: list[str], parts: list[dict[int, int]], idf: dict[str, float],
                     avgdl: float, mode: str, epoch: int | None) -> PageHit | None:
