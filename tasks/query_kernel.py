@@ -138,6 +138,50 @@ def _compact(npages, nvh, decoded, blocks, topk, ires, fres, order, v_epoch):
     return ints, floats, ntop, npages, decoded, blocks
 
 
+@njit(cache=True, inline="always")
+def _score_marked(idf, v0, nv, epoch, v_epoch, v_len, v_fstart, v_frags, mark, vscore, vmatched, avgdl):
+    """Add a term's BM25 to each version of a page (``v0``… ``nv`` of them, of ``epoch`` if ≥ 0)
+    that holds it, its f per fragment being in ``mark``; how many versions hold it."""
+    holding = 0
+    for vv in range(nv):
+        vi = v0 + vv
+        if epoch >= 0 and v_epoch[vi] != epoch:
+            continue
+        tf = 0
+        for q in range(v_fstart[vi], v_fstart[vi + 1]):
+            tf += mark[v_frags[q]]
+        if tf:
+            vmatched[vv] += 1
+            vscore[vv] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * v_len[vi] / avgdl))
+            holding += 1
+    return holding
+
+
+@njit(cache=True, inline="always")
+def _emit(d, v0, nv, need, vmatched, vscore, ires, fres, npages, nvh):
+    """Record page ``d``'s versions that matched at least ``need`` terms (and the page, if any did)
+    in ``ires``/``fres``, and zero the per-version scratch; the new (pages, version hits) counts."""
+    npmax = (ires.size - fres.size - 1) // 2
+    best = -1.0
+    hit = False
+    for vv in range(nv):
+        if vmatched[vv] >= need:
+            ires[3 * npmax + 1 + nvh] = v0 + vv
+            fres[npmax + nvh] = vscore[vv]
+            nvh += 1
+            if not hit or vscore[vv] > best:
+                best = vscore[vv]
+            hit = True
+        vscore[vv] = 0.0
+        vmatched[vv] = 0
+    if hit:
+        ires[npmax + npages] = d
+        fres[npages] = best
+        npages += 1
+        ires[2 * npmax + npages] = nvh
+    return npages, nvh
+
+
 @njit(cache=True)
 def _run(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_len, v_fstart, v_frags, mark, memo,
          vscore, vmatched, ires, fres, order, offs, idfs, epoch, avgdl, conjunctive, topk):
@@ -151,11 +195,9 @@ def _run(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_len,
     cur = starts[:t].copy()
     ends = np.zeros(t, np.int64)
     npmax = page_vstart.size - 1
-    out_page, out_first, vh_id = ires[npmax:2 * npmax], ires[2 * npmax:3 * npmax + 1], ires[3 * npmax + 1:]
-    out_score, vh_score = fres[:npmax], fres[npmax:]
     npages = 0
     nvh = 0
-    out_first[0] = 0
+    ires[2 * npmax] = 0  # the first page's version hits start at 0
     big = np.int64(1) << 62
     d = np.int64(0)
     while True:
@@ -194,36 +236,11 @@ def _run(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_len,
         for i in range(t):
             for j in range(cur[i], ends[i]):
                 mark[frs[j]] = ffs[j]
-            for vv in range(nv):
-                vi = v0 + vv
-                if epoch >= 0 and v_epoch[vi] != epoch:
-                    continue
-                tf = 0
-                for q in range(v_fstart[vi], v_fstart[vi + 1]):
-                    tf += mark[v_frags[q]]
-                if tf:
-                    vmatched[vv] += 1
-                    vscore[vv] += idfs[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * v_len[vi] / avgdl))
+            _score_marked(idfs[i], v0, nv, epoch, v_epoch, v_len, v_fstart, v_frags, mark, vscore, vmatched, avgdl)
             for j in range(cur[i], ends[i]):
                 mark[frs[j]] = 0
             cur[i] = ends[i]
-        best = -1.0
-        hit = False
-        for vv in range(nv):
-            if vmatched[vv] == t or (not conjunctive and vmatched[vv] > 0):
-                vh_id[nvh] = v0 + vv
-                vh_score[nvh] = vscore[vv]
-                nvh += 1
-                if not hit or vscore[vv] > best:
-                    best = vscore[vv]
-                hit = True
-            vscore[vv] = 0.0
-            vmatched[vv] = 0
-        if hit:
-            out_page[npages] = d
-            out_score[npages] = best
-            npages += 1
-            out_first[npages] = nvh
+        npages, nvh = _emit(d, v0, nv, t if conjunctive else 1, vmatched, vscore, ires, fres, npages, nvh)
         d += 1
     return _compact(npages, nvh, pages.size, 0, topk, ires, fres, order, v_epoch)
 
@@ -305,11 +322,9 @@ def _run_and(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_
     cfr = np.empty(t * BLOCK, np.int64)
     cff = np.empty(t * BLOCK, np.int64)
     npmax = page_vstart.size - 1
-    out_page, out_first, vh_id = ires[npmax:2 * npmax], ires[2 * npmax:3 * npmax + 1], ires[3 * npmax + 1:]
-    out_score, vh_score = fres[:npmax], fres[npmax:]
     npages = 0
     nvh = 0
-    out_first[0] = 0
+    ires[2 * npmax] = 0  # the first page's version hits start at 0
     j = 0
     while j < pages.size:
         d = pages[j]
@@ -318,18 +333,9 @@ def _run_and(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_
             mark[frs[e]] = ffs[e]
             e += 1
         v0, v1 = page_vstart[d], page_vstart[d + 1]
-        alive = 0
-        for vv in range(v1 - v0):  # the first term: from its postings and tickets in this page
-            vi = v0 + vv
-            if epoch >= 0 and v_epoch[vi] != epoch:
-                continue
-            tf = 0
-            for q in range(v_fstart[vi], v_fstart[vi + 1]):
-                tf += mark[v_frags[q]]
-            if tf:
-                vmatched[vv] = 1
-                vscore[vv] = idfs[0] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * v_len[vi] / avgdl))
-                alive += 1
+        # the first term: from its postings and tickets in this page
+        alive = _score_marked(idfs[0], v0, v1 - v0, epoch, v_epoch, v_len, v_fstart, v_frags, mark, vscore, vmatched,
+                              avgdl)
         for k in range(j, e):
             mark[frs[k]] = 0
         if alive:
@@ -354,23 +360,7 @@ def _run_and(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_
                         vscore[vv] += idfs[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * v_len[vi] / avgdl))
                 for k in range(nt):
                     memo[touched[k]] = -1
-        best = -1.0
-        hit = False
-        for vv in range(v1 - v0):
-            if vmatched[vv] == t:
-                vh_id[nvh] = v0 + vv
-                vh_score[nvh] = vscore[vv]
-                nvh += 1
-                if not hit or vscore[vv] > best:
-                    best = vscore[vv]
-                hit = True
-            vscore[vv] = 0.0
-            vmatched[vv] = 0
-        if hit:
-            out_page[npages] = d
-            out_score[npages] = best
-            npages += 1
-            out_first[npages] = nvh
+        npages, nvh = _emit(d, v0, v1 - v0, t, vmatched, vscore, ires, fres, npages, nvh)
         j = e
     return _compact(npages, nvh, pages.size, looked[0], topk, ires, fres, order, v_epoch)
 
