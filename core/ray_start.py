@@ -26,6 +26,12 @@ def dashboard_url() -> str | None:
 TASK_EVENTS_IN_GCS = 10_000
 
 
+# What the crawl's actors read from their environment: forwarded to a joined cluster's workers.
+# Never a secret here (a job's runtime_env shows in the dashboard and the GCS).
+FORWARDED_ENV = ("RAYCRAWL_REDIS_WAIT", "RAYCRAWL_LOG_LEVEL", "RAYCRAWL_MALLOC_TRIM", "RAYCRAWL_HEAP_DIR",
+                 "RAYCRAWL_HEAP_EVERY")
+
+
 def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool = False,
               attempts: int = 3, dashboard: bool = False) -> bool:
     """Start (or join) Ray unless this process already did; True if this call started it (the
@@ -43,6 +49,13 @@ def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool
         # (benchmarks/soak.py). 10,000 keeps the dashboard's recent task history and bounds it.
         os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", str(TASK_EVENTS_IN_GCS))
     local = {"num_cpus": num_cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1"}
+    joined = {}
+    forwarded = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    if address and forwarded and "RAY_JOB_CONFIG_JSON_ENV_VAR" not in os.environ:
+        # A joined cluster's workers do not inherit this process's environment (a local Ray's do):
+        # the variables the actors read go with this job. (Under `ray job submit` the job's own
+        # runtime_env is the place, and Ray refuses a second value for one of its variables.)
+        joined["runtime_env"] = {"env_vars": forwarded}
     if dashboard:
         from raycrawl.redis_server import free_port
 
@@ -51,7 +64,7 @@ def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool
     for attempt in range(1, attempts + 1):
         try:
             context = ray.init(address=address or "local", log_to_driver=log_to_driver, configure_logging=False,
-                               **({} if address else local))
+                               **(joined if address else local))
             global _dashboard
             _dashboard = f"http://{context.dashboard_url}" if dashboard and context.dashboard_url else None
             return True

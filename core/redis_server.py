@@ -285,7 +285,8 @@ def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False
 
 def _redis_wait() -> float:
     """How long a crawl waits for its Redis to come back (a restart, an AOF reload) before it
-    stops: ``RAYCRAWL_REDIS_WAIT`` seconds (inherited by every actor of a local cluster), else 300."""
+    stops: ``RAYCRAWL_REDIS_WAIT`` seconds (inherited by a local cluster's actors, forwarded to a joined
+    cluster's: core/ray_start.py), else 300."""
     try:
         return max(0.0, float(os.environ.get("RAYCRAWL_REDIS_WAIT", "300")))
     except ValueError:

@@ -1,0 +1,33 @@
+"""Joining a cluster (core/ray_start.py): the variables the crawl's actors read reach a joined
+cluster's workers, which do not inherit the driver's environment; a secret does not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = """
+import os, ray
+from raycrawl.ray_start import start_ray
+assert start_ray()  # joins $RAY_ADDRESS: the session's cluster (tests/conftest.py)
+
+@ray.remote(num_cpus=0)
+def seen():
+    from raycrawl.redis_server import REDIS_WAIT
+    return REDIS_WAIT, os.environ.get("RAYCRAWL_LOG_LEVEL"), os.environ.get("RAYCRAWL_REDIS_PASSWORD")
+
+print(ray.get(seen.remote()))
+ray.shutdown()
+"""
+
+
+def test_a_joined_clusters_workers_get_the_crawls_variables(ray_cluster) -> None:
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster, "RAYCRAWL_REDIS_WAIT": "7", "RAYCRAWL_LOG_LEVEL": "DEBUG",
+           "RAYCRAWL_REDIS_PASSWORD": "not-for-workers"}
+    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "(7.0, 'DEBUG', None)", r.stdout
