@@ -1,10 +1,13 @@
-"""argparse types shared by the commands: a bad value is argparse's one-line error and exit 2."""
+"""argparse types shared by the commands: a bad value is argparse's one-line error and exit 2; and
+the check of an object-store URL, which settings and the object store share."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from pathlib import Path
+
+from raycrawl.errors import UserError
 
 
 def non_negative_int(s: str) -> int:
@@ -53,6 +56,15 @@ def port(s: str) -> int:
 def comma_list(s: str) -> list[str]:
     """``a,b,c`` → ["a", "b", "c"] (blanks dropped)."""
     return [v.strip() for v in s.split(",") if v.strip()]
+
+
+def check_store_url(url: str, name: str = "the object store") -> str:
+    """``url`` (``s3://bucket[/prefix]``) without a trailing slash, or a one-line error naming ``name``."""
+    if not url.startswith("s3://"):
+        raise UserError(f"{name}: not an object-store URL (s3://bucket/prefix): {url!r}")
+    if not url[len("s3://"):].split("/", 1)[0]:
+        raise UserError(f"{name}: no bucket in {url!r} (s3://bucket/prefix)")
+    return url.rstrip("/")
 
 
 class StoreURL(str):

@@ -247,8 +247,10 @@ class Settings:
         from raycrawl.scope_rules import compile_rules
 
         compile_rules(self.scope_allow, self.scope_deny, self.scope_allow_surts, self.scope_deny_surts)
-        if self.out_store is not None and not (self.out_store.startswith("s3://") and self.out_store[5:].strip("/")):
-            raise UserError(f"out_store must be an object-store URL s3://bucket[/prefix], got {self.out_store!r}")
+        if self.out_store is not None:
+            from raycrawl.argtypes import check_store_url
+
+            check_store_url(self.out_store, "out_store")
         if self.resolve and self.dns_server:
             raise UserError("--resolve and --dns-server are mutually exclusive")
         if self.resolve and not Path(self.resolve).is_file():

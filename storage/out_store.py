@@ -34,11 +34,11 @@ import threading
 import time
 from pathlib import Path
 
+from raycrawl.argtypes import check_store_url
 from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
 
-SCHEMES = ("s3://",)
 # Everything under OUT is shipped but what only a running crawl uses (its Redis, sieve and
 # virtualizer, the URLs of its Redis and dashboard, the lock files: every dot file) and unfinished
 # .tmp files.
@@ -48,20 +48,6 @@ CACHE_ENV = "RAYCRAWL_STORE_CACHE"
 
 class StoreError(UserError):
     """The object store refused or could not be reached; the files concerned stay in OUT."""
-
-
-def is_store_url(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(SCHEMES)
-
-
-def check_url(url: str) -> str:
-    """``url`` without a trailing slash, or a one-line error."""
-    if not is_store_url(url):
-        raise UserError(f"not an object-store URL (s3://bucket/prefix): {url!r}")
-    bucket = url[len("s3://"):].split("/", 1)[0]
-    if not bucket:
-        raise UserError(f"no bucket in {url!r} (s3://bucket/prefix)")
-    return url.rstrip("/")
 
 
 def shipped_files(out: Path) -> dict[str, Path]:
@@ -84,7 +70,7 @@ class OutStore:
 
         from obstore.store import from_url
 
-        self.url = check_url(url)
+        self.url = check_store_url(url)
         # Client options given here replace those obstore reads from the environment: read
         # AWS_ALLOW_HTTP (an endpoint without TLS) as it would.
         options = {"connect_timeout": "5s", "timeout": "120s",
@@ -173,7 +159,7 @@ class OutStore:
 def cache_dir(url: str) -> Path:
     """Where :func:`local_copy` mirrors ``url``: ``$RAYCRAWL_STORE_CACHE`` (default
     ``~/.cache/raycrawl/stores``) / a name derived from the URL."""
-    url = check_url(url)
+    url = check_store_url(url)
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "raycrawl" / "stores")
     tail = url[len("s3://"):].replace("/", "_")[:80]
     return root / f"{tail}-{hashlib.sha1(url.encode()).hexdigest()[:10]}"
