@@ -111,8 +111,14 @@ class FragmentIndex:
         return cache[epoch]
 
     def df(self, term: str, epoch: int | None) -> int:
-        by = self.version_df.get(term, {})
-        return sum(by.values()) if epoch is None else by.get(epoch, 0)
+        """Versions holding ``term``: all of them, or one epoch's (the totals computed once: a
+        query asks for them per term)."""
+        if epoch is not None:
+            return self.version_df.get(term, {}).get(epoch, 0)
+        totals = self.__dict__.get("_df_all")
+        if totals is None:
+            totals = self._df_all = {t: sum(by.values()) for t, by in self.version_df.items()}
+        return totals.get(term, 0)
 
     # ------------------------------------------------------------------ disk
     def save(self, out_dir: str | Path) -> Path:

@@ -127,6 +127,11 @@ def _count(entry: tuple[int, int, str]) -> int:
     return entry[0]
 
 
+def _idf(n_versions: int, df: int) -> float:
+    """BM25's idf (Lucene/tantivy's form, module docstring)."""
+    return math.log(1 + (n_versions - df + 0.5) / (df + 0.5))
+
+
 class QueryProcessor:
     """Runs queries on one :class:`FragmentIndex` (AND or OR, all versions or one epoch): compiled
     (tasks/query_kernel.py) unless ``compiled=False``, which runs the cursors below — the
@@ -156,7 +161,7 @@ class QueryProcessor:
         if not present or (mode == "and" and len(present) < len(terms)):
             return []
         n_versions, avgdl = idx.scope_stats(epoch)
-        idf = {t: math.log(1 + (n_versions - idx.df(t, epoch) + 0.5) / (idx.df(t, epoch) + 0.5)) for t in present}
+        idf = {t: _idf(n_versions, idx.df(t, epoch)) for t in present}
         # Shortest list first, as in the paper's DAAT loop.
         cursors = sorted((PageCursor(idx, t, stats) for t in present), key=len)
         names = [t for t in sorted(present, key=lambda t: idx.dictionary[t][2])]
@@ -202,9 +207,8 @@ class QueryProcessor:
             return []
         present.sort(key=_count)  # shortest list first (stable: the reference's order)
         n_versions, avgdl = idx.scope_stats(epoch)
-        df = kern.df_all if epoch is None else {t: idx.df(t, epoch) for _, _, t in present}
         offs = np.array([off for _, off, _ in present], dtype=np.int64)
-        idfs = np.array([math.log(1 + (n_versions - df[t] + 0.5) / (df[t] + 0.5)) for _, _, t in present])
+        idfs = np.array([_idf(n_versions, idx.df(t, epoch)) for _, _, t in present])
         # AND by lookups when the shortest list is much shorter than the others: its pages'
         # fragments are looked up in the other lists' blocks; else a merge of whole lists
         lookups = mode == "and" and len(present) > 1 and present[0][0] * LOOKUP_RATIO < present[1][0]

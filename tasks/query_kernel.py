@@ -388,7 +388,6 @@ class CompiledIndex:
         self.v_len = np.array([v.length for v in vs], dtype=np.float64)
         self.v_fstart = np.concatenate(([0], np.cumsum([len(v.frags) for v in vs]))).astype(np.int64)
         self.v_frags = np.array([f for v in vs for f in v.frags], dtype=np.int64)
-        self.df_all = {t: sum(by.values()) for t, by in index.version_df.items()}
         # scratch space of _run, zero between queries (not thread-safe: one query at a time)
         self.mark = np.zeros(max(nfrags, 1), np.int64)
         self.memo = np.full(max(nfrags, 1), -1, np.int64)
