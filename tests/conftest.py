@@ -7,6 +7,11 @@ import os
 import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# Every Ray node the tests start (the session's, the multi-node tests', the crawls' own) skips
+# prestarting idle workers: the suite is CPU-bound on CI's two cores, and prestarted workers no
+# test uses cost ~2 CPU-s each (54 s over a run); actors start their workers when created anyway.
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+os.environ.setdefault("RAY_enable_worker_prestart", "0")
 
 
 @pytest.fixture(scope="session")
@@ -40,10 +45,14 @@ def ray_cluster():
     its process group, its dashboard) are marked ``own_ray``."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    # no_monitor: the autoscaler's monitor has nothing to scale here and costs ~1.3 CPU-s a head
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False, "no_monitor": True})
     os.environ["RAY_ADDRESS"] = cluster.address
     yield cluster.address
     os.environ.pop("RAY_ADDRESS", None)
+    import ray
+
+    ray.shutdown()  # a test that ran a command in-process may have joined it without ray_local
     cluster.shutdown()
 
 

@@ -136,7 +136,7 @@ def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (
         from ray.cluster_utils import Cluster
         from raycrawl.cli import main
         from raycrawl.redis_server import EmbeddedRedis
-        cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1, "include_dashboard": False}})
+        cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1, "include_dashboard": False, "no_monitor": True}})
         for _ in range({nodes} - {0 if agent_nodes else 1}):
             cluster.add_node(num_cpus=1, resources={{"agent": 1}} if {agent_nodes} else {{}})
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)

@@ -162,7 +162,7 @@ def test_distributed_on_two_node_cluster(tmp_path):
         from ray.cluster_utils import Cluster
         from tests.test_pagerank import random_graph
         from raycrawl.tasks.pagerank import distributed_pagerank, pagerank
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, "no_monitor": True})
         cluster.add_node(num_cpus=1)
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
         try:
