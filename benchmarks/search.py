@@ -129,7 +129,7 @@ def main() -> None:
     indexes = {}
     print(f"\nTable 6.1 shape (w={args.w}, b={args.b}); ratios vs no sharing")
     print(f"{'policy':8s} {'fragments':>10s} {'ratio':>6s} {'positions':>10s} {'ratio':>6s} {'postings':>9s} "
-          f"{'var-byte B':>11s} {'ratio':>6s} {'build s':>8s}")
+          f"{'postings B':>11s} {'ratio':>6s} {'build s':>8s}")
     for pol in ("none", "local", "global"):
         t = time.perf_counter()
         ix = indexes[pol] = build_index(versions, pol, args.b, args.w)
@@ -190,19 +190,22 @@ def main() -> None:
         ours = {}
         for pol, ix in indexes.items():
             ix.save(tmp / f"ours-{pol}")
-            ours[pol] = dir_bytes(tmp / f"ours-{pol}")
+            ours[pol] = FragmentIndex.sizes(tmp / f"ours-{pol}")
         docs = [(u, " ".join(versions[u][e])) for u in sorted(versions) for e in sorted(versions[u])]
         t = time.perf_counter()
         tix, tschema = tantivy_index(tmp / "tantivy", docs, store_url=False)
         t_build = time.perf_counter() - t
         tbytes = dir_bytes(tmp / "tantivy")
-        print(f"\nindex size over all {n_versions} versions (bytes; ours = postings.bin + tables.msgpack)")
+        print(f"\nindex size over all {n_versions} versions (bytes). What a query reads: tantivy's whole index "
+              "(nothing stored); ours postings.bin + query.bin (dictionary, version df, version and fragment "
+              "tables). Besides, ours: pages.msgpack (URLs, snippets, captures: the result page) and "
+              "update.msgpack (the fragment hash table: updates only)")
+        print(f"{'':34s} {'query reads':>12s} {'ratio':>7s} {'postings':>10s} {'tables':>9s} {'pages':>9s} {'update':>9s}")
         print(f"{'tantivy (positions, 1 segment: ' + str(tix.searcher().num_segments) + ')':34s} {tbytes:12,d}   1.000"
               f"   built in {t_build:.1f} s")
-        for pol, nbytes in ours.items():
-            post = indexes[pol].stats["postings_bytes"]
-            print(f"{'fragment index, ' + pol:34s} {nbytes:12,d} {nbytes / tbytes:7.3f}   (postings alone "
-                  f"{post:,d} = {post / tbytes:.3f}×)")
+        for pol, size in ours.items():
+            print(f"{'fragment index, ' + pol:34s} {size['query']:12,d} {size['query'] / tbytes:7.3f} "
+                  f"{size['postings']:10,d} {size['query_tables']:9,d} {size['pages']:9,d} {size['update']:9,d}")
 
         # ------------------------------------------------------------ 2-term AND latency
         all_v = [(u, e) for u in versions for e in versions[u] if len(set(versions[u][e])) >= 2]

@@ -13,12 +13,14 @@ Pages are added in docID order, all versions of a page together, so fragIDs are 
 (primary docID, ordinal): a page's fragments are adjacent in every inverted list.
 
 On disk (``INDEX_DIR``): ``postings.bin`` (the inverted lists, see ``storage.postings``;
-memory-mapped by :meth:`FragmentIndex.load`, so queries run from the file) and
-``tables.msgpack`` with the **dictionary** (term → offset, bytes, fragment count, version df per
-epoch), the **page table** (URL, PageRank, spam score), the **doc/version table** (per version: page,
-epoch, length, its fragIDs in order), the fragment table (primary page, ordinal, length), the
-reuse table and the build parameters. The hash table is only needed for updates and is kept too
-(``fragment hash → fragID``) so :meth:`FragmentIndexBuilder` could resume.
+memory-mapped by :meth:`FragmentIndex.load`, so queries run from the file) and the tables
+(``storage.index_tables``): ``query.bin`` with what a query reads besides the lists — the
+**dictionary** (term → offset, bytes, fragment count; version df per epoch), the **doc/version
+table** (per version: page, epoch, length, its fragIDs in order), the fragment table (primary page,
+ordinal, length), the reuse table and the build parameters; ``pages.msgpack`` with the **page
+table** (URL, PageRank, spam score, snippet, captures) the result page shows; ``update.msgpack``
+with the hash table (``fragment hash → fragID``), only needed for updates, so
+:meth:`FragmentIndexBuilder` could resume.
 """
 
 from __future__ import annotations
@@ -34,13 +36,20 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+from raycrawl.storage.index_tables import (
+    PAGES_FILE,
+    QUERY_FILE,
+    UPDATE_FILE,
+    decode_query_tables,
+    encode_query_tables,
+)
 from raycrawl.storage.postings import PostingList, decode_list, encode_list
 from raycrawl.winnowing import DEFAULT_B, DEFAULT_W, fragment_hash, fragments
 
 log = logging.getLogger(__name__)
 
 POLICIES = ("none", "local", "global")
-FORMAT = "raycrawl-fragment-index/2"  # /2: skip tables in lists of more than 128 postings
+FORMAT = "raycrawl-fragment-index/3"  # /2: skip tables; /3: f bit-packed, positions in their fragment's bits, compact tables in three files
 
 
 @dataclass(slots=True)
@@ -90,7 +99,7 @@ class FragmentIndex:
             return None
         off, nbytes, _ = entry
         return decode_list(np.frombuffer(self.postings_blob, dtype=np.uint8, count=nbytes, offset=off),
-                           with_positions)
+                           with_positions, self.frag_len)
 
     def shared_mask(self) -> np.ndarray:
         """shared[fragID] = the fragment is used by pages other than its primary one (cached)."""
@@ -122,53 +131,58 @@ class FragmentIndex:
 
     # ------------------------------------------------------------------ disk
     def save(self, out_dir: str | Path) -> Path:
-        """Write ``postings.bin`` and ``tables.msgpack`` into ``out_dir`` (tmp files, then rename)."""
+        """Write ``postings.bin`` and the tables (``storage.index_tables``: ``query.bin``,
+        ``pages.msgpack``, ``update.msgpack``) into ``out_dir`` (tmp files, then rename)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        tables = {
-            "format": FORMAT, "policy": self.policy, "b": self.b, "w": self.w, "urls": self.urls,
-            "pagerank": self.pagerank, "spam": self.spam,
-            "versions": [[v.page, v.epoch, v.length, v.frags] for v in self.versions],
-            "frag_page": self.frag_page.tobytes(), "frag_ordinal": self.frag_ordinal.tobytes(),
-            "frag_len": self.frag_len.tobytes(),
-            "reuse": [[k, v] for k, v in self.reuse.items()],
-            "hash_keys": np.fromiter(self.hash_table.keys(), np.int64, len(self.hash_table)).tobytes(),
-            "hash_vals": np.fromiter(self.hash_table.values(), np.int64, len(self.hash_table)).tobytes(),
-            "dictionary": {t: list(e) for t, e in self.dictionary.items()},
-            "version_df": {t: [[k, v] for k, v in d.items()] for t, d in self.version_df.items()},
-            "stats": self.stats, "snippets": self.snippets, "captures": self.captures,
-        }
-        for name, data in (("postings.bin", self.postings_blob), ("tables.msgpack", msgpack.packb(tables))):
+        pages = {"format": FORMAT, "urls": self.urls, "pagerank": self.pagerank, "spam": self.spam,
+                 "snippets": self.snippets, "captures": self.captures}
+        update = {"hash_keys": np.fromiter(self.hash_table.keys(), np.int64, len(self.hash_table)).tobytes(),
+                  "hash_vals": np.fromiter(self.hash_table.values(), np.int64, len(self.hash_table)).tobytes()}
+        query = msgpack.packb({"format": FORMAT, "tables": encode_query_tables(self)})
+        # query.bin last: its presence (with the format) is what makes a directory an index
+        for name, data in (("postings.bin", self.postings_blob), (PAGES_FILE, msgpack.packb(pages)),
+                           (UPDATE_FILE, msgpack.packb(update)), (QUERY_FILE, query)):
             tmp = out / (name + ".tmp")
             tmp.write_bytes(data)
             tmp.replace(out / name)
         return out
 
+    @staticmethod
+    def sizes(index_dir: str | Path) -> dict[str, int]:
+        """Bytes on disk of what a query reads (``postings.bin`` + ``query.bin``) and of the rest."""
+        d = Path(index_dir)
+        size = {name: (d / name).stat().st_size for name in ("postings.bin", QUERY_FILE, PAGES_FILE, UPDATE_FILE)}
+        return {"query": size["postings.bin"] + size[QUERY_FILE], "postings": size["postings.bin"],
+                "query_tables": size[QUERY_FILE], "pages": size[PAGES_FILE], "update": size[UPDATE_FILE]}
+
     @classmethod
     def load(cls, index_dir: str | Path) -> FragmentIndex:
         """Read an index written by :meth:`save`; ``FileNotFoundError``/``ValueError`` when absent or foreign."""
         d = Path(index_dir)
-        t = msgpack.unpackb((d / "tables.msgpack").read_bytes(), strict_map_key=False)
-        if t.get("format") != FORMAT:
+        try:
+            head = msgpack.unpackb((d / QUERY_FILE).read_bytes(), strict_map_key=False)
+        except (ValueError, msgpack.UnpackException) as exc:
+            raise ValueError(f"{d} is not a {FORMAT} index ({exc})") from None
+        if not isinstance(head, dict) or head.get("format") != FORMAT:
             raise ValueError(f"{d} is not a {FORMAT} index")
-        versions = [Version(p, e, n, list(f)) for p, e, n, f in t["versions"]]
-        page_versions: list[list[int]] = [[] for _ in t["urls"]]
+        q = decode_query_tables(head["tables"])
+        p = msgpack.unpackb((d / PAGES_FILE).read_bytes(), strict_map_key=False)
+        u = msgpack.unpackb((d / UPDATE_FILE).read_bytes(), strict_map_key=False)
+        versions = [Version(pg, e, n, f) for pg, e, n, f in q["versions"]]
+        page_versions: list[list[int]] = [[] for _ in p["urls"]]
         for i, v in enumerate(versions):
             page_versions[v.page].append(i)
-        keys = np.frombuffer(t["hash_keys"], dtype=np.int64)
-        vals = np.frombuffer(t["hash_vals"], dtype=np.int64)
+        keys = np.frombuffer(u["hash_keys"], dtype=np.int64)
+        vals = np.frombuffer(u["hash_vals"], dtype=np.int64)
         return cls(
-            policy=t["policy"], b=t["b"], w=t["w"], urls=t["urls"], pagerank=t["pagerank"], spam=t["spam"],
-            versions=versions, page_versions=page_versions,
-            frag_page=np.frombuffer(t["frag_page"], dtype=np.int64),
-            frag_ordinal=np.frombuffer(t["frag_ordinal"], dtype=np.int64),
-            frag_len=np.frombuffer(t["frag_len"], dtype=np.int64),
-            reuse={k: list(v) for k, v in t["reuse"]},
+            policy=q["policy"], b=q["b"], w=q["w"], urls=p["urls"], pagerank=p["pagerank"], spam=p["spam"],
+            versions=versions, page_versions=page_versions, frag_page=q["frag_page"],
+            frag_ordinal=q["frag_ordinal"], frag_len=q["frag_len"], reuse=q["reuse"],
             hash_table=dict(zip(keys.tolist(), vals.tolist(), strict=True)),
-            dictionary={k: tuple(v) for k, v in t["dictionary"].items()},
-            version_df={k: dict(map(tuple, v)) for k, v in t["version_df"].items()},
-            postings_blob=_map(d / "postings.bin"), stats=t.get("stats", {}),
-            snippets=t.get("snippets", []), captures=t.get("captures", []),
+            dictionary=q["dictionary"], version_df=q["version_df"],
+            postings_blob=_map(d / "postings.bin"), stats=q["stats"],
+            snippets=p.get("snippets", []), captures=p.get("captures", []),
         )
 
 
@@ -269,12 +283,12 @@ class FragmentIndexBuilder:
         """Compress the lists and return the index (the builder is spent afterwards)."""
         blob = bytearray()
         dictionary: dict[str, tuple[int, int, int]] = {}
+        frag_len = np.array(self.frag_len, dtype=np.int64)
         for t in sorted(self._lists):
             frags, freqs, positions = self._lists[t]
-            data = encode_list(np.array(frags), np.array(freqs), np.array(positions))
+            data = encode_list(np.array(frags), np.array(freqs), np.array(positions), frag_len[frags])
             dictionary[t] = (len(blob), len(data), len(frags))
             blob += data
-        frag_len = np.array(self.frag_len, dtype=np.int64)
         stats = {
             "policy": self.policy, "b": self.b, "w": self.w, "pages": len(self.urls),
             "versions": len(self.versions), "fragments_total": self.fragments_seen,

@@ -1,4 +1,4 @@
-"""The compiled query path of a fragment index (numba): var-byte decoding of the query's lists
+"""The compiled query path of a fragment index (numba): decoding of the query's lists (var-byte gaps, bit-packed f)
 straight from the memory-mapped ``postings.bin``, the tickets of global sharing, document-at-a-time
 AND/OR over pages, and phases (ii)–(iii) (which versions match, BM25) in one call per query.
 
@@ -37,6 +37,22 @@ def _vbyte(blob, pos):
         shift += 7
 
 
+@njit(cache=True, inline="always")
+def _bits(blob, pos, j, w):
+    """Value ``j`` of a bit-packed run of ``w``-bit values (little-endian bit order) at ``blob[pos]``."""
+    if w == 0:
+        return np.int64(0)
+    bit = j * w
+    p = pos + (bit >> 3)
+    s = bit & 7
+    v = np.int64(0)
+    k = 0
+    while 8 * k < s + w:
+        v |= np.int64(blob[p + k]) << (8 * k)
+        k += 1
+    return (v >> s) & ((np.int64(1) << w) - 1)
+
+
 @njit(cache=True)
 def _gaps_at(blob, off):
     """(n, position of a list's fragID gaps, position of its skip table or -1)."""
@@ -71,8 +87,14 @@ def _streams(blob, offs, frag_page, reuse_start, reuse_pages):
             acc += g
             frags[j] = acc
             extra += reuse_start[acc + 1] - reuse_start[acc]
-        for j in range(counts[i], counts[i + 1]):
-            freqs[j], pos = _vbyte(blob, pos)
+        j = counts[i]
+        while j < counts[i + 1]:  # f − 1 bit-packed per block: a width byte, then the values
+            w = np.int64(blob[pos])
+            cnt = min(BLOCK, counts[i + 1] - j)
+            for k in range(cnt):
+                freqs[j + k] = 1 + _bits(blob, pos + 1, k, w)
+            pos += 1 + (cnt * w + 7) // 8
+            j += cnt
         starts[i + 1] = starts[i] + n + extra
     pages = np.empty(starts[t], np.int64)
     fr = np.empty(starts[t], np.int64)
@@ -294,12 +316,11 @@ def _lookup(blob, i, frag, tb, last, before, goff, foff, size, cached, cfr, cff,
         return 0
     base = i * BLOCK
     if cached[i] != b:
-        pos, fpos, acc = goff[b], foff[b], before[b]
+        pos, acc, w = goff[b], before[b], np.int64(blob[foff[b]])
         for j in range(size[b]):
             g, pos = _vbyte(blob, pos)
-            f, fpos = _vbyte(blob, fpos)
             acc += g
-            cfr[base + j], cff[base + j] = acc, f
+            cfr[base + j], cff[base + j] = acc, 1 + _bits(blob, foff[b] + 1, j, w)
         cached[i] = b
         looked[0] += 1
     k = np.searchsorted(cfr[base: base + size[b]], frag)

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from raycrawl.storage.fragment_index import FragmentIndex, FragmentIndexBuilder
-from raycrawl.storage.postings import decode_list, encode_list, vbyte_decode, vbyte_encode
+from raycrawl.storage.postings import (
+    BLOCK,
+    decode_list,
+    encode_list,
+    pack_blocks,
+    unpack_blocks,
+    vbyte_decode,
+    vbyte_encode,
+)
 from raycrawl.tasks.index_build import build_index, websim_versions
 from raycrawl.winnowing import fragments, winnow_cuts, word_bytes
 
@@ -25,19 +33,39 @@ def test_vbyte_round_trip_edges_and_random():
     assert len(vbyte_encode(np.arange(128))) == 128
 
 
+def test_bit_packed_blocks_round_trip_and_size():
+    rng = np.random.default_rng(4)
+    for vals in (np.zeros(300, np.int64), np.arange(5), rng.integers(0, 2**40, 1000), np.array([2**56 - 1, 0, 3]),
+                 np.zeros(0, np.int64)):
+        buf = b"xy" + pack_blocks(vals)
+        out, end = unpack_blocks(np.frombuffer(buf, np.uint8), 2, vals.size)
+        assert out.tolist() == vals.tolist() and end == len(buf)
+    # a block of zeros is its width byte alone; values below 8 take 3 bits each
+    assert len(pack_blocks(np.zeros(3 * BLOCK, np.int64))) == 3
+    assert len(pack_blocks(np.full(BLOCK, 7))) == 1 + 3 * BLOCK // 8
+
+
 def test_postings_round_trip_exact():
     rng = random.Random(5)
     frags, freqs, positions = [], [], []
     f = 0
-    for _ in range(2000):
+    for i in range(2000):
         f += rng.randint(1, 300)
-        n = rng.randint(1, 6)
+        n = rng.randint(1, 6) if i % 97 else rng.randint(60, 99)  # a few wide blocks of f and positions
         frags.append(f)
         freqs.append(n)
         positions.extend(sorted(rng.sample(range(100), n)))
-    pl = decode_list(encode_list(np.array(frags), np.array(freqs), np.array(positions)))
+    assert len(frags) > 10 * BLOCK
+    frag_len = np.zeros(frags[-1] + 1, np.int64)
+    frag_len[frags] = [rng.choice((100, 101, 128, 129, 300)) for _ in frags]  # positions take bits(L − 1)
+    buf = encode_list(np.array(frags), np.array(freqs), np.array(positions), frag_len[frags])
+    pl = decode_list(buf, True, frag_len)
     assert pl.frags.tolist() == frags and pl.freqs.tolist() == freqs and pl.positions.tolist() == positions
     assert pl.positions_of(1).tolist() == positions[freqs[0]: freqs[0] + freqs[1]]
+    one_word = decode_list(encode_list([3, 9], [1, 1], [0, 0], [1, 1]), True, np.ones(10, np.int64))  # 0 bits each
+    assert one_word.frags.tolist() == [3, 9] and one_word.positions.tolist() == [0, 0]
+    with pytest.raises(AssertionError):
+        encode_list([3], [1], [5], [5])  # a position outside its fragment
 
 
 def test_winnowing_bounds_and_shared_fragments():
@@ -110,6 +138,13 @@ def test_save_load_round_trip(tmp_path):
     back = FragmentIndex.load(tmp_path / "index")
     assert back.stats == ix.stats and back.urls == ix.urls and back.reuse == ix.reuse
     assert back.hash_table == ix.hash_table
+    # the compact tables (storage/index_tables.py) give back every table exactly
+    assert back.dictionary == ix.dictionary and back.version_df == ix.version_df
+    assert back.versions == ix.versions and back.page_versions == ix.page_versions
+    for name in ("frag_page", "frag_ordinal", "frag_len"):
+        assert getattr(back, name).tolist() == getattr(ix, name).tolist(), name
+    sizes = FragmentIndex.sizes(tmp_path / "index")
+    assert sizes["query"] == sizes["postings"] + sizes["query_tables"] and sizes["postings"] == len(ix.postings_blob)
     for t in list(ix.dictionary)[:50]:
         a, b = ix.postings(t, True), back.postings(t, True)
         assert a.frags.tolist() == b.frags.tolist() and a.positions.tolist() == b.positions.tolist()

@@ -103,7 +103,7 @@ def test_user_errors_are_one_line(two_epochs, tmp_path, capsys):
         (["index", "stats", tmp_path], "no index"),
     ]
     (root / "e0" / "index").mkdir(exist_ok=True)
-    (root / "e0" / "index" / "tables.msgpack").write_bytes(b"\x00garbage")
+    (root / "e0" / "index" / "query.bin").write_bytes(b"\x00garbage")
     cases.append((["search", root / "e0", "cat"], "unreadable index"))
     if not (root / "e1" / "index").exists():
         assert cli(capsys, "index", "build", root / "e1").returncode == 0

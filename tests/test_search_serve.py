@@ -15,7 +15,7 @@ from raycrawl.commands.serve import make_app
 @pytest.fixture
 async def server(two_crawls, capsys):  # noqa: F811
     root, _ = two_crawls
-    if not (root / "e1" / "index" / "tables.msgpack").exists():
+    if not (root / "e1" / "index" / "query.bin").exists():
         assert cli(capsys, "index", "build", root / "e1", "--crawl", root / "e0").returncode == 0
     runner, port = await serve(make_app(root / "e1"))
     yield root, f"http://127.0.0.1:{port}"

@@ -43,7 +43,7 @@ def open_index(d: Path):
     from raycrawl.storage.fragment_index import FragmentIndex
 
     idx = crawl_index_dir(d)
-    if not (idx / "tables.msgpack").exists():
+    if not any((idx / name).exists() for name in ("query.bin", "tables.msgpack")):  # tables.msgpack: format /2
         raise UserError(f"{d}: no index (run 'raycrawl index build {d}' first)")
     try:
         return FragmentIndex.load(idx)
