@@ -3,10 +3,11 @@
 decoding the list before it.
 
 FragID gaps are var-byte (the paper's byte-aligned baseline, seed 004 §3: 7 payload bits per byte,
-the high bit marks a value's last byte); f and positions are *bit-packed* per block — one byte
-giving the width ``w`` of the block's largest value, then its values in ``w`` bits each (little-
-endian bit order) — because they are small numbers var-byte spends a whole byte on: f is 1 in 83 %
-of postings (stored as f − 1: width 0, no bytes at all). A position is below its fragment's length
+the high bit marks a value's last byte; bit-packing them measured 10 % larger, short lists paying
+for their largest gap). f is *bit-packed* per block — one byte giving the width ``w`` of the
+block's largest value, then its values in ``w`` bits each (little-endian bit order) — as var-byte
+would spend a byte on a number that is 1 in 83 % of postings (stored as f − 1: a block of ones is
+its width byte alone). A position is below its fragment's length
 L (~50 words), which the index knows (its fragment table), so positions are written in L's
 truncated binary code (⌊log2 L⌋ or one more bit each), in one bit stream per list; queries never
 read them (BM25 needs f), phrase checks and snippets do. Gaps and f are decoded by compiled code in
@@ -18,8 +19,8 @@ One list's bytes (``encode_list``)::
 
 FragIDs are strictly increasing (gap of the first = its value, the others from the previous
 posting, across blocks too); positions are offsets from the start of the fragment, gap-coded inside
-one posting (first = its value). A list of more than
-:data:`BLOCK` postings has a skip table after ``n``: ``vbyte(its byte length)`` then, per block,
+one posting (first = its value). A list of more than :data:`BLOCK` postings has a skip table
+after ``n``: ``vbyte(its byte length)`` then, per block,
 ``vbyte(last fragID − the previous block's last) vbyte(bytes of the block's gaps) vbyte(bytes of
 its packed f)``; a shorter list (most terms) has none.
 """

@@ -1,6 +1,7 @@
-"""The compiled query path of a fragment index (numba): decoding of the query's lists (var-byte gaps, bit-packed f)
-straight from the memory-mapped ``postings.bin``, the tickets of global sharing, document-at-a-time
-AND/OR over pages, and phases (ii)–(iii) (which versions match, BM25) in one call per query.
+"""The compiled query path of a fragment index (numba): decoding the query's lists (var-byte gaps,
+bit-packed f) straight from the memory-mapped ``postings.bin``, the tickets of global sharing,
+document-at-a-time AND/OR over pages, and phases (ii)–(iii) (which versions match, BM25) in one
+call per query.
 
 Profile of the Python path (benchmarks/search.py, 2-term AND, 2,137 versions): 0.19 ms a query, of
 which decoding two lists with numpy's vectorised var-byte (a dozen array operations each, on lists
