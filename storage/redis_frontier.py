@@ -48,6 +48,9 @@ key                  type    content
                              URLs the current pass revisits: the validators of the conditional GET
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
+``P alive:<agent>``  string  the agent's heartbeat, set every few seconds with an expiry while its
+                             crawl runs (actors/heartbeat.py): ``raycrawl status`` tells a running
+                             crawl from a stopped one whose state an external Redis keeps
 ``P spamblocked``    hash    host → score, hosts the crawl-time spam gate blocked: fetch actors
                              visit none of their queued URLs any more (policies/spam_gate.py)
 ``P ctl``            hash    the operator's switches: ``paused`` (1: no new fetches), ``stop`` (1: the
@@ -107,7 +110,7 @@ class Keys:
         self.hbusy, self.borrowed, self.ibusy = p + "hbusy", p + "borrowed", p + "ibusy"
         self.inflight, self.failing, self.queued, self.hcount = p + "inflight", p + "failing", p + "queued", p + "hcount"
         self.voff, self.vend, self.stats, self.robots = p + "voff", p + "vend", p + "stats", p + "robots"
-        self.meta, self.activity, self.idle = p + "meta", p + "activity", p + "idle"
+        self.meta, self.activity, self.idle, self.alive = p + "meta", p + "activity", p + "idle", p + "alive:"
         self.sieve_offset_prefix, self.spam_blocked = p + "soff:", p + "spamblocked"
         self.prior = p + "prior"
         self.ctl, self.ctl_rules, self.ctl_spent = p + "ctl", p + "ctl:rules", p + "ctl:spent"
@@ -335,6 +338,18 @@ class RedisFrontier:
 
     def idle_marks(self, agents: list[str]) -> list[bytes | None]:
         return self.r.hmget(self.k.idle, agents)
+
+    def beat(self, agent: str, ttl: float) -> None:
+        """``agent`` runs, for the next ``ttl`` seconds."""
+        self.r.set(self.k.alive + agent, 1, px=max(1, int(ttl * 1000)))
+
+    def stop_beating(self, agent: str) -> None:
+        self.r.delete(self.k.alive + agent)
+
+    def live_agents(self) -> list[str]:
+        """The agents whose heartbeat has not expired."""
+        n = len(self.k.alive)
+        return sorted(k.decode()[n:] for k in self.r.scan_iter(match=self.k.alive + "*", count=1000))
 
     def clear_idle(self) -> None:
         """Forget the termination marks (a resume or a membership change starts them over)."""

@@ -4,6 +4,7 @@ a real crawl from start to end, with the password in no file the crawl writes, n
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -165,6 +166,7 @@ def test_password_protected_frontier_crawls_and_writes_no_secret(tmp_path) -> No
         daemon.terminate()
         daemon.wait(30)
     assert ok.returncode == 0 and '"pages"' in ok.stdout, ok.stderr
+    assert json.loads(ok.stdout)["running"] is False  # its state outlives it in the daemon: no heartbeat
     assert refused.returncode == 2 and "Traceback" not in refused.stderr and len(refused.stderr.splitlines()) == 1
     for out in (out1, out2):  # the crawls really crawled: every page websim's model says is reachable
         fetched = {line.split()[3] for line in (out / "crawl.log").read_text().splitlines()}

@@ -109,3 +109,38 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
         queued = [url_of(h, p.decode()) for h in hosts for p in client.lrange("t:vs:" + h, 0, -1)]
         assert sorted(u for u in queued if not u.endswith(ROBOTS)) == sorted(urls)
         client.close()
+
+
+def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> None:
+    """The state of a crawl in an external Redis outlives it: ``raycrawl status --redis-url`` says
+    running only while an agent's heartbeat (actors/heartbeat.py) is fresh — beating, taken back
+    when the agent ends, and gone on its own when the agent dies without a word."""
+    import json
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from raycrawl.actors.heartbeat import Heartbeat
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+    f = RedisFrontier(client, "hb:", register=False)
+    f.start_crawl("c1", "{}", time.time())
+
+    def running() -> bool:
+        st = subprocess.run([sys.executable, "-m", "raycrawl", "status", "--redis-url", redis_url, "--prefix", "hb:",
+                             "--json", "--interval", "0"], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[1])
+        assert st.returncode == 0, st.stderr
+        return json.loads(st.stdout)["running"]
+
+    assert not running() and f.live_agents() == []
+    beat = Heartbeat(redis_url, "hb:", "agent0").start()
+    time.sleep(2.5)  # past a beat interval: still beating
+    assert f.live_agents() == ["agent0"] and running()
+    beat.stop()
+    assert f.live_agents() == [] and not running()
+    f.beat("agent1", 0.3)  # an agent killed after its last beat
+    assert f.live_agents() == ["agent1"]
+    time.sleep(0.5)
+    assert f.live_agents() == []

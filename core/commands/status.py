@@ -70,7 +70,8 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
                 "sieve_bytes_distributed": sum(f.all_sieve_offsets().values()),  # every front queue's
                 "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
                 "operator": operator_state(client, prefix),
-                "started": float(meta.get("started", 0))}
+                "started": float(meta.get("started", 0)),
+                "agents_alive": f.live_agents()}
     except redis.ConnectionError as exc:
         raise UserError(f"cannot reach Redis at {scrub(redis_url)}: {exc}") from None
     finally:
@@ -159,8 +160,8 @@ def crawl_redis(out: Path | None, redis_url: str | None, password: str | None = 
 def handle(args: argparse.Namespace) -> int:
     if args.hosts < 0 or not args.interval >= 0:
         raise UserError("--hosts and --interval must not be negative")
-    with crawl_redis(args.out, args.redis_url, given_password(args)) as (url, running):
-        if running:
+    with crawl_redis(args.out, args.redis_url, given_password(args)) as (url, answers):
+        if answers:  # its Redis answers: running if an agent's heartbeat says so (actors/heartbeat.py)
             st = read_live(url, args)
         else:
             st = read_status(url, args.prefix, args.hosts)
@@ -178,6 +179,8 @@ def read_live(url: str, args: argparse.Namespace) -> dict:
     import time
 
     st = read_status(url, args.prefix, args.hosts)
+    if not st["agents_alive"]:  # a stopped crawl whose state an external Redis keeps
+        return {**st, "running": False}
     rate = None
     if args.interval > 0:
         t0, p0 = time.time(), st["stats"].get("pages", 0)
@@ -195,7 +198,7 @@ def print_status(st: dict) -> None:
         elapsed = "" if st.get("elapsed_s") is None else f" for {st['elapsed_s']:.0f} s"
         print(f"running{elapsed}{rate}")
     else:
-        print("not running (its Redis data read back)")
+        print("not running (its state read back from its Redis)")
     print(f"pages {stats.get('pages', 0)}  front {fr['front']}  queued {fr['queued']}  "
           f"virtualized {fr['virtualized']}  in-flight {fr['inflight']}  hosts {fr['hosts']}")
     errors = {k[6:]: v for k, v in stats.items() if k.startswith("error:")}
