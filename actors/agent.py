@@ -28,7 +28,6 @@ from raycrawl.actors.batch_commit import BatchCommitter
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.distributor import Distributor
 from raycrawl.actors.duplicates import ShardedDuplicates, ask_actors
-from raycrawl.actors.heartbeat import Heartbeat
 from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.operator_inbox import OperatorInbox
 from raycrawl.actors.periodic import queue_revisits
@@ -131,13 +130,12 @@ class Agent:
             apply_shards(self.f, self.router.shards)
         if self.crew is None:
             self.start()
-        started, stopped, heartbeat = time.time(), "interrupted", Heartbeat(self.redis_url, self.f.p, self.name).start()
+        started, stopped = time.time(), "interrupted"
         try:
             stopped = self._loop()
         finally:
             elapsed = time.time() - started
             self._shutdown()
-            heartbeat.stop()
             if not lost(self.redis_url):
                 self._sample()
             self.finished.set()

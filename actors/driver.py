@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from raycrawl.actors.agent import Agent
+from raycrawl.actors.heartbeat import Heartbeat
 from raycrawl.errors import UserError
 from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.progress import Progress
@@ -173,6 +174,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
           redis_url_for(settings.redis_url, layout(out).redis, supervise=True, password=password) as url):
         # `raycrawl status --out DIR` finds the running crawl's Redis here (its password it is given).
         (layout(out).redis_url).write_text(scrub(url) + "\n")
+        # ... and tells from this heartbeat that it runs (its state may outlive it in an external Redis).
+        heartbeat = Heartbeat(url, settings.redis_prefix, "driver").start()
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
@@ -217,6 +220,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 raise
             raise stop from None
         finally:
+            heartbeat.stop()
             if started_ray:
                 ray.shutdown()
             (layout(out).redis_url).unlink(missing_ok=True)

@@ -1,10 +1,10 @@
-"""An agent's heartbeat in Redis (``P alive:<agent>``, expiring): how ``raycrawl status`` tells a
-running crawl from a stopped one. The state of a crawl whose Redis is external outlives it, and
-its counters alone cannot say whether anyone still works on them.
+"""A crawl's heartbeat in Redis (``P alive:<name>``, expiring), kept by its driver — the process
+that lives from the moment its Redis is known to the end of the run, however many names it runs:
+how ``raycrawl status`` tells a running crawl from a stopped one. The state of a crawl whose Redis
+is external outlives it, and its counters alone cannot say whether anyone still works on them.
 
-A thread of its own, not the agent's loop: a paused agent waits in its loop and still runs. A
-client of its own too, without the crawl client's patience (core/redis_server.connect waits out a
-Redis restart for minutes): a beat that cannot be sent is skipped, and an agent stopping because
+A thread of its own: a paused crawl waits and still runs. A client of its own too, without the crawl client's patience (core/redis_server.connect waits out a
+Redis restart for minutes): a beat that cannot be sent is skipped, and a crawl stopping because
 Redis is gone is not held up taking its beat back.
 """
 
@@ -24,11 +24,11 @@ TTL = 3 * INTERVAL  # a beat lasts through two missed ones (a loaded machine, a 
 
 
 class Heartbeat:
-    def __init__(self, redis_url: str, prefix: str, agent: str) -> None:
+    def __init__(self, redis_url: str, prefix: str, name: str) -> None:
         client = redis.Redis.from_url(redis_url, socket_timeout=INTERVAL, socket_connect_timeout=INTERVAL)
-        self.f, self.agent = RedisFrontier(client, prefix, agent, register=False), agent
+        self.f, self.name = RedisFrontier(client, prefix, register=False), name
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{agent}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{name}", daemon=True)
 
     def start(self) -> Heartbeat:
         self._beat()
@@ -36,13 +36,13 @@ class Heartbeat:
         return self
 
     def stop(self) -> None:
-        """The agent ends: no more beats, and the last one is taken back (if Redis answers)."""
+        """The run ends: no more beats, and the last one is taken back (if Redis answers)."""
         self._stop.set()
         self._thread.join(timeout=5)
         try:
-            self.f.stop_beating(self.agent)
+            self.f.stop_beating(self.name)
         except redis.RedisError as exc:
-            log.debug("heartbeat of %s not taken back: %s", self.agent, exc)
+            log.debug("heartbeat of %s not taken back: %s", self.name, exc)
         finally:
             self.f.r.close()
 
@@ -52,6 +52,6 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            self.f.beat(self.agent, TTL)
-        except redis.RedisError as exc:  # Redis restarting or gone: the agent's loop deals with it
-            log.debug("heartbeat of %s missed: %s", self.agent, exc)
+            self.f.beat(self.name, TTL)
+        except redis.RedisError as exc:  # Redis restarting or gone: the crawl deals with it
+            log.debug("heartbeat of %s missed: %s", self.name, exc)

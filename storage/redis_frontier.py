@@ -48,9 +48,9 @@ key                  type    content
                              URLs the current pass revisits: the validators of the conditional GET
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
-``P alive:<agent>``  string  the agent's heartbeat, set every few seconds with an expiry while its
-                             crawl runs (actors/heartbeat.py): ``raycrawl status`` tells a running
-                             crawl from a stopped one whose state an external Redis keeps
+``P alive:<name>``   string  a heartbeat (the crawl's driver: ``driver``), set every few seconds
+                             with an expiry while the crawl runs (actors/heartbeat.py): ``raycrawl
+                             status`` tells a running crawl from a stopped one an external Redis keeps
 ``P spamblocked``    hash    host → score, hosts the crawl-time spam gate blocked: fetch actors
                              visit none of their queued URLs any more (policies/spam_gate.py)
 ``P ctl``            hash    the operator's switches: ``paused`` (1: no new fetches), ``stop`` (1: the
@@ -339,15 +339,15 @@ class RedisFrontier:
     def idle_marks(self, agents: list[str]) -> list[bytes | None]:
         return self.r.hmget(self.k.idle, agents)
 
-    def beat(self, agent: str, ttl: float) -> None:
-        """``agent`` runs, for the next ``ttl`` seconds."""
-        self.r.set(self.k.alive + agent, 1, px=max(1, int(ttl * 1000)))
+    def beat(self, name: str, ttl: float) -> None:
+        """``name`` runs, for the next ``ttl`` seconds."""
+        self.r.set(self.k.alive + name, 1, px=max(1, int(ttl * 1000)))
 
-    def stop_beating(self, agent: str) -> None:
-        self.r.delete(self.k.alive + agent)
+    def stop_beating(self, name: str) -> None:
+        self.r.delete(self.k.alive + name)
 
     def live_agents(self) -> list[str]:
-        """The agents whose heartbeat has not expired."""
+        """The names whose heartbeat has not expired."""
         n = len(self.k.alive)
         return sorted(k.decode()[n:] for k in self.r.scan_iter(match=self.k.alive + "*", count=1000))
 
@@ -487,6 +487,7 @@ class RedisFrontier:
         cursor = 0
         while True:
             cursor, keys = self.r.scan(cursor, match=self.p + "*", count=1000)
+            keys = [k for k in keys if not k.startswith(self.k.alive.encode())]  # this run's heartbeat
             if keys:
                 self.r.delete(*keys)
             if cursor == 0:

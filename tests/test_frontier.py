@@ -113,8 +113,9 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
 
 def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> None:
     """The state of a crawl in an external Redis outlives it: ``raycrawl status --redis-url`` says
-    running only while an agent's heartbeat (actors/heartbeat.py) is fresh — beating, taken back
-    when the agent ends, and gone on its own when the agent dies without a word."""
+    running only while the crawl's heartbeat (actors/heartbeat.py) is fresh — beating, taken back
+    when the run ends, and gone on its own when the crawl dies without a word; a fresh crawl's
+    clearing of its keys keeps it."""
     import json
     import subprocess
     import sys
@@ -135,12 +136,15 @@ def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> N
         return json.loads(st.stdout)["running"]
 
     assert not running() and f.live_agents() == []
-    beat = Heartbeat(redis_url, "hb:", "agent0").start()
+    beat = Heartbeat(redis_url, "hb:", "driver").start()
     time.sleep(2.5)  # past a beat interval: still beating
-    assert f.live_agents() == ["agent0"] and running()
+    assert f.live_agents() == ["driver"] and running()
+    f.clear()  # a fresh crawl begins: its own heartbeat stays
+    assert f.live_agents() == ["driver"]
+    f.start_crawl("c1", "{}", time.time())
     beat.stop()
     assert f.live_agents() == [] and not running()
-    f.beat("agent1", 0.3)  # an agent killed after its last beat
-    assert f.live_agents() == ["agent1"]
+    f.beat("driver", 0.3)  # a crawl killed after its last beat
+    assert f.live_agents() == ["driver"]
     time.sleep(0.5)
     assert f.live_agents() == []

@@ -71,7 +71,7 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
                 "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
                 "operator": operator_state(client, prefix),
                 "started": float(meta.get("started", 0)),
-                "agents_alive": f.live_agents()}
+                "alive": f.live_agents()}
     except redis.ConnectionError as exc:
         raise UserError(f"cannot reach Redis at {scrub(redis_url)}: {exc}") from None
     finally:
@@ -161,7 +161,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.hosts < 0 or not args.interval >= 0:
         raise UserError("--hosts and --interval must not be negative")
     with crawl_redis(args.out, args.redis_url, given_password(args)) as (url, answers):
-        if answers:  # its Redis answers: running if an agent's heartbeat says so (actors/heartbeat.py)
+        if answers:  # its Redis answers: running if the crawl's heartbeat says so (actors/heartbeat.py)
             st = read_live(url, args)
         else:
             st = read_status(url, args.prefix, args.hosts)
@@ -179,7 +179,7 @@ def read_live(url: str, args: argparse.Namespace) -> dict:
     import time
 
     st = read_status(url, args.prefix, args.hosts)
-    if not st["agents_alive"]:  # a stopped crawl whose state an external Redis keeps
+    if not st["alive"]:  # a stopped crawl whose state an external Redis keeps
         return {**st, "running": False}
     rate = None
     if args.interval > 0:
