@@ -170,12 +170,13 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     raise_file_limit(files_needed(settings) * settings.fetch_actors)
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
     password = settings.redis_password()
+    # `raycrawl status` tells from the heartbeat that the crawl runs: its state may outlive it in an
+    # external Redis (actors/heartbeat.py).
     with (CrawlDirLock(out), _checked(settings),
-          redis_url_for(settings.redis_url, layout(out).redis, supervise=True, password=password) as url):
+          redis_url_for(settings.redis_url, layout(out).redis, supervise=True, password=password) as url,
+          Heartbeat(url, settings.redis_prefix, "driver")):
         # `raycrawl status --out DIR` finds the running crawl's Redis here (its password it is given).
         (layout(out).redis_url).write_text(scrub(url) + "\n")
-        # ... and tells from this heartbeat that it runs (its state may outlive it in an external Redis).
-        heartbeat = Heartbeat(url, settings.redis_prefix, "driver").start()
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix))
@@ -220,7 +221,6 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 raise
             raise stop from None
         finally:
-            heartbeat.stop()
             if started_ray:
                 ray.shutdown()
             (layout(out).redis_url).unlink(missing_ok=True)

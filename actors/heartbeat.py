@@ -35,6 +35,12 @@ class Heartbeat:
         self._thread.start()
         return self
 
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         """The run ends: no more beats, and the last one is taken back (if Redis answers)."""
         self._stop.set()
