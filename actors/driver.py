@@ -170,11 +170,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     raise_file_limit(files_needed(settings) * settings.fetch_actors)
     # One crawl per directory, decided before Redis or Ray start (storage/crawl_dir.py).
     password = settings.redis_password()
-    # `raycrawl status` tells from the heartbeat that the crawl runs: its state may outlive it in an
-    # external Redis (actors/heartbeat.py).
     with (CrawlDirLock(out), _checked(settings),
-          redis_url_for(settings.redis_url, layout(out).redis, supervise=True, password=password) as url,
-          Heartbeat(url, settings.redis_prefix, "driver")):
+          redis_url_for(settings.redis_url, layout(out).redis, supervise=True, password=password) as url):
         # `raycrawl status --out DIR` finds the running crawl's Redis here (its password it is given).
         (layout(out).redis_url).write_text(scrub(url) + "\n")
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
@@ -192,11 +189,14 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             from raycrawl.storage.dedup_index import build
 
             build(settings.dedup_index, out)
-        started_ray = start_ray(settings.address, log_to_driver=True, dashboard=settings.dashboard)
-        if started_ray and dashboard_url():
-            layout(out).dashboard_url.write_text(dashboard_url() + "\n")
-            print(f"Ray dashboard: {dashboard_url()}", file=sys.stderr, flush=True)
+        # `raycrawl status` tells from this heartbeat that the crawl runs (its state may outlive it
+        # in an external Redis: actors/heartbeat.py); only now, as a refused --resume writes nothing.
+        heartbeat, started_ray = Heartbeat(url, settings.redis_prefix, "driver").start(), False
         try:
+            started_ray = start_ray(settings.address, log_to_driver=True, dashboard=settings.dashboard)
+            if started_ray and dashboard_url():
+                layout(out).dashboard_url.write_text(dashboard_url() + "\n")
+                print(f"Ray dashboard: {dashboard_url()}", file=sys.stderr, flush=True)
             if settings.agents > 1 or settings.elastic:
                 from raycrawl.actors.membership import run_agents
 
@@ -221,6 +221,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 raise
             raise stop from None
         finally:
+            heartbeat.stop()
             if started_ray:
                 ray.shutdown()
             (layout(out).redis_url).unlink(missing_ok=True)

@@ -1,11 +1,13 @@
 """A crawl's heartbeat in Redis (``P alive:<name>``, expiring), kept by its driver — the process
-that lives from the moment its Redis is known to the end of the run, however many names it runs:
-how ``raycrawl status`` tells a running crawl from a stopped one. The state of a crawl whose Redis
-is external outlives it, and its counters alone cannot say whether anyone still works on them.
+that lives from its Redis to the end of the run, however many agents it runs; it begins beating
+once a ``--resume`` has passed its checks (a refused one writes nothing). It is how ``raycrawl
+status`` tells a running crawl from a stopped one: the state of a crawl whose Redis is external
+outlives it, and its counters alone cannot say whether anyone still works on them.
 
-A thread of its own: a paused crawl waits and still runs. A client of its own too, without the crawl client's patience (core/redis_server.connect waits out a
-Redis restart for minutes): a beat that cannot be sent is skipped, and a crawl stopping because
-Redis is gone is not held up taking its beat back.
+A thread of its own: a paused crawl waits and still runs. A client of its own too, without the
+crawl client's patience (core/redis_server.connect waits out a Redis restart for minutes): a beat
+that cannot be sent is skipped, and a crawl stopping because Redis is gone is not held up taking
+its beat back.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from raycrawl.storage.redis_frontier import RedisFrontier
 log = logging.getLogger(__name__)
 
 INTERVAL = 2.0  # seconds between beats
-TTL = 3 * INTERVAL  # a beat lasts through two missed ones (a loaded machine, a slow Redis)
+TTL = 3 * INTERVAL  # a beat counts through two missed ones (a loaded machine, a slow Redis)
 
 
 class Heartbeat:
@@ -34,12 +36,6 @@ class Heartbeat:
         self._beat()
         self._thread.start()
         return self
-
-    def __enter__(self) -> Heartbeat:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def stop(self) -> None:
         """The run ends: no more beats, and the last one is taken back (if Redis answers)."""
@@ -58,6 +54,6 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            self.f.beat(self.name, TTL)
+            self.f.beat(self.name)
         except redis.RedisError as exc:  # Redis restarting or gone: the crawl deals with it
             log.debug("heartbeat of %s missed: %s", self.name, exc)

@@ -48,9 +48,9 @@ key                  type    content
                              URLs the current pass revisits: the validators of the conditional GET
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
-``P alive:<name>``   string  a heartbeat (the crawl's driver: ``driver``), set every few seconds
-                             with an expiry while the crawl runs (actors/heartbeat.py): ``raycrawl
-                             status`` tells a running crawl from a stopped one an external Redis keeps
+``P alive:<name>``   string  a heartbeat (the crawl's driver: ``driver``): Redis's time, set every 2 s
+                             while the crawl runs (actors/heartbeat.py): ``raycrawl status`` tells
+                             a running crawl from a stopped one an external Redis keeps
 ``P spamblocked``    hash    host → score, hosts the crawl-time spam gate blocked: fetch actors
                              visit none of their queued URLs any more (policies/spam_gate.py)
 ``P ctl``            hash    the operator's switches: ``paused`` (1: no new fetches), ``stop`` (1: the
@@ -339,17 +339,25 @@ class RedisFrontier:
     def idle_marks(self, agents: list[str]) -> list[bytes | None]:
         return self.r.hmget(self.k.idle, agents)
 
-    def beat(self, name: str, ttl: float) -> None:
-        """``name`` runs, for the next ``ttl`` seconds."""
-        self.r.set(self.k.alive + name, 1, px=max(1, int(ttl * 1000)))
+    def beat(self, name: str) -> None:
+        """``name`` runs now: the time by Redis's clock (one clock for every machine), in a key
+        without expiry — an expiring key would have Redis append its deletion to the AOF after a
+        restart, and a refused --resume must leave the crawl's files as they were."""
+        sec, usec = self.r.time()
+        self.r.set(self.k.alive + name, f"{sec}.{usec:06d}")
 
     def stop_beating(self, name: str) -> None:
         self.r.delete(self.k.alive + name)
 
-    def live_agents(self) -> list[str]:
-        """The names whose heartbeat has not expired."""
-        n = len(self.k.alive)
-        return sorted(k.decode()[n:] for k in self.r.scan_iter(match=self.k.alive + "*", count=1000))
+    def live_agents(self, within: float) -> list[str]:
+        """The names that beat within the last ``within`` seconds (by Redis's clock)."""
+        keys = sorted(self.r.scan_iter(match=self.k.alive + "*", count=1000))
+        if not keys:
+            return []
+        sec, usec = self.r.time()
+        now, n = sec + usec / 1e6, len(self.k.alive)
+        return [k.decode()[n:] for k, t in zip(keys, self.r.mget(keys), strict=True)
+                if t is not None and now - float(t) < within]
 
     def clear_idle(self) -> None:
         """Forget the termination marks (a resume or a membership change starts them over)."""

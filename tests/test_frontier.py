@@ -114,15 +114,15 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
 def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> None:
     """The state of a crawl in an external Redis outlives it: ``raycrawl status --redis-url`` says
     running only while the crawl's heartbeat (actors/heartbeat.py) is fresh — beating, taken back
-    when the run ends, and gone on its own when the crawl dies without a word; a fresh crawl's
-    clearing of its keys keeps it."""
+    when the run ends, and old when the crawl died without a word; a fresh crawl's clearing of its
+    keys keeps it."""
     import json
     import subprocess
     import sys
     import time
     from pathlib import Path
 
-    from raycrawl.actors.heartbeat import Heartbeat
+    from raycrawl.actors.heartbeat import TTL, Heartbeat
     from raycrawl.storage.redis_frontier import RedisFrontier
 
     f = RedisFrontier(client, "hb:", register=False)
@@ -135,16 +135,19 @@ def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> N
         assert st.returncode == 0, st.stderr
         return json.loads(st.stdout)["running"]
 
-    assert not running() and f.live_agents() == []
+    assert not running() and f.live_agents(TTL) == []
     beat = Heartbeat(redis_url, "hb:", "driver").start()
     time.sleep(2.5)  # past a beat interval: still beating
-    assert f.live_agents() == ["driver"] and running()
+    assert f.live_agents(TTL) == ["driver"] and running()
     f.clear()  # a fresh crawl begins: its own heartbeat stays
-    assert f.live_agents() == ["driver"]
+    assert f.live_agents(TTL) == ["driver"]
     f.start_crawl("c1", "{}", time.time())
     beat.stop()
-    assert f.live_agents() == [] and not running()
-    f.beat("driver", 0.3)  # a crawl killed after its last beat
-    assert f.live_agents() == ["driver"]
+    assert f.live_agents(TTL) == [] and not running()
+    f.beat("driver")  # a crawl killed after its last beat: its key stays, its time grows old
+    assert f.live_agents(TTL) == ["driver"] and running()
     time.sleep(0.5)
-    assert f.live_agents() == []
+    assert f.live_agents(0.4) == [] and f.live_agents(TTL) == ["driver"]
+    sec, _ = client.time()
+    client.set("hb:alive:driver", f"{int(sec - TTL) - 1}.000000")  # its last beat, longer ago than a beat lasts
+    assert f.live_agents(TTL) == [] and not running()
