@@ -139,7 +139,7 @@ class FragmentIndex:
                  "snippets": self.snippets, "captures": self.captures}
         update = {"hash_keys": np.fromiter(self.hash_table.keys(), np.int64, len(self.hash_table)).tobytes(),
                   "hash_vals": np.fromiter(self.hash_table.values(), np.int64, len(self.hash_table)).tobytes()}
-        query = msgpack.packb({"format": FORMAT, "tables": encode_query_tables(self)})
+        query = msgpack.packb({"format": FORMAT, **encode_query_tables(self)})
         # query.bin last: its presence (with the format) is what makes a directory an index
         for name, data in (("postings.bin", self.postings_blob), (PAGES_FILE, msgpack.packb(pages)),
                            (UPDATE_FILE, msgpack.packb(update)), (QUERY_FILE, query)):
@@ -166,7 +166,7 @@ class FragmentIndex:
             raise ValueError(f"{d} is not a {FORMAT} index ({exc})") from None
         if not isinstance(head, dict) or head.get("format") != FORMAT:
             raise ValueError(f"{d} is not a {FORMAT} index")
-        q = decode_query_tables(head["tables"])
+        q = decode_query_tables(head)
         p = msgpack.unpackb((d / PAGES_FILE).read_bytes(), strict_map_key=False)
         u = msgpack.unpackb((d / UPDATE_FILE).read_bytes(), strict_map_key=False)
         versions = [Version(pg, e, n, f) for pg, e, n, f in q["versions"]]

@@ -23,7 +23,6 @@ not load the rest.
 
 from __future__ import annotations
 
-import msgpack
 import numpy as np
 
 from raycrawl.storage.postings import pack_block, vbyte_decode, vbyte_encode
@@ -106,8 +105,9 @@ def front_decode(buf: bytes, count: int) -> list[str]:
     return terms
 
 
-def encode_query_tables(ix) -> bytes:
-    """``query.bin`` of a :class:`~raycrawl.storage.fragment_index.FragmentIndex` (layout above)."""
+def encode_query_tables(ix) -> dict:
+    """The fields of ``query.bin`` of a :class:`~raycrawl.storage.fragment_index.FragmentIndex`
+    (layout above; the caller adds the format tag and packs them)."""
     terms = list(ix.dictionary)
     assert ix.version_df.keys() <= ix.dictionary.keys(), "every term of a version is in an indexed fragment"
     entries = np.array([ix.dictionary[t] for t in terms], dtype=np.int64).reshape(-1, 3)
@@ -129,7 +129,7 @@ def encode_query_tables(ix) -> bytes:
     assert all(v.length == sum(int(ix.frag_len[f]) for f in v.frags) for v in vs), "a version is its fragments"
     reuse_ids = np.array(sorted(ix.reuse), dtype=np.int64)
     reuse_pages = [p for fid in reuse_ids.tolist() for p in ix.reuse[fid]]
-    return msgpack.packb({
+    return {
         "policy": ix.policy, "b": ix.b, "w": ix.w, "pages": len(ix.urls), "epochs": epochs, "stats": ix.stats,
         "terms": len(terms), "dictionary": front_code(terms), "list_bytes": _vb(entries[:, 1]),
         "list_postings": _vb(entries[:, 2]),
@@ -140,12 +140,12 @@ def encode_query_tables(ix) -> bytes:
         "frags": int(frag_page.size), "page_frags": _vb(per_page), "frag_len": _vb(ix.frag_len),
         "reused": int(reuse_ids.size), "reuse_ids": _vb(np.diff(reuse_ids, prepend=0)),
         "reuse_counts": _vb([len(ix.reuse[f]) for f in reuse_ids.tolist()]), "reuse_pages": _vb(reuse_pages),
-    })
+    }
 
 
-def decode_query_tables(data: bytes) -> dict:
-    """The fields :class:`FragmentIndex` is built from (``versions`` as (page, epoch, length, frags))."""
-    t = msgpack.unpackb(data, strict_map_key=False)
+def decode_query_tables(t: dict) -> dict:
+    """The fields :class:`FragmentIndex` is built from (``versions`` as (page, epoch, length, frags)),
+    from ``query.bin``'s unpacked fields."""
     n_terms, n_versions, n_frags, n_pages = t["terms"], t["versions"], t["frags"], t["pages"]
     terms = front_decode(t["dictionary"], n_terms)
     nbytes, counts = _unvb(t["list_bytes"], n_terms), _unvb(t["list_postings"], n_terms)

@@ -349,7 +349,7 @@ class RedisFrontier:
     def stop_beating(self, name: str) -> None:
         self.r.delete(self.k.alive + name)
 
-    def live_agents(self, within: float) -> list[str]:
+    def alive(self, within: float) -> list[str]:
         """The names that beat within the last ``within`` seconds (by Redis's clock)."""
         keys = sorted(self.r.scan_iter(match=self.k.alive + "*", count=1000))
         if not keys:

@@ -135,19 +135,19 @@ def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> N
         assert st.returncode == 0, st.stderr
         return json.loads(st.stdout)["running"]
 
-    assert not running() and f.live_agents(TTL) == []
+    assert not running() and f.alive(TTL) == []
     beat = Heartbeat(redis_url, "hb:", "driver").start()
     time.sleep(2.5)  # past a beat interval: still beating
-    assert f.live_agents(TTL) == ["driver"] and running()
+    assert f.alive(TTL) == ["driver"] and running()
     f.clear()  # a fresh crawl begins: its own heartbeat stays
-    assert f.live_agents(TTL) == ["driver"]
+    assert f.alive(TTL) == ["driver"]
     f.start_crawl("c1", "{}", time.time())
     beat.stop()
-    assert f.live_agents(TTL) == [] and not running()
+    assert f.alive(TTL) == [] and not running()
     f.beat("driver")  # a crawl killed after its last beat: its key stays, its time grows old
-    assert f.live_agents(TTL) == ["driver"] and running()
+    assert f.alive(TTL) == ["driver"] and running()
     time.sleep(0.5)
-    assert f.live_agents(0.4) == [] and f.live_agents(TTL) == ["driver"]
+    assert f.alive(0.4) == [] and f.alive(TTL) == ["driver"]
     sec, _ = client.time()
     client.set("hb:alive:driver", f"{int(sec - TTL) - 1}.000000")  # its last beat, longer ago than a beat lasts
-    assert f.live_agents(TTL) == [] and not running()
+    assert f.alive(TTL) == [] and not running()

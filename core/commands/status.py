@@ -72,7 +72,7 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
                 "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
                 "operator": operator_state(client, prefix),
                 "started": float(meta.get("started", 0)),
-                "alive": f.live_agents(heartbeat.TTL)}
+                "alive": f.alive(heartbeat.TTL)}
     except redis.ConnectionError as exc:
         raise UserError(f"cannot reach Redis at {scrub(redis_url)}: {exc}") from None
     finally:
