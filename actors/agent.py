@@ -142,8 +142,9 @@ class Agent:
             report = build_report(self.f.stats(), elapsed=elapsed, run_pages=self.run_pages, stopped=stopped,
                                   frontier=self.f.counts(), extra={"required_front": self.distributor.required_front,
                                                                    "pass": self.epoch})
-            try:
-                write_report(layout(self.out).report, report)
+            try:  # (one of several agents: the driver writes the crawl's report)
+                if self.standalone:
+                    write_report(layout(self.out).report, report)
             except OSError as exc:  # a full disk: the report is in Redis's counters too
                 log.warning("report.json not written: %s", exc.strerror or exc)
         return report

@@ -1,14 +1,22 @@
 """An agent as a Ray actor, for crawls with several agents (actors/membership.py starts one per
-node): the agent's loop (actors/agent.py) runs in the actor, its crew on the same node."""
+node): the agent's loop (actors/agent.py) runs in the actor, its crew on the same node.
+
+With ``agent_dir`` (no shared ``out``) the actor also moves its shards' files through the object
+store (storage/shard_handoff.py): it brings the shards it starts with and those it takes, puts
+away those it gives, and at the end of the run puts all of them away and uploads what else its
+directory holds (the timeline, the operator log; WARC and link files went as each closed)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from raycrawl.actors import named
 from raycrawl.actors.agent import Agent
 from raycrawl.settings import Settings
-from raycrawl.storage.crawl_dir import join_run
+from raycrawl.storage.crawl_dir import join_run, layout
+from raycrawl.storage.out_store import OutStore
+from raycrawl.storage.shard_handoff import ShardHandoff, holder_name
 
 
 def actor_class():
@@ -25,8 +33,15 @@ def actor_class():
                      budget: int | None) -> None:
             self.run_lock = join_run(settings.out)  # storage/crawl_dir.py, "Workers"
             self.agent = Agent(settings, redis_url, None, name=name, shards=shards, budget=budget)
+            self.handoff = None
+            if settings.agent_dir is not None:
+                out = Path(settings.out)
+                (layout(out).crawl_id).write_text(self.agent.f.meta()["crawl_id"] + "\n")
+                self.handoff = ShardHandoff(OutStore(settings.out_store), self.agent.f, out, holder_name(name, out))
 
         def start(self) -> None:
+            if self.handoff is not None:
+                self.handoff.bring(self.agent.router.my_shards)
             self.agent.start()
 
         def run(self) -> dict[str, Any]:
@@ -38,8 +53,12 @@ def actor_class():
 
         def give(self, shards: list[int]) -> None:
             ray.get(self.agent.crew.sieve.give.remote(shards))
+            if self.handoff is not None:
+                self.handoff.put_away(shards)
 
         def take(self, shards: list[int]) -> None:
+            if self.handoff is not None:
+                self.handoff.bring(shards)
             ray.get(self.agent.crew.sieve.take.remote(shards))
 
         def resume(self, shards: dict[int, str], budget: int | None) -> None:
@@ -47,5 +66,8 @@ def actor_class():
 
         def close(self) -> None:
             self.agent.close()
+            if self.handoff is not None:
+                self.handoff.put_away(self.agent.router.my_shards)
+                self.handoff.store.sync_up(self.handoff.out)
 
     return AgentActor

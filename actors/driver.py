@@ -67,11 +67,13 @@ def stop_all(redis_url: str, prefix: str) -> None:
         Control(client, prefix).command("stop", [], "signal")
 
 
-def verify_resume(out: Path, f: RedisFrontier) -> None:
+def verify_resume(out: Path, f: RedisFrontier, agents_elsewhere: bool = False) -> None:
     """--resume continues only this directory's crawl, held whole by this Redis: its crawl id
     (an emptied Redis — a lost AOF — or another crawl's would silently start over or mix two
-    crawls) and the consistency check (storage/crawl_check.py). Run before Ray starts."""
-    if not (layout(out).sieve).exists() and not f.has_crawl():
+    crawls) and the consistency check (storage/crawl_check.py). Run before Ray starts.
+    ``agents_elsewhere`` (``agent_dir``): the sieves, virtual queues and WARC files are in the
+    agents' directories and the store, not in ``out``; only the crawl id and layout are checked."""
+    if not (layout(out).sieve).exists() and not agents_elsewhere and not f.has_crawl():
         raise UserError(f"--resume: no crawl to resume in {out} (and its Redis)")
     ours = read_crawl_id(out)
     held = f.meta().get("crawl_id")
@@ -86,7 +88,7 @@ def verify_resume(out: Path, f: RedisFrontier) -> None:
                         f"keys hosts by scheme (layout {layout_held or 1}; this version's is {LAYOUT}, one "
                         "visit state per server name): finish it with the raycrawl that started it, or "
                         "start over in a new --out")
-    damages, unconfirmed = check_against_redis(out, f)
+    damages, unconfirmed = ([], 0) if agents_elsewhere else check_against_redis(out, f)
     if damages:
         raise UserError(refusal(damages, out))
     f.confirm_resume(unconfirmed)
@@ -132,12 +134,12 @@ def _checked(settings: Settings):
     yield
 
 
-def _write_crawl_log(out: Path) -> None:
+def _write_crawl_log(out: Path, seeds: set[str] | None = None) -> None:
     """OUT/crawl.log, Heritrix's format, rewritten from the link records at the end of every run."""
     from raycrawl.storage.crawl_log import write_text
 
     try:
-        write_text(out, layout(out).crawl_log, "heritrix")
+        write_text(out, layout(out).crawl_log, "heritrix", seeds)
     except OSError as exc:  # the crawl's own files are complete; only this derived view is missing
         log.warning("crawl.log not written (%s); `raycrawl log %s > crawl.log` writes it later", exc, out)
 
@@ -176,7 +178,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         (layout(out).redis_url).write_text(scrub(url) + "\n")
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
-                verify_resume(out, RedisFrontier(client, settings.redis_prefix))
+                verify_resume(out, RedisFrontier(client, settings.redis_prefix), settings.agent_dir is not None)
                 # (after the checks: a refused resume writes nothing) A stop the operator asked of
                 # the last run is not this run's; a fresh crawl's begin() clears everything.
                 Control(client, settings.redis_prefix).clear_stop()
@@ -208,8 +210,15 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                     report = agent.run()
             if caught:
                 report = {**report, "stopped": "interrupted", "stop_signal": caught[0]}
+            seeds = None
+            if settings.agent_dir is not None:  # OUT gets a copy of what the agents shipped, but WARC files
+                from raycrawl.seeds import read_seeds
+
+                mine = (layout(out).report, layout(out).crawl_log, layout(out).timeline_png, layout(out).crawl_id)
+                store.sync_down(out, skip=("warc", *(p.name for p in mine)))
+                seeds = set(read_seeds(settings.seeds)) if settings.seeds else set()
             if settings.crawl_log:
-                _write_crawl_log(out)
+                _write_crawl_log(out, seeds)
             _write_timeline(out)
             if store is not None:  # what the store actors shipped, and the rest (storage/out_store.py)
                 files, size = store.sync_up(out)

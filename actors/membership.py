@@ -18,7 +18,9 @@ what the old owner had not merged; the shard's offset in Redis says what was alr
 then everyone resumes. So no URL is lost and none is fetched twice across the move except those in
 flight at an agent's death — the same guarantee as a crash and ``--resume``. Shards live under
 ``OUT/sieve``, so ``OUT`` must be on storage every node reaches (one machine, or a shared
-filesystem on a cluster).
+filesystem on a cluster) — or, with ``agent_dir`` and ``out_store``, each agent works in its own
+directory and a shard's files move through the object store (storage/shard_handoff.py); then an
+agent's death stops the crawl, its shards' latest state being on its node's disk.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ from raycrawl.actors.agent import AGENT0, Agent
 from raycrawl.actors.agent_actor import actor_class
 from raycrawl.actors.crew import split_budget
 from raycrawl.actors.link_router import sieve_actor_name
+from raycrawl.errors import UserError
 from raycrawl.policies.assignment import apply_shards, assign_shards
 from raycrawl.redis_server import connect
 from raycrawl.report import build_report, write_report
 from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
-from raycrawl.storage.crawl_dir import agent_workers_gone, begin, layout
+from raycrawl.storage.crawl_dir import agent_out, agent_workers_gone, begin, layout, read_crawl_id
 from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class Membership:
         self.events: list[dict[str, Any]] = []
         self.recovered = 0
         self._count = 0
+        self.crawl_id = read_crawl_id(settings.out) or ""
 
     # --- placement -----------------------------------------------------------------------------------
     @staticmethod
@@ -94,16 +98,15 @@ class Membership:
 
         actor = self.cls.options(name=f"raycrawl-{self.s.redis_prefix}{name}",
                                  scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
-            self.s, self.url, name, self.shards, budget)
+            agent_out(self.s, self.crawl_id, name), self.url, name, self.shards, budget)
         self.live[name] = Member(actor, node)
 
     def start(self) -> None:
         import ray
 
         from raycrawl import metrics
-        from raycrawl.storage.crawl_dir import read_crawl_id
 
-        metrics.bind_crawl(read_crawl_id(self.s.out))
+        metrics.bind_crawl(self.crawl_id or None)
         nodes = self.agent_nodes()
         count = len(nodes) if self.s.elastic else self.s.agents
         placed = {self._new_name(): nodes[i % len(nodes)] for i in range(count)}
@@ -112,7 +115,10 @@ class Membership:
         budgets = self._budgets(list(placed))
         for name, node in placed.items():
             self._spawn(name, node, budgets[name])
-        ray.get([m.actor.start.remote() for m in self.live.values()])
+        try:
+            ray.get([m.actor.start.remote() for m in self.live.values()])
+        except ray.exceptions.RayTaskError as exc:
+            raise _said(exc) from None
         for m in self.live.values():
             m.run = m.actor.run.remote()
         self._export()
@@ -170,6 +176,9 @@ class Membership:
         shard and may fetch nothing until its share is moved to it."""
         import ray
 
+        if dead and self.s.agent_dir is not None:
+            raise UserError(f"agent {', '.join(dead)} died; without a shared out its shards' sieves and virtual "
+                            f"queues are on its node's disk ({self.s.agent_dir}): bring that node back and --resume")
         survivors = [n for n in self.live if n not in dead and n not in self.results]
         new = {self._new_name(): node for node in joined}
         for name, node in new.items():
@@ -221,6 +230,8 @@ class Membership:
             try:
                 out[n] = ray.get(ref)
             except ray.exceptions.RayError as exc:  # died, or its node vanished before it started
+                if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(exc.cause, UserError):
+                    raise _said(exc) from None  # (a shard it cannot have, a store that refuses)
                 log.warning("agent %s lost during a membership change (%s): %s", n, method, str(exc).splitlines()[0])
         return out
 
@@ -240,24 +251,41 @@ class Membership:
             except ValueError:
                 break  # no such actor any more: its shard files are closed
             time.sleep(0.2)
-        if not agent_workers_gone(self.s.out, name):
+        own = agent_out(self.s, self.crawl_id, name).out
+        if not agent_workers_gone(own, name):
             log.warning("agent %s: a fetcher of it may still hold %s; its hosts are taken over anyway",
-                        name, layout(Path(self.s.out)).workers)
+                        name, layout(Path(own)).workers)
         p = self.s.host_delay, self.s.ip_delay
         n = RedisFrontier(self.f.r, self.s.redis_prefix, view=name).recover_view(time.time(), *p)
         self.f.commit([], {"recovered": n})
         self.recovered += n
         log.warning("agent %s: %d in-flight URLs put back", name, n)
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
+        """End every agent; what those that could not finish their part said (with ``agent_dir``:
+        a store that refused their shards or files, which stay in their directories)."""
         import ray
 
-        try:
-            ray.get([m.actor.close.remote() for m in self.live.values()], timeout=120)
-        except ray.exceptions.RayError:
-            log.exception("closing agents")
+        refs = {name: m.actor.close.remote() for name, m in self.live.items()}
+        said = []
+        for name, ref in refs.items():
+            try:
+                ray.get(ref, timeout=120)
+            except ray.exceptions.RayError as exc:
+                if isinstance(_said(exc), UserError):
+                    said.append(f"agent {name}: {_said(exc)}")
+                    log.warning("%s", said[-1])
+                else:
+                    log.exception("closing agent %s", name)
         for m in self.live.values():
             ray.kill(m.actor)
+        return said
+
+
+def _said(exc: Exception) -> Exception:
+    """A user error an agent raised (a RayTaskError around it), as the one line it says."""
+    cause = getattr(exc, "cause", None)
+    return UserError(str(cause)) if isinstance(cause, UserError) else exc
 
 
 def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
@@ -272,7 +300,7 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
         m.start()
         m.watch()
     finally:
-        m.close()
+        unfinished = m.close()
     elapsed = time.time() - started
     per_agent = [m.results[n] for n in sorted(m.results, key=lambda n: int(n[5:]))]
     ended = [r["stopped"] for r in per_agent if r["stopped"] != "died"]
@@ -282,4 +310,6 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
                           stopped=stopped, frontier=m.f.counts(),
                           extra={"agents": per_agent, "membership": m.events})
     write_report(layout(Path(settings.out)).report, report)
+    if unfinished:  # the crawl is not whole anywhere a reader looks: say so, --resume finishes it
+        raise UserError(f"{unfinished[0]}; --resume once it answers finishes the upload")
     return report

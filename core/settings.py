@@ -71,6 +71,12 @@ class Settings:
         "link-record file once closed, the rest at the end of every run; ``out`` stays the working "
         "directory and keeps everything. Credentials and endpoint from the environment "
         "(``AWS_ACCESS_KEY_ID``…, ``AWS_ENDPOINT_URL``): docs/crawling.md, \"Object storage\".")
+    agent_dir: str | None = knob(None, IO,
+        "Several agents without a shared ``out`` (needs ``out_store``): each agent works in "
+        "``AGENT_DIR/<crawl id>/<agent>`` on its own node's disk, ships its files to the store, and "
+        "host shards (sieve, virtual queues) move between agents through the store; the driver's "
+        "``out`` keeps Redis, the report and a copy of everything but the WARC files: "
+        "docs/crawling.md, \"Several agents without a shared OUT\".")
     warc_prefix: str = knob("", IO,
         "Prefix of the WARC file names (``PREFIX-agent0-TIMESTAMP-SERIAL-PID~HOST.warc.gz``; empty = none).")
 
@@ -251,6 +257,13 @@ class Settings:
             from raycrawl.argtypes import check_store_url
 
             check_store_url(self.out_store, "out_store")
+        if self.agent_dir is not None:
+            if self.out_store is None:
+                raise UserError("agent_dir needs out_store: the object store is where agents without a shared "
+                                "out meet (their files, and the shards that move between them)")
+            if self.revisit or self.dedup_index:
+                raise UserError("agent_dir cannot be combined with revisit or dedup_index yet: their files "
+                                "are read from out by every agent")
         if self.resolve and self.dns_server:
             raise UserError("--resolve and --dns-server are mutually exclusive")
         if self.resolve and not Path(self.resolve).is_file():

@@ -202,6 +202,17 @@ def wait_for_workers(out: str | Path, timeout: float = WORKERS_WAIT) -> None:
         os.close(fd)
 
 
+def agent_out(settings: Settings, crawl_id: str, agent: str) -> Settings:
+    """The settings an agent of a crawl without a shared ``out`` runs with: ``out`` is its own
+    directory ``agent_dir/<crawl id>/<agent>`` on its node (storage/shard_handoff.py); unchanged
+    without ``agent_dir``."""
+    import dataclasses
+
+    if settings.agent_dir is None:
+        return settings
+    return dataclasses.replace(settings, out=str(Path(settings.agent_dir).resolve() / crawl_id / agent))
+
+
 def read_crawl_id(out: str | Path) -> str | None:
     """The id written by the crawl that made ``out`` (None for a directory without one)."""
     path = Path(out) / ID_NAME

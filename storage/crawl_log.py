@@ -301,14 +301,16 @@ def _run_pairs(run: _Table, chunk: int = 8192) -> Iterator[tuple[float, int]]:
         yield from zip(rows["t"].tolist(), rows["i"].tolist(), strict=True)
 
 
-def rows(crawl_dir: str | Path, budget: int = RECORD_BUDGET) -> Iterator[dict[str, Any]]:
-    """One dict per link record (columns ``COLUMNS``), in fetch time order.
+def rows(crawl_dir: str | Path, budget: int = RECORD_BUDGET, seeds: set[str] | None = None
+         ) -> Iterator[dict[str, Any]]:
+    """One dict per link record (columns ``COLUMNS``), in fetch time order. ``seeds``: the crawl's
+    seed URLs when the caller knows them (None: read from its first WARC file, :func:`crawl_seeds`).
 
     Memory is bounded by ``budget`` (:class:`_Derivation`); ``$TMPDIR`` holds at most 48 bytes per
     link and the records without their links while it works."""
     out = layout(crawl_dir).out
     with tempfile.TemporaryDirectory(prefix="raycrawl-log-") as work:
-        derivation = _Derivation(_files(out), crawl_seeds(out), Path(work), budget)
+        derivation = _Derivation(_files(out), crawl_seeds(out) if seeds is None else seeds, Path(work), budget)
         try:
             yield from derivation.rows()
         finally:
@@ -361,23 +363,23 @@ def tsv_line(row: dict[str, Any]) -> str:
     return "\t".join(cell(row[c]) for c in COLUMNS)
 
 
-def write_lines(crawl_dir: str | Path, f: TextIO, fmt: str) -> int:
+def write_lines(crawl_dir: str | Path, f: TextIO, fmt: str, seeds: set[str] | None = None) -> int:
     """Write the log to ``f`` as ``heritrix`` lines or a ``tsv`` table with a header; returns rows written."""
     if fmt == "tsv":
         f.write("\t".join(COLUMNS) + "\n")
     line = heritrix_line if fmt == "heritrix" else tsv_line
     n = 0
-    for row in rows(crawl_dir):
+    for row in rows(crawl_dir, seeds=seeds):
         f.write(line(row) + "\n")
         n += 1
     return n
 
 
-def write_text(crawl_dir: str | Path, out: Path, fmt: str) -> int:
+def write_text(crawl_dir: str | Path, out: Path, fmt: str, seeds: set[str] | None = None) -> int:
     """:func:`write_lines` into the file ``out``, replaced atomically."""
     tmp = out.with_name(out.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        n = write_lines(crawl_dir, f, fmt)
+        n = write_lines(crawl_dir, f, fmt, seeds)
     tmp.replace(out)
     return n
 

@@ -90,12 +90,13 @@ class OutStore:
         except (obstore.exceptions.BaseError, OSError) as exc:
             raise StoreError(f"the object store {self.url} refused to {what}: {_first_line(exc)}") from None
 
-    def listing(self) -> dict[str, int]:
-        """key -> size of every object under the prefix."""
+    def listing(self, under: str | None = None) -> dict[str, int]:
+        """key -> size of every object under the prefix (and under ``under``, e.g. ``"sieve/"``)."""
         import obstore
 
         def walk() -> dict[str, int]:
-            return {m["path"]: m["size"] for batch in obstore.list(self.store) for m in batch}
+            return {m["path"]: m["size"] for batch in obstore.list(self.store, prefix=under, chunk_size=1000)
+                    for m in batch}
 
         return self._call("list its objects", walk)
 
@@ -103,6 +104,12 @@ class OutStore:
         import obstore
 
         self._call(f"store {key}", obstore.put, self.store, key, path)
+
+    def delete(self, keys: list[str]) -> None:
+        import obstore
+
+        if keys:
+            self._call(f"delete {keys[0]}…", obstore.delete, self.store, keys)
 
     def get(self, key: str, path: Path) -> None:
         """Download ``key`` to ``path`` (written whole to a temporary name, then renamed)."""
@@ -143,13 +150,18 @@ class OutStore:
                 time.sleep(pause)
         return done, size
 
-    def sync_down(self, local: Path) -> int:
-        """Make ``local`` hold every object of the store at its size; files downloaded."""
+    def sync_down(self, local: Path, skip: tuple[str, ...] = ()) -> int:
+        """Make ``local`` hold every object of the store at its size but a running crawl's own
+        state (:data:`LOCAL_ONLY`: the sieve shards and virtual queues that move between agents
+        through the store, storage/shard_handoff.py) and the parts named in ``skip``; files
+        downloaded."""
         n = 0
         for key, size in self.listing().items():
             path = local / key
             if ".." in Path(key).parts:
                 raise StoreError(f"the object store {self.url} holds an unsafe key: {key!r}")
+            if key.split("/", 1)[0] in LOCAL_ONLY + skip:
+                continue
             if not (path.is_file() and path.stat().st_size == size):
                 self.get(key, path)
                 n += 1

@@ -18,6 +18,8 @@ key                  type    content
 ``P soff:<queue>``   string  byte offset of a sieve output queue already distributed (queue =
                              level × 64 + shard: policies/front_queues.py; level 0 = the shard)
 ``P shards``         hash    shard → agent that owns it (actors/membership.py; absent: agent0)
+``P shome``          hash    shard → where its sieve and virtual queues are, with ``agent_dir``:
+                             ``store`` or the holder ``agent@host:dir`` (storage/shard_handoff.py)
 ``P commit:<token>`` string  a commit already applied (10 minutes: retried commits apply once)
 ``V ent:<ip>``       zset    workbench entry of an IP in one view: the agent's idle hosts on that IP
                              with URLs, scored by hnext

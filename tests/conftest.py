@@ -45,6 +45,9 @@ def ray_cluster():
     its process group, its dashboard) are marked ``own_ray``."""
     from ray.cluster_utils import Cluster
 
+    # An S3 client without credentials asks the instance-metadata service (169.254.169.254) for a
+    # role: here every process the tests start asks loopback instead (no traffic off 127.0.0.0/8).
+    os.environ.setdefault("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
     # no_monitor: the autoscaler's monitor has nothing to scale here and costs ~1.3 CPU-s a head
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False, "no_monitor": True})
     os.environ["RAY_ADDRESS"] = cluster.address

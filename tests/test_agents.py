@@ -123,11 +123,12 @@ def change_later(out, what, after):
 
 def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (),
                      after: int = 60, change: str = "", agent_nodes: bool = False,
-                     redis_port: int = 0) -> subprocess.CompletedProcess:
+                     redis_port: int = 0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``raycrawl crawl ARGS`` in a driver joined to a fresh ``nodes``-node Cluster (1 CPU each);
     ``kill``: actors to kill mid-crawl; ``change``: a cluster change mid-crawl (see CHANGES);
     ``agent_nodes``: the head has no ``agent`` resource and ``nodes`` workers have it (as in
-    ray_cluster.yaml); ``redis_port``: the driver runs the crawl's Redis (``--redis-url``) there."""
+    ray_cluster.yaml); ``redis_port``: the driver runs the crawl's Redis (``--redis-url``) there;
+    ``env``: the driver's environment (its nodes' processes inherit it)."""
     out = args[args.index("--out") + 1]
     script = textwrap.dedent(
         f"""
@@ -167,7 +168,7 @@ def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (
         sys.exit(rc)
         """
     )
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=str(REPO))
+    env = dict(env or os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=str(REPO))
     return run_or_dump([sys.executable, "-c", script], env, cwd)
 
 
@@ -425,20 +426,70 @@ def writers(out: Path) -> Counter:
 
 
 @pytest.mark.slow
-def test_node_joins_mid_crawl(web_and_baseline) -> None:
+def test_node_joins_mid_crawl_without_a_shared_out(web_and_baseline) -> None:
     """--elastic on one agent node; a second agent node joins mid-crawl: its new agent takes a share
     of the shards (hosts, queued URLs, seen-sets) and fetches; nothing is lost and — no agent
-    died — nothing is fetched twice."""
+    died — nothing is fetched twice. No shared OUT: with --out-store and --agent-dir every agent
+    works in a directory of its own, so the newcomer's share of the seen-sets, output queues and
+    virtual queues could only reach it through the object store (moto's S3 server on loopback);
+    a graph built from the store equals the one built from the driver's copy."""
+    from s3_server import BUCKET, MotoS3, environ
+
     web, one, config, tmp = web_and_baseline
-    out = tmp / "join"
-    proc, requests, manifest = crawl_slice(web, [*crawl_args(web, out, config), "--elastic"], 1, tmp,
-                                           change="join", agent_nodes=True, after=30)
-    assert "CHANGED join" in proc.stdout, proc.stderr[-3000:]
-    rep = check_against_baseline(one, out, requests, manifest, may_refetch=set())
-    (event,) = rep["membership"]
-    assert event["joined"] == ["agent1"] and event["left"] == [] and event["hosts_moved"] > 0, event
-    assert writers(out)["agent1"] > 0, writers(out)
-    assert rep["virtualized"] > 0  # URLs waited on disk (and moved with their hosts)
+    out, agents = tmp / "join", tmp / "join-agents"
+    with MotoS3() as s3:
+        env = {**environ(s3), "RAYCRAWL_STORE_CACHE": str(tmp / "join-cache")}
+        store = f"s3://{BUCKET}/join"
+        proc, requests, manifest = crawl_slice(
+            web, [*crawl_args(web, out, config), "--elastic", "--out-store", store, "--agent-dir", str(agents)], 1,
+            tmp, change="join", agent_nodes=True, after=30, env=env)
+        assert "CHANGED join" in proc.stdout, proc.stderr[-3000:]
+        rep = check_against_baseline(one, out, requests, manifest, may_refetch=set())
+        (event,) = rep["membership"]
+        assert event["joined"] == ["agent1"] and event["left"] == [] and event["hosts_moved"] > 0, event
+        assert writers(out)["agent1"] > 0, writers(out)
+        assert rep["virtualized"] > 0  # URLs waited on disk (and moved with their hosts)
+        # Each agent kept its own files; the shards went back to the store at the end.
+        (crawl,) = agents.iterdir()
+        assert sorted(p.name for p in crawl.iterdir()) == ["agent0", "agent1"]
+        for agent in ("agent0", "agent1"):
+            own = crawl / agent
+            assert not (own / "sieve").exists() or not any((own / "sieve").iterdir())
+            names = [p.name for p in (own / "warc").iterdir()]
+            assert names and all(f"-{agent}-" in n or n.startswith(agent) for n in names), names
+        assert not (out / "sieve").exists() and not (out / "warc").exists() and not list(out.rglob("*.q"))
+        stored = s3.objects("join")
+        assert {k.split("/")[1] for k in stored if k.startswith("sieve/")} == {f"{i:02d}" for i in range(64)}
+        assert {k for k in stored if k.startswith("warc/")} == {
+            f"warc/{p.name}" for a in ("agent0", "agent1") for p in (crawl / a / "warc").iterdir()}
+        # The WARC files in the store (the driver has none) hold every page websim served (a response,
+        # or a revisit of an identical payload).
+        from fastwarc.warc import WarcRecordType
+
+        from raycrawl.storage.warc import iter_records
+        from raycrawl.urls import canonicalize
+
+        warcs = tmp / "join-warcs"
+        warcs.mkdir()
+        for key, data in stored.items():
+            if key.startswith("warc/"):
+                (warcs / key[len("warc/"):]).write_bytes(data)
+        served = {canonicalize(f"{web.scheme_of(q.host)}://{q.host}{q.target}") for q in requests
+                  if q.target != "/robots.txt" and q.status == 200}
+        in_store = {rec.headers["WARC-Target-URI"]
+                    for _, _, rec in iter_records(warcs, WarcRecordType.response | WarcRecordType.revisit)}
+        assert served and served <= in_store, sorted(served - in_store)[:5]
+        r = subprocess.run([sys.executable, "-m", "raycrawl", "graph", "build", store], capture_output=True,
+                           text=True, env=env, cwd=tmp, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        r = subprocess.run([sys.executable, "-m", "raycrawl", "graph", "build", str(out)], capture_output=True,
+                           text=True, env=env, cwd=tmp, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        graph = {k[len("graph/"):]: v for k, v in s3.objects("join").items()
+                 if k.startswith("graph/") and not k.endswith((".png", "graph.json"))}
+        local = {p.name: p.read_bytes() for p in (out / "graph").iterdir()
+                 if p.is_file() and not p.name.endswith((".png", "graph.json"))}
+        assert len(local) > 5 and graph == local
 
 
 @pytest.mark.slow

@@ -89,6 +89,7 @@ def _graph(files: dict[str, bytes]) -> dict[str, object]:
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray  # its actors must have the store's credentials: a joined cluster's workers do not
 def test_crawl_ships_its_outputs_and_readers_use_the_store(s3, tmp_path) -> None:
     """A crawl with --out-store: every file a reader needs is in the store byte for byte (the WARC
     files rotated at 20 kB: several, each shipped once closed); `graph build s3://…` builds from the
@@ -113,6 +114,7 @@ def test_crawl_ships_its_outputs_and_readers_use_the_store(s3, tmp_path) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.own_ray  # its actors must have the store's credentials: a joined cluster's workers do not
 def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(tmp_path) -> None:
     """The S3 server is killed mid-crawl: the crawl goes on to the end on local disk, then stops
     with one line; with the server back (moto's memory is gone: an empty bucket), --resume uploads
@@ -145,3 +147,53 @@ def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(tmp_path) 
                   if q.target != "/robots.txt" and q.status == 200}
     stored = {rec.headers["WARC-Target-URI"] for _, _, rec in iter_records(out / "warc")}
     assert served and served <= stored, sorted(served - stored)[:5]
+
+
+@pytest.mark.slow
+@pytest.mark.own_ray  # its actors must have the store's credentials: a joined cluster's workers do not
+def test_agents_without_a_shared_out_outlast_the_store_going_away(tmp_path) -> None:
+    """Two agents, each in a directory of its own (--agent-dir): the S3 server is killed mid-crawl;
+    the agents crawl to the end on their disks, then the crawl stops with one line (their shards
+    and files could not be put away). With the server back (empty), --resume puts everything in
+    the store: every page websim served is in the stored WARC files, and the shards' state."""
+    from fastwarc.warc import WarcRecordType
+
+    from raycrawl.storage.warc import iter_records
+    from raycrawl.urls import canonicalize
+    from raycrawl.websim import Websim
+
+    out, agents = tmp_path / "crawl", tmp_path / "agents"
+    store = f"s3://{BUCKET}/c3"
+    with MotoS3() as s3, Websim(hosts=8, ips=2, seed=5, clean=True, pages_per_host_mean=6,
+                                out_dir=tmp_path / "web") as web:
+        env = {**environ(s3), "RAYCRAWL_STORE_CACHE": str(tmp_path / "cache")}
+        args = _crawl_args(web, out, "--agents", "2", "--out-store", store, "--agent-dir", str(agents))
+        proc = subprocess.Popen([sys.executable, "-m", "raycrawl", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**env, "RAY_AUTH_MODE": "disabled"})
+        deadline = time.time() + 120
+        while len(web.requests()) < 10 and time.time() < deadline:
+            time.sleep(0.1)
+        s3.stop()
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, err[-3000:]
+        assert "Traceback" not in err
+        (line,) = [ln for ln in err.splitlines() if ln.startswith("raycrawl crawl: error:")]
+        assert "object store" in line and "--resume" in line, line
+        s3.start()
+        r = _cli(*_crawl_args(web, out, "--resume", "--agents", "2", "--out-store", store, "--agent-dir", str(agents)),
+                 env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        served = {canonicalize(f"{web.scheme_of(q.host)}://{q.host}{q.target}") for q in web.requests()
+                  if q.target != "/robots.txt" and q.status == 200}
+        stored = s3.objects("c3")
+    warcs = tmp_path / "stored-warc"
+    warcs.mkdir()
+    for key, data in stored.items():
+        if key.startswith("warc/"):
+            (warcs / key[len("warc/"):]).write_bytes(data)
+    in_store = {rec.headers["WARC-Target-URI"]
+                for _, _, rec in iter_records(warcs, WarcRecordType.response | WarcRecordType.revisit)}
+    assert served and served <= in_store, sorted(served - in_store)[:5]
+    assert {k.split("/")[1] for k in stored if k.startswith("sieve/")} == {f"{i:02d}" for i in range(64)}
+    assert {"crawl.log", "report.json"} <= set(stored)
+    assert json.loads(stored["report.json"])["stopped"] == "frontier empty"

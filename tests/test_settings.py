@@ -76,7 +76,8 @@ def _other_value(f: dataclasses.Field):
     special = {"resolve": None, "dns_server": ("127.0.0.1:5353", "127.0.0.1:5353"),
                "allow_networks": ("127.0.0.0/8", "127.0.0.0/8"), "focus": None, "spam_gate": None, "dedup_index": None, "requisite_hops": (1, "1"),
                "robots_ttl": (60.0, "60"), "seeds": ("s.txt", "s.txt"), "redis_url": ("redis://127.0.0.1:1/0",) * 2,
-               "address": ("127.0.0.1:6379", "127.0.0.1:6379"), "out_store": ("s3://crawls/run", "s3://crawls/run")}
+               "address": ("127.0.0.1:6379", "127.0.0.1:6379"), "out_store": ("s3://crawls/run", "s3://crawls/run"),
+               "agent_dir": None}
     if f.name in special:
         return special[f.name]
     if kind.startswith("bool"):
@@ -110,7 +111,12 @@ def test_dash_s_reaches_every_setting_and_settings_says_where_values_came_from(t
         got = json.loads(capsys.readouterr().out)[f.name]
         assert got == {"value": value, "source": f"-s {f.name}={spelled}"}, f.name
         checked += 1
-    assert checked >= len(setting_fields()) - 4  # (the four that name files that must exist)
+    assert checked >= len(setting_fields()) - 5  # (the four that name files that must exist, and agent_dir)
+    # agent_dir only with out_store (the store is where agents without a shared out meet)
+    assert main(["settings", "--json", "-s", "agent_dir=zz", "-s", "out_store=s3://crawls/run"]) == 0
+    assert json.loads(capsys.readouterr().out)["agent_dir"]["value"] == "zz"
+    assert main(["settings", "-s", "agent_dir=zz"]) == 2
+    assert "agent_dir needs out_store" in capsys.readouterr().err
     assert main(["settings", "--json", "--config", str(config), "-s", "host_delay=2", "--host-delay", "3",
                  "-s", "max_pages=5"]) == 0
     got = json.loads(capsys.readouterr().out)

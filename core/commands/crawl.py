@@ -106,7 +106,8 @@ def settings_from_args(args: argparse.Namespace):
         FocusPolicy.load(s.focus)  # a missing or foreign model is a one-line error now, not in an actor
     if s.address and s.address != "auto":
         _check_ray_address(s.address)
-    if s.resume and not (layout(Path(s.out)).sieve).is_dir():
+    # (with agent_dir the sieve is in the agents' directories and the store; OUT has the crawl id)
+    if s.resume and not (layout(Path(s.out)).sieve.is_dir() or (s.agent_dir and layout(Path(s.out)).crawl_id.is_file())):
         raise UserError(f"--resume: no crawl to resume in {s.out}")
     if Path(s.out).exists() and not Path(s.out).is_dir():
         raise UserError(f"--out {s.out} is not a directory")

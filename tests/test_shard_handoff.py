@@ -1,0 +1,115 @@
+"""Host shards moving between agents' own directories through the object store
+(storage/shard_handoff.py), against moto's S3 server on loopback and the session's real Redis;
+what the store holds is read back with boto3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from s3_server import BUCKET, MotoS3, set_env
+
+from raycrawl.errors import UserError
+from raycrawl.policies.assignment import shard_of
+from raycrawl.redis_server import connect
+from raycrawl.storage.crawl_dir import virtual_queue
+from raycrawl.storage.out_store import OutStore
+from raycrawl.storage.redis_frontier import RedisFrontier
+from raycrawl.storage.shard_handoff import ShardHandoff
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    with MotoS3() as server:
+        set_env(monkeypatch, server)
+        yield server
+
+
+def _host_of_shard(shard: int) -> str:
+    return next(h for i in range(10_000) if shard_of(h := f"h{i}.test") == shard)
+
+
+def _agent(store: OutStore, client, root: Path, name: str) -> ShardHandoff:
+    return ShardHandoff(store, RedisFrontier(client, "rc:", register=False), root / name, f"{name}@here:{root / name}")
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path) -> None:
+    client = connect(redis_url)
+    store = OutStore(f"s3://{BUCKET}/crawl")
+    a, b = (_agent(store, client, tmp_path, n) for n in ("agent0", "agent1"))
+    host = _host_of_shard(5)
+    # agent0 starts shard 5 (no state yet anywhere) and 6, and writes to them
+    assert a.bring([5, 6]) == 0
+    sieve5 = a.out / "sieve" / "05"
+    (sieve5 / "queue-0").write_bytes(b"http://x/1\n" * 100)
+    (sieve5 / "fps").mkdir()
+    (sieve5 / "fps" / "run-1").write_bytes(bytes(range(256)))
+    vq = virtual_queue(a.out / "virtualizer", host)
+    vq.parent.mkdir(parents=True)
+    vq.write_bytes(b"/a\n/b\n")
+    client.hset("rc:vend", host, 6)
+    before = _files(sieve5)
+    # a leftover of an older state in the store is removed by the next put-away
+    s3.client().put_object(Bucket=BUCKET, Key="crawl/sieve/05/old-file", Body=b"old")
+    assert a.put_away([5]) == 3
+    assert not sieve5.exists() and not vq.exists() and (a.out / "sieve" / "06").is_dir()
+    stored = s3.objects("crawl")
+    assert {k: v for k, v in stored.items() if k.startswith("sieve/05/")} == {
+        f"sieve/05/{k}": v for k, v in before.items()}
+    assert stored[f"virtualizer/05/{vq.name}"] == b"/a\n/b\n"
+    # agent1 takes it: exactly what agent0 had, its own stale copy of the shard replaced
+    (b.out / "sieve" / "05").mkdir(parents=True)
+    (b.out / "sieve" / "05" / "queue-0").write_bytes(b"stale")
+    assert b.bring([5]) == 3
+    assert _files(b.out / "sieve" / "05") == before
+    assert virtual_queue(b.out / "virtualizer", host).read_bytes() == b"/a\n/b\n"
+    # agent0 may not take back a shard agent1 holds (its state is on agent1's disk), nor may anyone
+    # take shard 6 while agent0 holds it: one line, nothing touched
+    with pytest.raises(UserError, match=r"shards \[5\].*agent1@here") as e:
+        a.bring([5])
+    assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match=r"shards \[6\]"):
+        b.bring([6])
+    assert (a.out / "sieve" / "06").is_dir()
+    # the holder itself, restarted on the same directory (a --resume), keeps its newer local copy
+    (b.out / "sieve" / "05" / "queue-0").write_bytes(b"newer")
+    assert b.bring([5]) == 0
+    assert (b.out / "sieve" / "05" / "queue-0").read_bytes() == b"newer"
+    # ... and refuses when that directory is gone
+    import shutil
+
+    shutil.rmtree(b.out / "sieve" / "05")
+    with pytest.raises(UserError, match=r"shards \[5\]"):
+        b.bring([5])
+    client.close()
+
+
+def test_a_store_that_refuses_keeps_the_shard(s3, redis_url, tmp_path) -> None:
+    from raycrawl.storage.out_store import StoreError
+
+    client = connect(redis_url)
+    a = _agent(OutStore(f"s3://{BUCKET}/crawl"), client, tmp_path, "agent0")
+    a.bring([1])
+    (a.out / "sieve" / "01" / "queue-0").write_bytes(b"x")
+    s3.stop()
+    with pytest.raises(StoreError):
+        a.put_away([1])
+    assert (a.out / "sieve" / "01" / "queue-0").read_bytes() == b"x"
+    assert client.hget("rc:shome", "1").decode() == a.holder  # still where it is
+    # the store back, but empty (moto keeps objects in memory): the shard put away before is
+    # missing from it, which taking it says instead of starting the shard over empty
+    (a.out / "sieve" / "02").mkdir(parents=True)
+    (a.out / "sieve" / "02" / "queue-0").write_bytes(b"y")
+    client.hset("rc:shome", "2", a.holder)
+    s3.start()
+    assert a.put_away([2]) == 1
+    s3.stop()
+    s3.start()
+    b = _agent(OutStore(f"s3://{BUCKET}/crawl"), client, tmp_path, "agent1")
+    with pytest.raises(UserError, match=r"shard 2: the object store .* holds 0 of its 1 files"):
+        b.bring([2])
+    client.close()
