@@ -85,7 +85,7 @@ def test_the_installed_wheel_runs_the_demo_in_a_checkout(wheel: Path, tmp_path: 
     out = tmp_path / "demo"
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "RAY_AUTH_MODE": "disabled"}
     demo = subprocess.run([str(venv / "bin" / "raycrawl"), "demo", "--out", str(out), "--hosts", "20", "--ips", "4",
-                           "--skip", ",".join(STAGES)], cwd=ROOT, capture_output=True, text=True, env=env,
+                           "--max-pages", "60", "--skip", ",".join(STAGES)], cwd=ROOT, capture_output=True, text=True, env=env,
                           timeout=400)
     assert demo.returncode == 0, (demo.stdout[-3000:], demo.stderr[-3000:])
     assert "verdict             OK" in demo.stdout, demo.stdout[-3000:]

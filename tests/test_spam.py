@@ -380,7 +380,9 @@ def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
         proc = subprocess.run(
             [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
              "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
-             "--host-delay", "0.05", "--ip-delay", "0.01", "--max-urls-per-host", "40", "--read-timeout", "3", "--max-retries", "1", "--retry-backoff", "0.5"],
+             # 0.2 s between a host's requests: URLs of a spam host are still queued when its sample
+             # blocks it even on a loaded machine (at 0.05 s a slow commit saw the host fetched whole)
+             "--host-delay", "0.2", "--ip-delay", "0.01", "--max-urls-per-host", "40", "--read-timeout", "3", "--max-retries", "1", "--retry-backoff", "0.5"],
             capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         manifest = web.manifest
