@@ -12,11 +12,11 @@ keys into its own directory and marks the shard as its own.
 
 Where each shard's latest state is lives in Redis, hash ``P shome`` (shard → ``store FILES BYTES``,
 what the put-away confirmed, or the holder ``agent@host:dir``; absent: a shard with no state yet).
-A store that no longer holds those files (an emptied bucket) is an error, never an empty shard. A shard held by someone else (an
-agent that died with it, its node's disk out of reach) is never taken from an older copy: that
-would forget URLs seen since and read its queues from offsets they do not reach. Taking it is a
-one-line error instead; the holder's directory brought back (``--resume`` on the same machines)
-has it.
+A store that no longer holds those files (an emptied bucket) is an error, never an empty shard. A
+shard held by someone else (an agent that died with it, its node's disk out of reach) is never
+taken from an older copy: that would forget URLs seen since and read its queues from offsets they
+do not reach. Taking it is a one-line error instead; the holder's directory brought back
+(``--resume`` on the same machines) has it.
 """
 
 from __future__ import annotations
