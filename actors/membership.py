@@ -272,8 +272,8 @@ class Membership:
             try:
                 ray.get(ref, timeout=120)
             except ray.exceptions.RayError as exc:
-                if isinstance(_said(exc), UserError):
-                    said.append(f"agent {name}: {_said(exc)}")
+                if isinstance(error := _said(exc), UserError):
+                    said.append(f"agent {name}: {error}")
                     log.warning("%s", said[-1])
                 else:
                     log.exception("closing agent %s", name)

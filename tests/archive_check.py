@@ -16,6 +16,27 @@ from warcio.archiveiterator import ArchiveIterator
 from raycrawl.urls import canonicalize
 
 
+def served_pages(web, requests) -> set[str]:
+    """The URLs of the pages websim answered 200 in ``requests`` (its log), robots.txt aside."""
+    return {canonicalize(f"{web.scheme_of(q.host)}://{q.host}{q.target}") for q in requests
+            if q.target != "/robots.txt" and q.status == 200}
+
+
+def stored_pages(objects: dict[str, bytes], work: Path) -> set[str]:
+    """The target URIs of the response and revisit records in the WARC files of a stored crawl
+    (``objects``: key -> bytes, as :meth:`s3_server.MotoS3.objects` reads them), copied to ``work``."""
+    from fastwarc.warc import WarcRecordType
+
+    from raycrawl.storage.warc import iter_records
+
+    work.mkdir()
+    for key, data in objects.items():
+        if key.startswith("warc/"):
+            (work / key[len("warc/"):]).write_bytes(data)
+    return {rec.headers["WARC-Target-URI"]
+            for _, _, rec in iter_records(work, WarcRecordType.response | WarcRecordType.revisit)}
+
+
 def read_archive(warc_dir: Path) -> tuple[dict[str, list[dict]], list[dict]]:
     """(responses by target URI, revisits) of every WARC file; warcio checks every digest."""
     responses: dict[str, list[dict]] = defaultdict(list)

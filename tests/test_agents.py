@@ -470,20 +470,9 @@ def test_node_joins_mid_crawl_without_a_shared_out(web_and_baseline) -> None:
             f"warc/{p.name}" for a in ("agent0", "agent1") for p in (crawl / a / "warc").iterdir()}
         # The WARC files in the store (the driver has none) hold every page websim served (a response,
         # or a revisit of an identical payload).
-        from fastwarc.warc import WarcRecordType
+        from archive_check import served_pages, stored_pages
 
-        from raycrawl.storage.warc import iter_records
-        from raycrawl.urls import canonicalize
-
-        warcs = tmp / "join-warcs"
-        warcs.mkdir()
-        for key, data in stored.items():
-            if key.startswith("warc/"):
-                (warcs / key[len("warc/"):]).write_bytes(data)
-        served = {canonicalize(f"{web.scheme_of(q.host)}://{q.host}{q.target}") for q in requests
-                  if q.target != "/robots.txt" and q.status == 200}
-        in_store = {rec.headers["WARC-Target-URI"]
-                    for _, _, rec in iter_records(warcs, WarcRecordType.response | WarcRecordType.revisit)}
+        served, in_store = served_pages(web, requests), stored_pages(stored, tmp / "join-warcs")
         assert served and served <= in_store, sorted(served - in_store)[:5]
         r = subprocess.run([sys.executable, "-m", "raycrawl", "graph", "build", store], capture_output=True,
                            text=True, env=env, cwd=tmp, timeout=300)

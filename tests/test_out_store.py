@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from archive_check import served_pages, stored_pages
 from s3_server import BUCKET, MotoS3, environ, set_env
 
 from raycrawl.errors import UserError
@@ -81,6 +82,24 @@ def _crawl_args(web, out: Path, *extra: str) -> list[str]:
             "--ip-delay", "0.0", "-s", "warc_max_bytes=20000", *extra]
 
 
+def _crawl_while_the_store_goes_away(web, s3: MotoS3, args: list[str], env: dict) -> None:
+    """``raycrawl crawl ARGS``, the S3 server killed once websim has answered 10 requests: the crawl
+    must stop with one line (exit 2, no traceback) naming the store and --resume. The server is then
+    started again, empty (moto keeps objects in memory)."""
+    proc = subprocess.Popen([sys.executable, "-m", "raycrawl", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env={**env, "RAY_AUTH_MODE": "disabled"})
+    deadline = time.time() + 120
+    while len(web.requests()) < 10 and time.time() < deadline:
+        time.sleep(0.1)
+    s3.stop()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err[-3000:]
+    assert "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("raycrawl crawl: error:")]
+    assert "object store" in line and "--resume" in line, line
+    s3.start()
+
+
 def _graph(files: dict[str, bytes]) -> dict[str, object]:
     """A graph directory's files (name -> bytes), but graph.json without its build time."""
     out: dict[str, object] = {k: v for k, v in files.items() if not k.endswith((".png", "graph.json"))}
@@ -120,31 +139,17 @@ def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(tmp_path) 
     with one line; with the server back (moto's memory is gone: an empty bucket), --resume uploads
     everything, and the WARC files hold a response for every page websim served."""
     from raycrawl.storage.warc import iter_records
-    from raycrawl.urls import canonicalize
     from raycrawl.websim import Websim
 
     out = tmp_path / "crawl"
     with MotoS3() as s3, Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=6,
                                 out_dir=tmp_path / "web") as web:
         env = environ(s3)
-        cmd = [sys.executable, "-m", "raycrawl", *_crawl_args(web, out, "--out-store", f"s3://{BUCKET}/c2")]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                env={**env, "RAY_AUTH_MODE": "disabled"})
-        deadline = time.time() + 120
-        while len(web.requests()) < 10 and time.time() < deadline:
-            time.sleep(0.1)
-        s3.stop()
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 2, err[-3000:]
-        assert "Traceback" not in err
-        (line,) = [ln for ln in err.splitlines() if ln.startswith("raycrawl crawl: error:")]
-        assert "object store" in line and "--resume" in line, line
-        s3.start()
+        _crawl_while_the_store_goes_away(web, s3, _crawl_args(web, out, "--out-store", f"s3://{BUCKET}/c2"), env)
         r = _cli(*_crawl_args(web, out, "--resume", "--out-store", f"s3://{BUCKET}/c2"), env=env)
         assert r.returncode == 0, r.stderr[-3000:]
         assert s3.objects("c2") == _local(out)
-        served = {canonicalize(f"{web.scheme_of(q.host)}://{q.host}{q.target}") for q in web.requests()
-                  if q.target != "/robots.txt" and q.status == 200}
+        served = served_pages(web, web.requests())
     stored = {rec.headers["WARC-Target-URI"] for _, _, rec in iter_records(out / "warc")}
     assert served and served <= stored, sorted(served - stored)[:5]
 
@@ -156,10 +161,6 @@ def test_agents_without_a_shared_out_outlast_the_store_going_away(tmp_path) -> N
     the agents crawl to the end on their disks, then the crawl stops with one line (their shards
     and files could not be put away). With the server back (empty), --resume puts everything in
     the store: every page websim served is in the stored WARC files, and the shards' state."""
-    from fastwarc.warc import WarcRecordType
-
-    from raycrawl.storage.warc import iter_records
-    from raycrawl.urls import canonicalize
     from raycrawl.websim import Websim
 
     out, agents = tmp_path / "crawl", tmp_path / "agents"
@@ -167,32 +168,14 @@ def test_agents_without_a_shared_out_outlast_the_store_going_away(tmp_path) -> N
     with MotoS3() as s3, Websim(hosts=8, ips=2, seed=5, clean=True, pages_per_host_mean=6,
                                 out_dir=tmp_path / "web") as web:
         env = {**environ(s3), "RAYCRAWL_STORE_CACHE": str(tmp_path / "cache")}
-        args = _crawl_args(web, out, "--agents", "2", "--out-store", store, "--agent-dir", str(agents))
-        proc = subprocess.Popen([sys.executable, "-m", "raycrawl", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**env, "RAY_AUTH_MODE": "disabled"})
-        deadline = time.time() + 120
-        while len(web.requests()) < 10 and time.time() < deadline:
-            time.sleep(0.1)
-        s3.stop()
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 2, err[-3000:]
-        assert "Traceback" not in err
-        (line,) = [ln for ln in err.splitlines() if ln.startswith("raycrawl crawl: error:")]
-        assert "object store" in line and "--resume" in line, line
-        s3.start()
+        _crawl_while_the_store_goes_away(
+            web, s3, _crawl_args(web, out, "--agents", "2", "--out-store", store, "--agent-dir", str(agents)), env)
         r = _cli(*_crawl_args(web, out, "--resume", "--agents", "2", "--out-store", store, "--agent-dir", str(agents)),
                  env=env)
         assert r.returncode == 0, r.stderr[-3000:]
-        served = {canonicalize(f"{web.scheme_of(q.host)}://{q.host}{q.target}") for q in web.requests()
-                  if q.target != "/robots.txt" and q.status == 200}
+        served = served_pages(web, web.requests())
         stored = s3.objects("c3")
-    warcs = tmp_path / "stored-warc"
-    warcs.mkdir()
-    for key, data in stored.items():
-        if key.startswith("warc/"):
-            (warcs / key[len("warc/"):]).write_bytes(data)
-    in_store = {rec.headers["WARC-Target-URI"]
-                for _, _, rec in iter_records(warcs, WarcRecordType.response | WarcRecordType.revisit)}
+    in_store = stored_pages(stored, tmp_path / "stored-warc")
     assert served and served <= in_store, sorted(served - in_store)[:5]
     assert {k.split("/")[1] for k in stored if k.startswith("sieve/")} == {f"{i:02d}" for i in range(64)}
     assert {"crawl.log", "report.json"} <= set(stored)
