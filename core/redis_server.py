@@ -88,6 +88,7 @@ class EmbeddedRedis:
         self.options = tuple(options)
         self.bind = bind
         self.port = port or free_port()
+        self._port_chosen = port is None  # free_port()'s pick: another may be taken if it is gone
         self.appendonly = appendonly
         self.supervise = supervise
         self.proc: subprocess.Popen[bytes] | None = None
@@ -104,7 +105,17 @@ class EmbeddedRedis:
         """Start the server and wait until it answers: ``timeout`` seconds without an answer, or
         (while it loads a large crawl's data) without loading progress, is a failure."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._spawn(timeout)
+        for attempt in range(5):
+            try:
+                self._spawn(timeout)
+                break
+            except _PortTaken as exc:
+                # free_port() released the port before the server bound it, and another process
+                # (a Ray worker, a test server) took it in between: a port we chose can be another.
+                if not self._port_chosen or attempt == 4:
+                    raise UserError(f"embedded Redis could not listen on port {self.port}: {exc}") from None
+                log.info("port %d was taken before the embedded Redis bound it; trying another", self.port)
+                self.port = free_port()
         log.info("embedded Redis on %s (data in %s)", scrub(self.url), self.data_dir)
         if self.supervise:
             self._watcher = threading.Thread(target=self._watch, name="redis-supervisor", daemon=True)
@@ -149,6 +160,8 @@ class EmbeddedRedis:
             while True:
                 try:
                     if client.ping():
+                        if int(client.info("server")["process_id"]) != proc.pid:
+                            _stop_foreign_bind(proc, self.data_dir, "another Redis server answers there")
                         if said:
                             log.warning("embedded Redis loaded its data")
                         return
@@ -163,7 +176,11 @@ class EmbeddedRedis:
                             said = True
                 except (redis.ConnectionError, redis.TimeoutError):
                     pass
+                except redis.RedisError as exc:  # not a Redis protocol answer: a server of another kind
+                    _stop_foreign_bind(proc, self.data_dir, f"a server of another kind answers there ({exc})")
                 if proc.poll() is not None:
+                    if _bind_failed(self.data_dir):
+                        raise _PortTaken("address already in use")
                     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
                     raise UserError(f"embedded Redis failed to start in {self.data_dir}: "
                                     f"{err.strip() or _log_tail(self.data_dir)}")
@@ -249,6 +266,29 @@ def _loading_progress(client: redis.Redis) -> int:
         return int(client.info("persistence").get("loading_loaded_bytes", 0))
     except (redis.ConnectionError, redis.ResponseError, ValueError):
         return -1
+
+
+class _PortTaken(UserError):
+    """The server's port was taken by another process before the server bound it."""
+
+
+def _bind_failed(data_dir: Path) -> bool:
+    """The server's log ends with its failure to bind its port (its log holds every earlier run too)."""
+    try:
+        tail = (data_dir / "redis.log").read_text(errors="replace").splitlines()[-5:]
+    except OSError:
+        return False
+    return any("Address already in use" in line for line in tail)
+
+
+def _stop_foreign_bind(proc: subprocess.Popen[bytes], data_dir: Path, why: str) -> None:
+    """Another process answers on the port: ours cannot have bound it (it exits on its own; make sure)."""
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    raise _PortTaken(why)
 
 
 def _log_tail(data_dir: Path) -> str:

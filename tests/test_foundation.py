@@ -10,6 +10,7 @@ import redis
 
 from raycrawl import text
 from raycrawl.cli import main
+from raycrawl.errors import UserError
 from raycrawl.redis_server import EmbeddedRedis
 from raycrawl.urls import canonicalize
 
@@ -42,6 +43,45 @@ def test_embedded_redis_survives_kill_with_aof(tmp_path):
     assert client.get("frontier") == b"kept"
     assert client.llen("queue") == 100
     again.stop()
+
+
+@pytest.mark.parametrize("squatter", ["http", "redis"])
+def test_embedded_redis_port_taken_before_it_binds(tmp_path, monkeypatch, squatter):
+    """The port free_port() chose is taken by another process before the server binds it (a run
+    once met an HTTP server there, "Protocol error, got '<'"): the server moves to another port and
+    never takes a foreign server, of another kind or another Redis, for its own; a port the caller
+    chose is an error."""
+    import socket
+    import threading
+    from http.server import HTTPServer, SimpleHTTPRequestHandler
+
+    from raycrawl import redis_server
+
+    if squatter == "http":
+        foreign = HTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+        threading.Thread(target=foreign.serve_forever, daemon=True).start()
+        port, stop = foreign.server_address[1], lambda: (foreign.shutdown(), foreign.server_close())
+    else:
+        other = EmbeddedRedis(tmp_path / "other").start()
+        redis.Redis.from_url(other.url).set("whose", "other")
+        port, stop = other.port, other.stop
+    picks = iter([port])
+    real = redis_server.free_port
+    monkeypatch.setattr(redis_server, "free_port", lambda: next(picks, None) or real())
+    try:
+        server = EmbeddedRedis(tmp_path / "ours").start()
+        try:
+            assert server.port != port
+            client = redis.Redis.from_url(server.url)
+            assert client.get("whose") is None and client.info("server")["process_id"] == server.proc.pid
+        finally:
+            server.stop()
+        with pytest.raises(UserError, match=f"could not listen on port {port}"):
+            EmbeddedRedis(tmp_path / "fixed", port=port).start()
+    finally:
+        stop()
+    with socket.socket() as s:  # nothing of ours is left listening on the squatted port
+        assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
 @pytest.mark.parametrize(
