@@ -124,8 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=level, format=fmt)
     scrub_logs()  # no credential in a log line (core/credentials.py)
-    # The actors of a Ray this process starts inherit it (actors.actor_logging).
-    os.environ["RAYCRAWL_LOG_LEVEL"] = logging.getLevelName(level)
+    # The actors of a Ray this process starts inherit it (actors.actor_logging). Their default,
+    # WARNING, is left unset: forwarded to a joined cluster (core/ray_start.py) it gives the job a
+    # runtime_env, and Ray then starts every worker through its setup_worker.py, which imports ray
+    # once more before the worker does (~0.5 CPU-s and as long a wait per actor, measured).
+    if level == logging.WARNING:
+        os.environ.pop("RAYCRAWL_LOG_LEVEL", None)
+    else:
+        os.environ["RAYCRAWL_LOG_LEVEL"] = logging.getLevelName(level)
     if log_file:
         try:
             handler = logging.FileHandler(log_file)

@@ -31,3 +31,17 @@ def test_a_joined_clusters_workers_get_the_crawls_variables(ray_cluster) -> None
     r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == "(7.0, 'DEBUG', None)", r.stdout
+
+
+def test_the_default_log_level_gives_a_joined_job_no_runtime_env(monkeypatch, capsys) -> None:
+    """At the actors' default level the CLI forwards no log level: a job with a runtime_env has Ray
+    start each of its workers through setup_worker.py, a second ``import ray`` per actor (measured
+    ~0.5 CPU-s each). ``-v`` still reaches the actors, and the CLI's level wins over a stale one."""
+    from raycrawl.cli import main
+
+    monkeypatch.setenv("RAYCRAWL_LOG_LEVEL", "DEBUG")  # (a parent's: the CLI's own level wins)
+    assert main(["url", "http://h.test/"]) == 0
+    assert "RAYCRAWL_LOG_LEVEL" not in os.environ
+    assert main(["-v", "url", "http://h.test/"]) == 0
+    assert os.environ["RAYCRAWL_LOG_LEVEL"] == "INFO"
+    capsys.readouterr()
