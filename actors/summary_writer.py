@@ -22,7 +22,7 @@ from pathlib import Path
 
 from raycrawl import text
 from raycrawl.actors import named, per_batch
-from raycrawl.storage import summaries
+from raycrawl.storage import summary_spill
 from raycrawl.storage.crawl_dir import join_run, layout
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class SummaryWriter:
 
     def __init__(self, crawl_dir: str | Path, writer: str = "agent0", batch: int = 256) -> None:
         self.crawl_dir = Path(crawl_dir)
-        self.spill = summaries.SpillWriter(layout(self.crawl_dir).summaries / summaries.SPILL_SUBDIR, writer, batch)
+        self.spill = summary_spill.SpillWriter(layout(self.crawl_dir).summaries / summary_spill.SPILL_SUBDIR, writer, batch)
         self.pages = 0
 
     def add_page(self, url: str, visible: str) -> int:
@@ -72,13 +72,17 @@ class SummaryWriter:
         self.spill.close()
 
     def finish(self, id_of: Callable[[str], int | None], num_nodes: int,
-               min_df: int = summaries.DEFAULT_MIN_DF, codes: dict[str, str] | None = None) -> dict:
-        """The finishing pass over every agent's spill files of this crawl → ``DIR/summaries/``."""
+               min_df: int | None = None, codes: dict[str, str] | None = None) -> dict:
+        """The finishing pass over every agent's spill files of this crawl → ``DIR/summaries/``
+        (``min_df``: the archive's default)."""
+        from raycrawl.storage import summaries  # (the archive's numba decoder: not for a crawl's processes)
+
         self.flush()
-        paths = summaries.spill_paths(self.crawl_dir)
+        paths = summary_spill.spill_paths(self.crawl_dir)
         return summaries.build_archive(
-            summaries.iter_spill(paths), layout(self.crawl_dir).summaries / summaries.DEFAULT_BASENAME,
-            id_of, num_nodes, min_df, codes, records_again=lambda: summaries.iter_spill(paths))
+            summary_spill.iter_spill(paths), layout(self.crawl_dir).summaries / summaries.DEFAULT_BASENAME,
+            id_of, num_nodes, summaries.DEFAULT_MIN_DF if min_df is None else min_df, codes,
+            records_again=lambda: summary_spill.iter_spill(paths))
 
 
 def actor_class():

@@ -34,7 +34,7 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
           from_spill: bool = False) -> dict:
     """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
     from raycrawl.actors.summary_writer import document_counts
-    from raycrawl.storage import summaries
+    from raycrawl.storage import summaries, summary_spill
     from raycrawl.storage.crawl_graph import node_map
 
     crawl_dir = Path(crawl_dir)
@@ -44,10 +44,10 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
         raise UserError(f"--min-df must be ≥ 1, got {min_df}")
     id_of, _, num_nodes, source = node_map(crawl_dir)
     if from_spill:
-        paths = summaries.spill_paths(crawl_dir)
+        paths = summary_spill.spill_paths(crawl_dir)
         if not paths:
             raise UserError(f"{crawl_dir}: no spill files under summaries/spill/")
-        records = _once_per_url(summaries.iter_spill(paths))
+        records = _once_per_url(summary_spill.iter_spill(paths))
         records += _exact_duplicates(crawl_dir, records)
         again = None
     else:

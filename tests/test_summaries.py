@@ -16,16 +16,14 @@ import pytest
 from raycrawl import text
 from raycrawl.storage.summaries import (
     ArchiveError,
-    SpillWriter,
     SubArchive,
     SummaryArchive,
     SummaryBitWriter,
     build_archive,
-    iter_spill,
     nu,
     nu_inverse,
-    spill_paths,
 )
+from raycrawl.storage.summary_spill import SpillWriter, iter_spill, spill_paths
 
 
 def random_collection(seed: int, nodes: int, n_terms: int = 5000, missing_rate: float = 0.1):
