@@ -3,6 +3,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export RAY_AUTH_MODE ?= disabled
+# Python may write its bytecode caches (__pycache__/, ignored by git): with PYTHONDONTWRITEBYTECODE
+# set, as on some CI images, every process of a crawl compiled the checkout's modules again.
+unexport PYTHONDONTWRITEBYTECODE
 
 PYWB_VENV := .venv-pywb
 PYWB_STAMP := $(PYWB_VENV)/.installed-stamp-wacz

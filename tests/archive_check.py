@@ -89,7 +89,7 @@ def check_archive(warc_dir: Path, web, params: dict) -> dict[str, int]:
     #    every 304 it answered is a revisit of a capture holding the bytes it would have sent
     from raycrawl.websim.server import cut_part
 
-    model = WebModel.generate(**{k: v for k, v in params.items() if k != "https_hosts"})
+    model = WebModel.generate(**{k: v for k, v in params.items() if k not in ("https_hosts", "slow_delay")})
     renderer = Renderer(model, web.port, web.tls_port, frozenset(web.info.get("https_hosts", ())))
     checked = not_modified = cut = 0
     for r in web.requests():

@@ -81,9 +81,11 @@ def ray_local(ray_cluster):
 def websim(tmp_path_factory):
     """A running in-vitro web (60 hosts on 4 loopback IPs, seed 1), shared by the session.
     Its request log accumulates across tests: audit a Websim of your own for exact counts."""
+    from fault_crawl import SLOW_DELAY
+
     from raycrawl.websim import Websim
 
-    with Websim(hosts=60, ips=4, seed=1, out_dir=tmp_path_factory.mktemp("websim")) as web:
+    with Websim(hosts=60, ips=4, seed=1, slow_delay=SLOW_DELAY, out_dir=tmp_path_factory.mktemp("websim")) as web:
         yield web
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from fault_crawl import SLOW_DELAY
 
 from raycrawl.storage.link_records import iter_link_records, read_link_file
 from raycrawl.websim.audit import audit
@@ -123,12 +124,15 @@ def change_later(out, what, after):
 
 def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (),
                      after: int = 60, change: str = "", agent_nodes: bool = False,
-                     redis_port: int = 0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``raycrawl crawl ARGS`` in a driver joined to a fresh ``nodes``-node Cluster (1 CPU each);
+                     redis_port: int = 0, env: dict[str, str] | None = None,
+                     address: str = "") -> subprocess.CompletedProcess:
+    """``raycrawl crawl ARGS`` in a driver joined to a fresh ``nodes``-node Cluster (1 CPU each), or
+    to the running cluster at ``address`` (the module's, see ``two_nodes``: no ``change`` then);
     ``kill``: actors to kill mid-crawl; ``change``: a cluster change mid-crawl (see CHANGES);
     ``agent_nodes``: the head has no ``agent`` resource and ``nodes`` workers have it (as in
     ray_cluster.yaml); ``redis_port``: the driver runs the crawl's Redis (``--redis-url``) there;
     ``env``: the driver's environment (its nodes' processes inherit it)."""
+    assert not (address and change in ("join", "leave")), "a cluster change needs a cluster of the crawl's own"
     out = args[args.index("--out") + 1]
     script = textwrap.dedent(
         f"""
@@ -137,10 +141,12 @@ def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (
         from ray.cluster_utils import Cluster
         from raycrawl.cli import main
         from raycrawl.redis_server import EmbeddedRedis
-        cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1, "include_dashboard": False, "no_monitor": True}})
-        for _ in range({nodes} - {0 if agent_nodes else 1}):
-            cluster.add_node(num_cpus=1, resources={{"agent": 1}} if {agent_nodes} else {{}})
-        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        cluster = None
+        if not {address!r}:
+            cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1, "include_dashboard": False, "no_monitor": True}})
+            for _ in range({nodes} - {0 if agent_nodes else 1}):
+                cluster.add_node(num_cpus=1, resources={{"agent": 1}} if {agent_nodes} else {{}})
+        ray.init(address={address!r} or cluster.address, log_to_driver=False, configure_logging=False)
         server = EmbeddedRedis(Path({out!r} + "-redis"), port={redis_port}).start() if {redis_port} else None
         """) + KILLER + CHANGES + textwrap.dedent(f"""
         if {list(kill)!r}:
@@ -162,7 +168,8 @@ def crawl_on_cluster(args: list[str], nodes: int, cwd: Path, kill: list[str] = (
                 rc = main({args!r})
         finally:
             ray.shutdown()
-            cluster.shutdown()
+            if cluster is not None:
+                cluster.shutdown()
             if server is not None:
                 server.stop()
         sys.exit(rc)
@@ -204,12 +211,31 @@ def web_and_baseline(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agents")
     config = tmp / "crawl.toml"
     config.write_text(CONFIG)
-    with Websim(hosts=40, ips=4, seed=11, out_dir=tmp / "web", pages_per_host_mean=6) as web:
+    with Websim(hosts=40, ips=4, seed=11, out_dir=tmp / "web", pages_per_host_mean=6, slow_delay=SLOW_DELAY) as web:
         one = subprocess.run([sys.executable, "-m", "raycrawl", *crawl_args(web, tmp / "one", config)],
                              capture_output=True, text=True, timeout=600, cwd=REPO,
                              env=dict(os.environ, RAY_AUTH_MODE="disabled"))
         assert one.returncode == 0, one.stderr[-3000:]
         yield web, tmp / "one", config, tmp
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A two-node Ray cluster (head and one node, 1 CPU each) the crawls that do not change their
+    cluster share: a node's start costs ~5 CPU-s, and each test started two of its own."""
+    from ray.cluster_utils import Cluster
+
+    # (its nodes' workers must not inherit the session cluster's address)
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    try:
+        cluster = Cluster(initialize_head=True,
+                          head_node_args={"num_cpus": 1, "include_dashboard": False, "no_monitor": True})
+        cluster.add_node(num_cpus=1)
+    finally:
+        if saved is not None:
+            os.environ["RAY_ADDRESS"] = saved
+    yield cluster.address
+    cluster.shutdown()
 
 
 def crawl_slice(web, args: list[str], nodes: int, cwd: Path, **kw):
@@ -282,9 +308,10 @@ def same_pages(one: Path, two: Path, manifest) -> None:
 
 
 @pytest.mark.slow
-def test_two_agents_two_nodes_politeness_and_same_urls(web_and_baseline) -> None:
+def test_two_agents_two_nodes_politeness_and_same_urls(web_and_baseline, two_nodes) -> None:
     web, one, config, tmp = web_and_baseline
-    _, requests, manifest = crawl_slice(web, [*crawl_args(web, tmp / "two", config), "--agents", "2"], 2, tmp)
+    _, requests, manifest = crawl_slice(web, [*crawl_args(web, tmp / "two", config), "--agents", "2"], 2, tmp,
+                                        address=two_nodes)
     report = audit(requests, manifest, *DELAYS)
     assert report.requests > 100
     assert report.ok, report.summary()
@@ -307,7 +334,7 @@ def test_two_agents_two_nodes_politeness_and_same_urls(web_and_baseline) -> None
 
 
 @pytest.mark.slow
-def test_block_reaches_every_agent(web_and_baseline) -> None:
+def test_block_reaches_every_agent(web_and_baseline, two_nodes) -> None:
     """``raycrawl ctl block`` on a two-agent, two-node crawl: from the command on (plus the fetches
     in flight, within the read timeout), websim sees no request to the blocked host, whichever agent
     owns it; the crawl still ends with every other host the one-agent crawl reached."""
@@ -324,7 +351,7 @@ def test_block_reaches_every_agent(web_and_baseline) -> None:
     web.flush_log()
     n0 = len(web.requests())
     crawl = threading.Thread(target=lambda: result.append(
-        crawl_on_cluster([*crawl_args(web, out, config), "--agents", "2"], 2, tmp)), daemon=True)
+        crawl_on_cluster([*crawl_args(web, out, config), "--agents", "2"], 2, tmp, address=two_nodes)), daemon=True)
     crawl.start()
     deadline = time.time() + 240
     while not (out / "redis-url").exists() or not (out / "links").is_dir() or not any((out / "links").iterdir()):
@@ -375,7 +402,7 @@ def exact_duplicates_across_agents(out: Path, manifest, by_writer: dict[str, set
 
 
 @pytest.mark.slow
-def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline) -> None:
+def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline, two_nodes) -> None:
     """Kill agent1's fetch actor, agent0's parser, agent1's sieve, agent0's store and agent1's
     summary writer mid-crawl: Ray restarts them (the sieve reopens its shards from the map in Redis
     and replays their pending logs, the store and the summary writer start new files, all get their
@@ -386,7 +413,7 @@ def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline) 
     proc, requests, manifest = crawl_slice(
         web, [*crawl_args(web, tmp / "faults", config), "--agents", "2"], 2, tmp,
         kill=["raycrawl-fetch-rc:agent1-0", "raycrawl-parser-rc:agent0", "raycrawl-sieve-rc:agent1",
-              "raycrawl-store-rc:agent0", "raycrawl-summary-rc:agent1"], after=60)
+              "raycrawl-store-rc:agent0", "raycrawl-summary-rc:agent1"], after=60, address=two_nodes)
     assert proc.stdout.count("KILLED") == 5, proc.stdout
     rep = json.loads((tmp / "faults" / "report.json").read_text())
     assert rep["stopped"] == "frontier empty"
@@ -394,7 +421,7 @@ def test_killed_fetcher_parser_sieve_store_and_summary_writer(web_and_baseline) 
     assert rep["recovered"] > 0 and in_flight, "the killed fetcher had nothing in flight: the test proved nothing"
     check_against_baseline(one, tmp / "faults", requests, manifest, may_refetch=in_flight)
     from raycrawl.actors.parser import HTML_TYPES
-    from raycrawl.storage.summaries import iter_spill, spill_paths
+    from raycrawl.storage.summary_spill import iter_spill, spill_paths
 
     # the pages of a crawl (docs: storage/crawl_pages.py): whole 200 HTML responses, not duplicates
     kept = {r.url for r in iter_link_records(tmp / "faults")
@@ -505,7 +532,7 @@ def test_node_leaves_mid_crawl(web_and_baseline) -> None:
 
 
 @pytest.mark.slow
-def test_redis_restart_mid_crawl(web_and_baseline) -> None:
+def test_redis_restart_mid_crawl(web_and_baseline, two_nodes) -> None:
     """Two agents; Redis (AOF on) is stopped mid-crawl and started again 3 s later on the same port
     and data: the crawl waits, then goes on to the end, with the one-agent crawl's pages."""
     from raycrawl.redis_server import free_port
@@ -515,7 +542,7 @@ def test_redis_restart_mid_crawl(web_and_baseline) -> None:
     port = free_port()
     proc, requests, manifest = crawl_slice(
         web, [*crawl_args(web, out, config), "--agents", "2", "--redis-url", f"redis://127.0.0.1:{port}/0"], 2, tmp,
-        change="redis", redis_port=port, after=60)
+        change="redis", redis_port=port, after=60, address=two_nodes)
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHANGED redis")]
     rep = json.loads((out / "report.json").read_text())
     assert int(line.split()[-1]) < rep["pages"] - 50, "the crawl did not go on after the restart"
@@ -561,7 +588,7 @@ def check_levels(out: Path, policy, seeds_file: str) -> None:
 
 
 @pytest.mark.slow
-def test_two_agent_crawl_resumed_by_one_agent(web_and_baseline) -> None:
+def test_two_agent_crawl_resumed_by_one_agent(web_and_baseline, two_nodes) -> None:
     """A focused 2-agent crawl stopped by its page budget, then resumed by a single agent on a local
     Ray without naming the model again: the resume gives every shard and host to agent0
     (apply_shards), keeps the crawl's focus model and every URL's priority level (sent across
@@ -573,7 +600,7 @@ def test_two_agent_crawl_resumed_by_one_agent(web_and_baseline) -> None:
     web.flush_log()
     n0 = len(web.requests())
     first = crawl_on_cluster([*crawl_args(web, out, config), "--agents", "2", "--max-pages", "80",
-                              "--focus", str(tmp / "topic.focus.json")], 2, tmp)
+                              "--focus", str(tmp / "topic.focus.json")], 2, tmp, address=two_nodes)
     assert first.returncode == 0, first.stderr[-3000:]
     rep = json.loads((out / "report.json").read_text())
     assert rep["stopped"] == "budget spent" and rep["frontier"]["queued"] > 0

@@ -18,6 +18,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 from aiohttp import web
+from fault_crawl import SLOW_DELAY
 
 from raycrawl.storage.link_records import iter_link_records
 
@@ -226,8 +227,10 @@ def stopped_crawl_state(out: Path) -> tuple[set[str], int]:
         server.stop()
 
 
-def run(cmd: list[str], timeout: float = 240, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+def run(cmd: list[str], timeout: float = 240, cwd: Path = ROOT, ray: str | None = None) -> subprocess.CompletedProcess:
+    """``ray``: the address of a cluster to join (the session's, for a resume in an ``own_ray`` test:
+    what the test kills is the first run's Ray, the resume needs none of its own)."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT), **({"RAY_ADDRESS": ray} if ray else {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 
@@ -410,7 +413,7 @@ class _nothing:
 
 @pytest.mark.slow
 @pytest.mark.own_ray
-def test_kill9_then_resume(tmp_path: Path) -> None:
+def test_kill9_then_resume(tmp_path: Path, ray_cluster: str) -> None:
     """SIGKILL the whole crawl (CLI, Ray, embedded Redis) mid-way; --resume finishes it with no URL
     lost and only URLs in flight at the kill fetched twice; politeness holds across the restart.
 
@@ -427,7 +430,7 @@ def test_kill9_then_resume(tmp_path: Path) -> None:
         # What the crawl had in flight at the kill, as its (AOF-recovered) Redis remembers it.
         in_flight, pages_before = stopped_crawl_state(out)
         assert pages_before > 0
-        proc = run(crawl_cmd(w, out, "--resume", "--json"))
+        proc = run(crawl_cmd(w, out, "--resume", "--json"), ray=ray_cluster)
         assert proc.returncode == 0, proc.stderr[-3000:]
         log = list(w.log)
         port = w.port
@@ -449,9 +452,9 @@ def test_kill9_then_resume(tmp_path: Path) -> None:
     assert {r.url for r in records} >= reachable(port), sorted(reachable(port) - {r.url for r in records})
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-@pytest.mark.own_ray
-def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str) -> None:
+# (Ctrl-C reaches the whole process group, a Ray the crawl started included; SIGTERM only the driver)
+@pytest.mark.parametrize("how", [pytest.param("ctrl-c", marks=pytest.mark.own_ray), "sigterm"])
+def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str, ray_cluster: str) -> None:
     """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) mid-crawl, or
     SIGTERM to the driver alone as ``timeout``, ``docker stop``, systemd and ``ray job stop`` send
     it: the crawl stops fetching, commits what it fetched, stops its embedded Redis (which the
@@ -473,7 +476,7 @@ def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str) -
         first = list(w.log)
         in_flight, _ = stopped_crawl_state(out)
         time.sleep(0.3)
-        proc = run(crawl_cmd(w, out, "--resume"))
+        proc = run(crawl_cmd(w, out, "--resume"), ray=ray_cluster)
         assert proc.returncode == 0, proc.stderr[-3000:]
         log = list(w.log)
     assert in_flight == set()  # nothing was left fetched but uncommitted
@@ -485,7 +488,6 @@ def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str) -
 
 
 @pytest.mark.slow
-@pytest.mark.own_ray
 def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
     """OUT on a 2 MB tmpfs (1.2 MB for what grows, ~0.8 MB for the 64 shards' duplicate stores): the
     crawl runs out of space (in Redis's AOF, the WARC, link, sieve, duplicate-store or spill files,
@@ -509,7 +511,7 @@ def test_disk_full_stops_cleanly_then_resume(tmp_path: Path) -> None:
         pytest.fail(f"this test mounts a tmpfs (needs root): {mount.stderr.strip()}")
     try:
         out = disk / "crawl"
-        with Websim(hosts=40, ips=6, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=8) as web:
+        with Websim(hosts=40, ips=6, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=8, slow_delay=SLOW_DELAY) as web:
             cmd = [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
                    "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
                    "--host-delay", "0.05", "--ip-delay", "0.01", "--max-urls-per-host", "60",
@@ -570,7 +572,7 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
                       "max_crawl_delay = 2.0\nfetch_actors = 2\n"  # two fetch actors share one workbench
                       "robots_ttl = 3.0\n")  # rules expire mid-crawl: robots.txt is fetched again
     out = tmp_path / "crawl"
-    params = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8, "https_hosts": 2}
+    params = {"hosts": 40, "ips": 6, "seed": 5, "pages_per_host_mean": 8, "https_hosts": 2, "slow_delay": SLOW_DELAY}
     with Websim(**params, out_dir=tmp_path / "web") as web:
         started = time.time()
         proc = subprocess.Popen(

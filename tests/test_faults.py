@@ -113,7 +113,7 @@ def _copy(out: Path, to: Path) -> Path:
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raycrawl", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env(own_ray=True), cwd=ROOT)
+                          timeout=timeout, env=env(), cwd=ROOT)  # (a resume joins the session's Ray)
 
 
 def test_intact_killed_crawl_checks_consistent(killed_crawl, tmp_path: Path) -> None:

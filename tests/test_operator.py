@@ -163,15 +163,17 @@ def _requests_after(web, t: float, host: str | None = None) -> list:
     return [r for r in web.requests() if r.start >= t and (host is None or r.host.split(":")[0] == host)]
 
 
-def start_crawl(web, out: Path, *extra: str, session: bool = False, host_delay: float = 0.1) -> subprocess.Popen:
+def start_crawl(web, out: Path, *extra: str, session: bool = False, host_delay: float = 0.1,
+                ray: str | None = None) -> subprocess.Popen:
     """``raycrawl crawl`` over websim, returned once websim saw 5 requests. The largest host sets a
     crawl's length (the steered web's has 255 pages: 26 s at 0.1 s, 77 s at 0.3 s); a crawl that
-    must outlast a browser's start goes slower."""
+    must outlast a browser's start goes slower. ``ray``: the address of a cluster to join."""
     cmd = [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
            "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
            "--host-delay", str(host_delay), "--ip-delay", "0.0", "-s", "read_timeout=3", *extra]
     crawl = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                             env=dict(os.environ, RAY_AUTH_MODE="disabled"), start_new_session=session)
+                             env=dict(os.environ, RAY_AUTH_MODE="disabled", **({"RAY_ADDRESS": ray} if ray else {})),
+                             start_new_session=session)
     if "--resume" in extra:
         return crawl
     deadline = time.time() + 120
@@ -389,7 +391,7 @@ def test_console_page_pauses_a_crawl_in_a_real_browser(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.own_ray
-def test_a_crawl_killed_while_paused_resumes_paused(tmp_path: Path) -> None:
+def test_a_crawl_killed_while_paused_resumes_paused(tmp_path: Path, ray_cluster: str) -> None:
     """kill -9 of the whole crawl while it is paused; ``--resume`` starts it paused (websim sees no
     request but what the killed run's workers had begun) until ``resume``, then it ends."""
     from raycrawl.websim import Websim
@@ -402,7 +404,8 @@ def test_a_crawl_killed_while_paused_resumes_paused(tmp_path: Path) -> None:
         os.killpg(crawl.pid, signal.SIGKILL)
         crawl.wait()
         t_kill = time.time()
-        resumed = start_crawl(web, out, "--resume", session=True)
+        # (the kill took the first run's own Ray with it: the resume joins the session's)
+        resumed = start_crawl(web, out, "--resume", session=True, ray=ray_cluster)
         try:
             deadline = time.time() + 180
             timeline = out / "timeline" / "agent0.tsv"  # a row every 2 s from the agent's loop

@@ -5,6 +5,7 @@ the client under test."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -18,6 +19,36 @@ from raycrawl.errors import UserError
 from raycrawl.storage.out_store import OutStore, StoreError, shipped_files
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def store_ray():
+    """(port, address): a Ray cluster whose nodes hold the store's credentials, as a cloud
+    cluster's nodes do (docs/crawling.md), for crawls whose store is served on that port. A crawl's
+    store actors take the credentials from their node (a joined cluster's workers do not inherit
+    the driver's environment, and secrets are not forwarded through runtime_env); one cluster for
+    the module, where each crawl once started a Ray of its own (~5 CPU-s and ~5 s a start)."""
+    from ray.cluster_utils import Cluster
+
+    from raycrawl.redis_server import free_port
+
+    port = free_port()
+    keep = dict(os.environ)
+    os.environ.pop("RAY_ADDRESS", None)  # (its nodes' workers must not know the session cluster)
+    os.environ.update(MotoS3(port).env())
+    try:
+        cluster = Cluster(initialize_head=True,
+                          head_node_args={"num_cpus": 2, "include_dashboard": False, "no_monitor": True})
+    finally:
+        os.environ.clear()
+        os.environ.update(keep)
+    yield port, cluster.address
+    cluster.shutdown()
+
+
+def _on(store_ray, s3: MotoS3, **extra: str) -> dict[str, str]:
+    """A crawl's environment: the store's credentials, and the cluster whose nodes hold them."""
+    return {**environ(s3), "RAY_ADDRESS": store_ray[1], **extra}
 
 
 @pytest.fixture
@@ -108,33 +139,32 @@ def _graph(files: dict[str, bytes]) -> dict[str, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.own_ray  # its actors must have the store's credentials: a joined cluster's workers do not
-def test_crawl_ships_its_outputs_and_readers_use_the_store(s3, tmp_path) -> None:
+def test_crawl_ships_its_outputs_and_readers_use_the_store(store_ray, tmp_path) -> None:
     """A crawl with --out-store: every file a reader needs is in the store byte for byte (the WARC
     files rotated at 20 kB: several, each shipped once closed); `graph build s3://…` builds from the
     store alone the graph a local build makes, and puts it in the store."""
     from raycrawl.websim import Websim
 
     out = tmp_path / "crawl"
-    env = {**environ(s3), "RAYCRAWL_STORE_CACHE": str(tmp_path / "cache")}
-    with Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=6, out_dir=tmp_path / "web") as web:
-        r = _cli(*_crawl_args(web, out, "--out-store", f"s3://{BUCKET}/c1"), env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    stored = s3.objects("c1")
-    assert stored == _local(out)
-    assert len([k for k in stored if k.startswith("warc/")]) >= 3
-    assert {"crawl.log", "report.json", "crawl-id"} <= set(stored)
-    r = _cli("graph", "build", f"s3://{BUCKET}/c1", env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert _cli("graph", "build", str(out), env=env).returncode == 0
-    local = _graph({p.name: p.read_bytes() for p in (out / "graph").iterdir() if p.is_file()})
-    stored = _graph({k[len("graph/"):]: v for k, v in s3.objects("c1").items() if k.startswith("graph/")})
+    with MotoS3(store_ray[0]) as s3:
+        env = _on(store_ray, s3, RAYCRAWL_STORE_CACHE=str(tmp_path / "cache"))
+        with Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=6, out_dir=tmp_path / "web") as web:
+            r = _cli(*_crawl_args(web, out, "--out-store", f"s3://{BUCKET}/c1"), env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        stored = s3.objects("c1")
+        assert stored == _local(out)
+        assert len([k for k in stored if k.startswith("warc/")]) >= 3
+        assert {"crawl.log", "report.json", "crawl-id"} <= set(stored)
+        r = _cli("graph", "build", f"s3://{BUCKET}/c1", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert _cli("graph", "build", str(out), env=env).returncode == 0
+        local = _graph({p.name: p.read_bytes() for p in (out / "graph").iterdir() if p.is_file()})
+        stored = _graph({k[len("graph/"):]: v for k, v in s3.objects("c1").items() if k.startswith("graph/")})
     assert len(local) > 5 and stored == local
 
 
 @pytest.mark.slow
-@pytest.mark.own_ray  # its actors must have the store's credentials: a joined cluster's workers do not
-def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(tmp_path) -> None:
+def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(store_ray, tmp_path) -> None:
     """The S3 server is killed mid-crawl: the crawl goes on to the end on local disk, then stops
     with one line; with the server back (moto's memory is gone: an empty bucket), --resume uploads
     everything, and the WARC files hold a response for every page websim served."""
@@ -142,9 +172,9 @@ def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(tmp_path) 
     from raycrawl.websim import Websim
 
     out = tmp_path / "crawl"
-    with MotoS3() as s3, Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=6,
-                                out_dir=tmp_path / "web") as web:
-        env = environ(s3)
+    with MotoS3(store_ray[0]) as s3, Websim(hosts=6, ips=2, seed=3, clean=True, pages_per_host_mean=6,
+                                            out_dir=tmp_path / "web") as web:
+        env = _on(store_ray, s3)
         _crawl_while_the_store_goes_away(web, s3, _crawl_args(web, out, "--out-store", f"s3://{BUCKET}/c2"), env)
         r = _cli(*_crawl_args(web, out, "--resume", "--out-store", f"s3://{BUCKET}/c2"), env=env)
         assert r.returncode == 0, r.stderr[-3000:]
@@ -155,8 +185,7 @@ def test_store_gone_mid_crawl_stops_with_one_line_then_resume_uploads(tmp_path) 
 
 
 @pytest.mark.slow
-@pytest.mark.own_ray  # its actors must have the store's credentials: a joined cluster's workers do not
-def test_agents_without_a_shared_out_outlast_the_store_going_away(tmp_path) -> None:
+def test_agents_without_a_shared_out_outlast_the_store_going_away(store_ray, tmp_path) -> None:
     """Two agents, each in a directory of its own (--agent-dir): the S3 server is killed mid-crawl;
     the agents crawl to the end on their disks, then the crawl stops with one line (their shards
     and files could not be put away). With the server back (empty), --resume puts everything in
@@ -165,9 +194,9 @@ def test_agents_without_a_shared_out_outlast_the_store_going_away(tmp_path) -> N
 
     out, agents = tmp_path / "crawl", tmp_path / "agents"
     store = f"s3://{BUCKET}/c3"
-    with MotoS3() as s3, Websim(hosts=8, ips=2, seed=5, clean=True, pages_per_host_mean=6,
-                                out_dir=tmp_path / "web") as web:
-        env = {**environ(s3), "RAYCRAWL_STORE_CACHE": str(tmp_path / "cache")}
+    with MotoS3(store_ray[0]) as s3, Websim(hosts=8, ips=2, seed=5, clean=True, pages_per_host_mean=6,
+                                            out_dir=tmp_path / "web") as web:
+        env = _on(store_ray, s3, RAYCRAWL_STORE_CACHE=str(tmp_path / "cache"))
         _crawl_while_the_store_goes_away(
             web, s3, _crawl_args(web, out, "--agents", "2", "--out-store", store, "--agent-dir", str(agents)), env)
         r = _cli(*_crawl_args(web, out, "--resume", "--agents", "2", "--out-store", store, "--agent-dir", str(agents)),

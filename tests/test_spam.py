@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fault_crawl import SLOW_DELAY
 
 from raycrawl.tasks.spam_websim import model_labels, reachable_html, write_labels, write_model_crawl
 
@@ -373,7 +374,7 @@ def test_real_crawl_with_gate_skips_spam_hosts(tmp_path):
     rows = gate_training_rows(train_web, frozenset(train_web.vocab.popular_terms))
     gm = train_gate(rows, model_labels(train_web), sample_pages=2, features=list(LOCAL_FEATURES + SHINGLE_FEATURES))
     out = tmp_path / "crawl"
-    with Websim(hosts=120, ips=20, seed=21, out_dir=tmp_path / "web", pages_per_host_mean=6) as web:
+    with Websim(hosts=120, ips=20, seed=21, out_dir=tmp_path / "web", pages_per_host_mean=6, slow_delay=SLOW_DELAY) as web:
         gm.query_terms = list(web.manifest.meta["popular_terms"])  # the crawled web's query log
         gate_file = gm.save(tmp_path / "gate.json")
         env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAYCRAWL_SPAM_GATE": str(gate_file)}
