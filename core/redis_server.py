@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from raycrawl.credentials import remember, scrub, url_password, with_password
@@ -152,8 +152,11 @@ class EmbeddedRedis:
             proc.stdin.write(_config_line("requirepass", self.password).encode() if self.password else b"")
             proc.stdin.close()
         self.proc = proc
+        # No retries inside redis-py (by default it retries a connection error, LOADING included,
+        # with back-off for seconds): this loop must see each answer, to say the data is loading
+        # and to wait as long as the load progresses (a test saw a 5 s load pass unannounced).
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=max(timeout, 1.0),
-                             password=self.password)
+                             password=self.password, retry=Retry(NoBackoff(), 0))
         deadline = time.monotonic() + timeout
         loaded, said = -1, False
         try:
