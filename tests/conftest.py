@@ -35,28 +35,48 @@ def redis_url(redis_server):
     return redis_server.url
 
 
-@pytest.fixture(scope="session", autouse=True)
-def ray_cluster():
-    """One real Ray cluster per pytest worker (``ray.cluster_utils.Cluster``, a head of 2 CPUs), of
-    this session's own making — never one that already runs on the machine. Every crawl and Ray
-    task the tests start joins it through ``$RAY_ADDRESS``, which raycrawl honours as Ray does
-    (core/ray_start.py): starting Ray's node processes costs a crawl ~5 s and ~5 CPU-seconds, and
-    the suite runs dozens of crawls. Tests of what a crawl does with a Ray of its own (kill -9 of
-    its process group, its dashboard) are marked ``own_ray``."""
-    from ray.cluster_utils import Cluster
+_CLUSTER: list = []  # the run's Ray cluster, in the process that started it
 
+
+def pytest_configure(config) -> None:
+    """One real Ray cluster for the whole run (``ray.cluster_utils.Cluster``, a head of 4 CPUs), of
+    this run's own making — never one that already runs on the machine — started by the process
+    that spawns pytest's workers, which inherit ``$RAY_ADDRESS``. Every crawl and Ray task the
+    tests start joins it, as raycrawl honours ``$RAY_ADDRESS`` as Ray does (core/ray_start.py):
+    starting Ray's node processes costs a crawl ~5 s and ~5 CPU-seconds, and the suite runs dozens
+    of crawls; one cluster per worker cost each worker a head and its idle load (~2.5 % of a core,
+    measured). Crawls of different workers do not meet in it: each driver is a job of its own,
+    whose actors are named in the job's own namespace. Tests of what a crawl does with a Ray of
+    its own (kill -9 of its process group, its dashboard) are marked ``own_ray``."""
     # An S3 client without credentials asks the instance-metadata service (169.254.169.254) for a
     # role: here every process the tests start asks loopback instead (no traffic off 127.0.0.0/8).
     os.environ.setdefault("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+    if os.environ.get("PYTEST_XDIST_WORKER") or config.option.collectonly:
+        return  # a worker joins the cluster its controller started
+    from ray.cluster_utils import Cluster
+
     # no_monitor: the autoscaler's monitor has nothing to scale here and costs ~1.3 CPU-s a head
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False, "no_monitor": True})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False, "no_monitor": True})
     os.environ["RAY_ADDRESS"] = cluster.address
-    yield cluster.address
-    os.environ.pop("RAY_ADDRESS", None)
+    _CLUSTER.append(cluster)
+
+
+def pytest_unconfigure(config) -> None:
+    if _CLUSTER:
+        import ray
+
+        ray.shutdown()  # a test that ran a command in-process may have joined it without ray_local
+        _CLUSTER.pop().shutdown()
+        os.environ.pop("RAY_ADDRESS", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ray_cluster():
+    """The address of the run's Ray cluster (:func:`pytest_configure`)."""
+    yield os.environ["RAY_ADDRESS"]
     import ray
 
     ray.shutdown()  # a test that ran a command in-process may have joined it without ray_local
-    cluster.shutdown()
 
 
 @pytest.fixture(autouse=True)
