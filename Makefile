@@ -53,7 +53,10 @@ lint: setup
 # against 605 s with three). The 25 slowest tests are listed.
 PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 4 --dist loadfile
 
-test: setup pywb lint
+# The two venvs are installed side by side (-j2: pip waits on the network and unpacking as much as on a core).
+test:
+	@$(MAKE) --no-print-directory -j2 setup pywb
+	@$(MAKE) --no-print-directory lint
 	$(PYTEST) --durations=25
 
 # The edit loop: everything but the tests marked slow (whole crawls, clusters, faults).
