@@ -164,7 +164,7 @@ class EmbeddedRedis:
                 try:
                     if client.ping():
                         if int(client.info("server")["process_id"]) != proc.pid:
-                            _stop_foreign_bind(proc, self.data_dir, "another Redis server answers there")
+                            _lost_the_port(proc, "another Redis server answers there")
                         if said:
                             log.warning("embedded Redis loaded its data")
                         return
@@ -180,7 +180,7 @@ class EmbeddedRedis:
                 except (redis.ConnectionError, redis.TimeoutError):
                     pass
                 except redis.RedisError as exc:  # not a Redis protocol answer: a server of another kind
-                    _stop_foreign_bind(proc, self.data_dir, f"a server of another kind answers there ({exc})")
+                    _lost_the_port(proc, f"a server of another kind answers there ({exc})")
                 if proc.poll() is not None:
                     if _bind_failed(self.data_dir):
                         raise _PortTaken("address already in use")
@@ -284,7 +284,7 @@ def _bind_failed(data_dir: Path) -> bool:
     return any("Address already in use" in line for line in tail)
 
 
-def _stop_foreign_bind(proc: subprocess.Popen[bytes], data_dir: Path, why: str) -> None:
+def _lost_the_port(proc: subprocess.Popen[bytes], why: str) -> None:
     """Another process answers on the port: ours cannot have bound it (it exits on its own; make sure)."""
     try:
         proc.wait(timeout=5)

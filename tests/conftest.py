@@ -53,10 +53,9 @@ def pytest_configure(config) -> None:
     os.environ.setdefault("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
     if os.environ.get("PYTEST_XDIST_WORKER") or config.option.collectonly:
         return  # a worker joins the cluster its controller started
-    from ray.cluster_utils import Cluster
+    from local_cluster import local_cluster
 
-    # no_monitor: the autoscaler's monitor has nothing to scale here and costs ~1.3 CPU-s a head
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False, "no_monitor": True})
+    cluster = local_cluster(4)
     os.environ["RAY_ADDRESS"] = cluster.address
     _CLUSTER.append(cluster)
 

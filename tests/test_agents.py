@@ -223,17 +223,9 @@ def web_and_baseline(tmp_path_factory):
 def two_nodes():
     """A two-node Ray cluster (head and one node, 1 CPU each) the crawls that do not change their
     cluster share: a node's start costs ~5 CPU-s, and each test started two of its own."""
-    from ray.cluster_utils import Cluster
+    from local_cluster import local_cluster
 
-    # (its nodes' workers must not inherit the session cluster's address)
-    saved = os.environ.pop("RAY_ADDRESS", None)
-    try:
-        cluster = Cluster(initialize_head=True,
-                          head_node_args={"num_cpus": 1, "include_dashboard": False, "no_monitor": True})
-        cluster.add_node(num_cpus=1)
-    finally:
-        if saved is not None:
-            os.environ["RAY_ADDRESS"] = saved
+    cluster = local_cluster(1, nodes=1)
     yield cluster.address
     cluster.shutdown()
 

@@ -5,7 +5,6 @@ the client under test."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,20 +27,12 @@ def store_ray():
     store actors take the credentials from their node (a joined cluster's workers do not inherit
     the driver's environment, and secrets are not forwarded through runtime_env); one cluster for
     the module, where each crawl once started a Ray of its own (~5 CPU-s and ~5 s a start)."""
-    from ray.cluster_utils import Cluster
+    from local_cluster import local_cluster
 
     from raycrawl.redis_server import free_port
 
     port = free_port()
-    keep = dict(os.environ)
-    os.environ.pop("RAY_ADDRESS", None)  # (its nodes' workers must not know the session cluster)
-    os.environ.update(MotoS3(port).env())
-    try:
-        cluster = Cluster(initialize_head=True,
-                          head_node_args={"num_cpus": 2, "include_dashboard": False, "no_monitor": True})
-    finally:
-        os.environ.clear()
-        os.environ.update(keep)
+    cluster = local_cluster(2, env=MotoS3(port).env())
     yield port, cluster.address
     cluster.shutdown()
 
