@@ -50,8 +50,10 @@ lint: setup
 
 # Four pytest workers, a test file each at a time (module fixtures are shared within a file): the
 # crawls mostly wait on politeness delays, so four keep both cores ~95 % busy (measured: 553 s
-# against 605 s with three). The 25 slowest tests are listed.
-PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 4 --dist loadfile
+# against 605 s with three). Files go out longest first (tests/conftest.py orders them by
+# tests/file_seconds.json; xdist's own reordering, by number of tests, is off). The 25 slowest
+# tests are listed.
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
 # The two venvs are installed side by side (-j2: pip waits on the network and unpacking as much as on a core).
 test:

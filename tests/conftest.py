@@ -109,11 +109,50 @@ def websim(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Files with the most slow tests first (stable otherwise): ``make test`` hands whole files to
-    two workers (``--dist loadfile``) in this order, and the long files started last would leave
-    one worker idle while the other finishes them."""
-    slow: dict[str, int] = {}
+    """The longest files first (longest-processing-time-first): ``make test`` hands whole files to
+    its workers (``--dist loadfile --no-loadscope-reorder``) in this order, so the long ones start
+    early and the short ones fill the gaps at the end, instead of a long file started last keeping
+    one worker busy while the others idle (~60 s of a 10-minute run, measured). The seconds per
+    file (tests/file_seconds.json, from one ``make test``; regenerate with
+    ``RAYCRAWL_FILE_SECONDS=tests/file_seconds.json make test``) only order the files: stale or
+    missing entries cost balance, never a test. Unlisted files count by their slow tests."""
+    import json
+    from pathlib import Path
+
+    seconds = json.loads((Path(__file__).parent / "file_seconds.json").read_text())
+    weight: dict[str, float] = {}
     for item in items:
-        slow[item.fspath.strpath] = slow.get(item.fspath.strpath, 0) + (item.get_closest_marker("slow") is not None)
-    order = {path: i for i, path in enumerate(dict.fromkeys(item.fspath.strpath for item in items))}
-    items.sort(key=lambda item: (-slow[item.fspath.strpath], order[item.fspath.strpath]))
+        name = Path(item.fspath.strpath).name
+        weight[name] = seconds.get(name, weight.get(name, 0) + 5 * (item.get_closest_marker("slow") is not None))
+    order = {name: i for i, name in enumerate(dict.fromkeys(Path(item.fspath.strpath).name for item in items))}
+    items.sort(key=lambda item: (-weight[Path(item.fspath.strpath).name], order[Path(item.fspath.strpath).name]))
+
+
+_STARTED: dict[str, float] = {}
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    import time
+
+    _STARTED[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    import time
+
+    if nodeid in _STARTED:
+        name = nodeid.split("::")[0].rsplit("/", 1)[-1]
+        _FILE_SECONDS[name] = _FILE_SECONDS.get(name, 0) + time.monotonic() - _STARTED.pop(nodeid)
+
+
+def pytest_sessionfinish(session) -> None:
+    """With ``$RAYCRAWL_FILE_SECONDS``: the run's seconds per file (summed over its tests, as the
+    controller saw them), written there for :func:`pytest_collection_modifyitems`."""
+    path = os.environ.get("RAYCRAWL_FILE_SECONDS")
+    if path and not os.environ.get("PYTEST_XDIST_WORKER") and _FILE_SECONDS:
+        import json
+        from pathlib import Path
+
+        ranked = sorted(((name, round(sec)) for name, sec in _FILE_SECONDS.items() if sec >= 3), key=lambda kv: -kv[1])
+        Path(path).write_text(json.dumps(dict(ranked), indent=0) + "\n")
