@@ -38,7 +38,8 @@ def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
             f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
             "--num-cpus=2", "--resources={\"agent\": 1}", "--disable-usage-stats",
             f"--temp-dir={ray_tmp}"]
-    started = subprocess.run(head, env=env, capture_output=True, text=True, timeout=180)
+    # (a session of its own: Ray's agents rename themselves, so only their session finds them all)
+    started = subprocess.run(head, env=env, capture_output=True, text=True, timeout=180, start_new_session=True)
     assert started.returncode == 0, started.stderr[-3000:]
     try:
         with Websim(hosts=20, ips=2, seed=5, out_dir=tmp_path / "web", pages_per_host_mean=4) as web:
@@ -68,23 +69,38 @@ def test_ray_job_submit_elastic_crawl(tmp_path) -> None:
             st = json.loads(status.stdout)
             assert st["stats"]["pages"] == report["pages"] and st["shards"] == {"agent0": 64}
     finally:
-        stop_cluster(ray_tmp)
+        stop_cluster(ray_tmp, session=started_session(ray_tmp))
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def stop_cluster(temp_dir: str) -> None:
+def started_session(temp_dir: str) -> int | None:
+    """The session id of the cluster's processes (its GCS names ``temp_dir`` on its command line)."""
+    for p in Path("/proc").glob("[0-9]*"):
+        if b"gcs_server" in _read(p / "cmdline") and temp_dir.encode() in _read(p / "cmdline"):
+            stat = _read(p / "stat")
+            return int(stat[stat.rindex(b")") + 2:].split()[3])
+    return None
+
+
+def stop_cluster(temp_dir: str, session: int | None) -> None:
     """Stop the processes of the cluster started with ``temp_dir`` only. Not `ray stop`: it stops
-    every Ray on the machine, the test session's own local Ray included."""
+    every Ray on the machine, the test session's own local Ray included. Ray's agents rename
+    themselves (``ray::DashboardAgent``: ``temp_dir`` no longer on their command line), and one
+    left behind spun for a minute at 30 % of a core looking for its GCS (measured): the session
+    ``ray start`` was given finds them."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = [int(p.name) for p in Path("/proc").glob("[0-9]*") if _cmdline(p).find(temp_dir.encode()) >= 0]
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
+        for p in Path("/proc").glob("[0-9]*"):
+            stat = _read(p / "stat")
+            ours = temp_dir.encode() in _read(p / "cmdline") or (
+                session is not None and stat and int(stat[stat.rindex(b")") + 2:].split()[3]) == session)
+            if ours:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(p.name), sig)
         time.sleep(2)
 
 
-def _cmdline(proc: Path) -> bytes:
+def _read(path: Path) -> bytes:
     try:
-        return (proc / "cmdline").read_bytes()
+        return path.read_bytes()
     except OSError:
         return b""
