@@ -62,9 +62,11 @@ class Crew:
         import ray
 
         outcomes: list[Outcome] = []
-        for batch in ray.get([f.drain.remote(max_items, wait) for f in self.fetchers]):
+        statuses: list[dict] = []
+        for batch, status in ray.get([f.drain_with_status.remote(max_items, wait) for f in self.fetchers]):
             outcomes += batch
-        return outcomes, ray.get([f.status.remote() for f in self.fetchers])
+            statuses.append(status)
+        return outcomes, statuses
 
     def stop_fetching(self) -> list[Outcome]:
         """Stop every fetch actor (each finishes its fetches and releases their hosts); the visits

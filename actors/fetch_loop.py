@@ -87,6 +87,7 @@ class FetchLoop:
         self.epoch = self.wb.frontier.epoch()
         self.priors: dict[str, Capture] = {}
         self._wake = asyncio.Event()
+        self._visited = asyncio.Event()  # a visit ended (drain's wake-up)
         self._stop = False
         self._runner: asyncio.Task | None = None
         self.fetcher = None
@@ -120,6 +121,7 @@ class FetchLoop:
         self._wake.set()
         if self._runner:
             await self._runner
+        self._visited.set()  # idle and stopped: a waiting drain returns
         if self.fetcher:
             await self.fetcher.close()
         if self.resolver:
@@ -143,8 +145,12 @@ class FetchLoop:
         """Up to ``max_items`` finished visits, waiting up to ``wait`` s for the first one."""
         self._check_runner()
         deadline = time.monotonic() + wait
-        while not self.done and time.monotonic() < deadline and not (self.idle() and self._stop):
-            await asyncio.sleep(0.01)
+        # Woken by each visit that ends (``_done``), not by polling: a crawl waiting on politeness
+        # costs no CPU here.
+        while not self.done and not (self.idle() and self._stop) and (left := deadline - time.monotonic()) > 0:
+            self._visited.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._visited.wait(), left)
         out, self.done = self.done[:max_items], self.done[max_items:]
         return out
 
@@ -256,6 +262,7 @@ class FetchLoop:
         if not task.cancelled() and task.exception() is not None:
             log.error("visit failed: %r", task.exception())
         self._wake.set()
+        self._visited.set()
 
     def _flush_releases(self) -> None:
         if self.releases:
@@ -384,6 +391,11 @@ def actor_class():
         @per_batch
         async def drain(self, max_items: int, wait: float) -> list[Outcome]:
             return await self.loop.drain(max_items, wait)
+
+        @per_batch
+        async def drain_with_status(self, max_items: int, wait: float) -> tuple[list[Outcome], dict[str, object]]:
+            """:meth:`drain`, then :meth:`status`: the agent's loop makes one call per round, not two."""
+            return await self.loop.drain(max_items, wait), self.loop.status()
 
         @per_batch
         async def resolve_many(self, names: list[str]) -> dict[str, str | None]:

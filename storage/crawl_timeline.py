@@ -48,11 +48,8 @@ def write_png(directory: Path, path: Path) -> Path | None:
     rows = read(directory)
     if len(rows) < 2:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure  # (not pyplot: no GUI backend, no global figure list, ~0.1 s less)
 
     a = np.array(rows)
     t = a[:, 0] - a[0, 0]
@@ -60,7 +57,8 @@ def write_png(directory: Path, path: Path) -> Path | None:
     mid = (t[1:] + t[:-1]) / 2
     # Several agents sample the same counters: a rate over a gap shorter than a tick is noise.
     keep = np.diff(a[:, 0]) > 0.5
-    fig, axes = plt.subplots(3, 1, figsize=(7, 7), dpi=100, sharex=True)
+    fig = Figure(figsize=(7, 7), dpi=100)
+    axes = fig.subplots(3, 1, sharex=True)
     axes[0].plot(mid[keep], (np.diff(a[:, 1]) / dt)[keep], color="tab:blue")
     axes[0].set_ylabel("pages/s")
     for col, label in ((3, "queued URLs (Redis)"), (4, "virtualized URLs (disk)"), (5, "front (hosts)"),
@@ -77,5 +75,4 @@ def write_png(directory: Path, path: Path) -> Path | None:
     axes[0].set_title(f"crawl timeline: {int(a[-1, 1]):,} pages, {int(a[-1, 2]):,} errors", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
