@@ -408,8 +408,4 @@ def actor_class():
         async def set_budget(self, n: int | None) -> None:
             self.loop.set_budget(n)
 
-        @per_batch
-        async def status(self) -> dict[str, object]:
-            return self.loop.status()
-
     return FetchActor

@@ -152,20 +152,17 @@ def pytest_collection_modifyitems(config, items) -> None:
     from pathlib import Path
 
     seconds = json.loads((Path(__file__).parent / "file_seconds.json").read_text())
-    weight: dict[str, float] = {}
-    counted: set[str] = set()
-    for item in items:
-        path = item.fspath.strpath
-        name, scope = Path(path).name, _scope(item.nodeid.split("::", 1)[0])
-        if name in seconds:
-            if name not in counted:
-                counted.add(name)
-                weight[scope] = weight.get(scope, 0) + seconds[name]
-        else:
-            weight[scope] = weight.get(scope, 0) + 5 * (item.get_closest_marker("slow") is not None)
-    order = {scope: i for i, scope in enumerate(dict.fromkeys(_scope(item.nodeid.split("::", 1)[0]) for item in items))}
-    items.sort(key=lambda item: (-weight[_scope(item.nodeid.split("::", 1)[0])], order[_scope(item.nodeid.split("::", 1)[0])],
-                                 Path(item.fspath.strpath).name))
+    paths = [item.nodeid.split("::", 1)[0] for item in items]
+    scopes = [_scope(path) for path in paths]
+    weight: dict[str, float] = dict.fromkeys(scopes, 0)
+    for path, scope in dict.fromkeys(zip(paths, scopes, strict=True)):  # each file once
+        weight[scope] += seconds.get(path.rsplit("/", 1)[-1], 0)
+    for item, path, scope in zip(items, paths, scopes, strict=True):
+        if path.rsplit("/", 1)[-1] not in seconds:
+            weight[scope] += 5 * (item.get_closest_marker("slow") is not None)
+    first = {scope: i for i, scope in enumerate(dict.fromkeys(scopes))}
+    ranked = sorted(zip(items, paths, scopes, strict=True), key=lambda ips: (-weight[ips[2]], first[ips[2]], ips[1]))
+    items[:] = [item for item, _, _ in ranked]
 
 
 _STARTED: dict[str, float] = {}
@@ -173,9 +170,10 @@ _FILE_SECONDS: dict[str, float] = {}
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:
-    import time
+    if os.environ.get("RAYCRAWL_FILE_SECONDS"):
+        import time
 
-    _STARTED[nodeid] = time.monotonic()
+        _STARTED[nodeid] = time.monotonic()
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:
