@@ -53,8 +53,7 @@ from raycrawl.storage.crawl_dir import begin, layout, read_crawl_id
 
 log = logging.getLogger(__name__)
 
-METRICS_INTERVAL = 2.0
-"""Seconds between exports of the frontier gauges (each costs a Redis round trip and a sieve call)."""
+METRICS_INTERVAL = 2.0  # s between exports of the frontier gauges (a Redis round trip and a sieve call)
 AGENT0 = "agent0"
 
 
@@ -165,7 +164,7 @@ class Agent:
                 self._hold()
                 continue
             try:
-                outcomes, statuses = crew.drain(self.s.batch, 0.1)
+                outcomes, statuses = crew.drain(self.s.batch)
             except ray.exceptions.RayActorError as exc:
                 self._recover_fetchers(exc)
                 continue
@@ -176,6 +175,7 @@ class Agent:
             if any(st["waited"] for st in statuses):
                 self.distributor.fetchers_waited()
             budget_spent = self.s.max_pages and all(st["budget"] is not None and st["budget"] <= 0 for st in statuses)
+            res = None
             if not budget_spent:
                 try:  # (a step changes Redis only at its end, after resolving)
                     res = self.distributor.step(read_sieve, resolve)
@@ -186,6 +186,7 @@ class Agent:
                     committer.record_failures(res.failed)
                 if res.over_host_limit or res.spilled:
                     self.f.commit([], {"filtered:max-urls-per-host": res.over_host_limit, "virtualized": res.spilled})
+            crew.pace(bool(outcomes) or (res is not None and res.moved), statuses)
             self.inbox.poll(self.stages.judge, lambda urls: self.router.deliver(crew.sieve, urls))
             if time.time() >= next_metrics:
                 next_metrics = time.time() + METRICS_INTERVAL

@@ -50,6 +50,11 @@ class StepResult:
     over_host_limit: int = 0  # dropped by max_urls_per_host
     failed: list[tuple[str, str]] = field(default_factory=list)  # (url, error kind) not queued
 
+    @property
+    def moved(self) -> bool:
+        """The step took URLs from the sieve or the virtual queues."""
+        return bool(self.taken or self.refilled)
+
 
 class Distributor:
     def __init__(self, workbench: Workbench, virtualizer: Virtualizer, *, front_size: int = Settings.front_size,

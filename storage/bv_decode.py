@@ -133,7 +133,7 @@ def decode_all(words, n, m, window, min_interval, zk, limit_bits):
     tmp = np.empty(max(n, 1), dtype=np.int64)
     empty = np.empty(0, dtype=np.int32)
     offsets = np.empty(n, dtype=np.int64)
-    pos = 0
+    pos = np.int64(0)  # not literal 0 (storage/codes.py)
     for x in range(n):
         offsets[x] = pos
         d, r, pos = read_header(words, pos, window)
@@ -178,7 +178,9 @@ def decode_successors(words, offsets, v, n, window, min_interval, zk, limit_bits
         if r > cur:
             raise ValueError("graph corrupt: reference before node 0")
         cur -= r
-    ref = np.empty(0, dtype=np.int64)
+    # The reference travels as int32, as in decode_all: one compiled decode_node_body for both.
+    ref = np.empty(0, dtype=np.int32)
+    out = ref.astype(np.int64)
     for i in range(nchain - 1, -1, -1):
         x = chain[i]
         if offsets[x] > limit_bits:
@@ -190,8 +192,9 @@ def decode_successors(words, offsets, v, n, window, min_interval, zk, limit_bits
         if d > 0:
             scratch = np.empty(d, dtype=np.int64)
             pos = decode_node_body(words, pos, x, d, r > 0, ref, n, min_interval, zk, scratch, out)
-        ref = out
-    return ref
+        if i > 0:
+            ref = out.astype(np.int32)
+    return out
 
 
 @njit(cache=True)

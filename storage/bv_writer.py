@@ -162,10 +162,11 @@ def choose_references(indptr, indices, window, max_ref, min_interval, zk):
     refs = np.zeros(n, dtype=np.int64)
     refcount = np.zeros(n, dtype=np.int64)
     total = 0
+    zero, sizing = np.int64(0), np.bool_(False)  # no literal arguments: one compiled encode_node (storage/codes.py)
     for x in range(n):
         succ = indices[indptr[x] : indptr[x + 1]]
         best_r = 0
-        best = encode_node(empty, 0, x, succ, 0, succ, window, min_interval, zk, blocks, extras, stats, False)
+        best = encode_node(empty, zero, x, succ, zero, succ, window, min_interval, zk, blocks, extras, stats, sizing)
         if succ.shape[0] > 0:
             for r in range(1, min(window, x) + 1):
                 y = x - r
@@ -174,7 +175,7 @@ def choose_references(indptr, indices, window, max_ref, min_interval, zk):
                 ref = indices[indptr[y] : indptr[y + 1]]
                 if ref.shape[0] == 0:
                     continue
-                c = encode_node(empty, 0, x, succ, r, ref, window, min_interval, zk, blocks, extras, stats, False)
+                c = encode_node(empty, zero, x, succ, r, ref, window, min_interval, zk, blocks, extras, stats, sizing)
                 if c < best:
                     best = c
                     best_r = r
@@ -197,12 +198,12 @@ def encode_graph(indptr, indices, refs, total_bits, window, min_interval, zk):
     stats = np.zeros(N_STATS, dtype=np.int64)
     buf = np.zeros(total_bits // 64 + PAD_WORDS, dtype=np.uint64)
     offsets = np.empty(n + 1, dtype=np.int64)
-    pos = 0
+    pos = np.int64(0)
     for x in range(n):
         offsets[x] = pos
         succ = indices[indptr[x] : indptr[x + 1]]
         r = refs[x]
         ref = indices[indptr[x - r] : indptr[x - r + 1]] if r > 0 else succ
-        pos = encode_node(buf, pos, x, succ, r, ref, window, min_interval, zk, blocks, extras, stats, True)
+        pos = encode_node(buf, pos, x, succ, r, ref, window, min_interval, zk, blocks, extras, stats, np.bool_(True))
     offsets[n] = pos
     return buf, offsets, stats

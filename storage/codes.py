@@ -15,6 +15,11 @@ there and vice versa (``tests/test_bvgraph_codes.py`` checks this against dsi-bi
 Readers take ``(words, pos)`` and return ``(value, new_pos)``; writers take
 ``(buf, pos, value)`` and return ``new_pos``. A writer called with ``buf`` of length 0 only
 counts bits (used to cost alternative encodings without writing them).
+
+A jitted caller passes a position or flag as a typed value (``np.int64(0)``, ``np.bool_(True)``),
+not a literal: numba compiles a callee once per argument type, and ``pos = 0`` before a loop is
+typed ``Literal[int](0)`` on the first pass, so each such call site compiled the whole callee a
+second time (a cold run of the tests compiled ~12 CPU-s of such duplicates).
 """
 
 from __future__ import annotations
@@ -207,7 +212,7 @@ def write_zeta(buf, pos, n, k):
 def read_gamma_sequence(words, count):
     """``count`` γ-coded naturals from the start of the stream (e.g. a ``.offsets`` file)."""
     out = np.empty(count, dtype=np.int64)
-    pos = 0
+    pos = np.int64(0)
     for i in range(count):
         out[i], pos = read_gamma(words, pos)
     return out, pos
@@ -220,7 +225,7 @@ def write_gamma_sequence(values):
     for v in values:
         nbits += len_gamma(v)
     buf = np.zeros(nbits // 64 + PAD_WORDS, dtype=np.uint64)
-    pos = 0
+    pos = np.int64(0)
     for v in values:
         pos = write_gamma(buf, pos, v)
     return buf, pos

@@ -145,14 +145,14 @@ def _sml_write(buf, pos, d, mode, long_bits, hcode, hlen):
 def _sml_encode(indptr, indices, mode, long_bits, hcode, hlen):
     n = indptr.shape[0] - 1
     empty = np.zeros(0, dtype=np.uint64)
-    total = 0
+    total = np.int64(0)
     for v in range(n):
         total = write_gamma(empty, total, indptr[v + 1] - indptr[v])
         for k in range(indptr[v], indptr[v + 1]):
             total = _sml_write(empty, total, indices[k] - v, mode, long_bits, hcode, hlen)
     buf = np.zeros(total // 64 + PAD_WORDS, dtype=np.uint64)
     offsets = np.empty(n + 1, dtype=np.int64)
-    pos = 0
+    pos = np.int64(0)
     for v in range(n):
         offsets[v] = pos
         pos = write_gamma(buf, pos, indptr[v + 1] - indptr[v])

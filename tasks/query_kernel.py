@@ -218,8 +218,7 @@ def _run(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_len,
     cur = starts[:t].copy()
     ends = np.zeros(t, np.int64)
     npmax = page_vstart.size - 1
-    npages = 0
-    nvh = 0
+    npages = nvh = np.int64(0)  # not literal 0: _compact compiles once (storage/codes.py)
     ires[2 * npmax] = 0  # the first page's version hits start at 0
     big = np.int64(1) << 62
     d = np.int64(0)
@@ -265,7 +264,7 @@ def _run(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_len,
             cur[i] = ends[i]
         npages, nvh = _emit(d, v0, nv, t if conjunctive else 1, vmatched, vscore, ires, fres, npages, nvh)
         d += 1
-    return _compact(npages, nvh, pages.size, 0, topk, ires, fres, order, v_epoch)
+    return _compact(npages, nvh, pages.size, np.int64(0), topk, ires, fres, order, v_epoch)
 
 
 @njit(cache=True)
@@ -344,8 +343,7 @@ def _run_and(blob, frag_page, reuse_start, reuse_pages, page_vstart, v_epoch, v_
     cfr = np.empty(t * BLOCK, np.int64)
     cff = np.empty(t * BLOCK, np.int64)
     npmax = page_vstart.size - 1
-    npages = 0
-    nvh = 0
+    npages = nvh = np.int64(0)  # not literal 0: _compact compiles once (storage/codes.py)
     ires[2 * npmax] = 0  # the first page's version hits start at 0
     j = 0
     while j < pages.size:

@@ -126,6 +126,7 @@ def _scope(path: str) -> str:
     return "numba-kernels" if name in KERNEL_FILES else path
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist does not know the hook
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile``, with :data:`KERNEL_FILES` as one unit."""
     if config.getoption("dist") != "loadfile":
