@@ -62,9 +62,10 @@ lint: setup
 # tests are listed.
 PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
-# The two venvs are installed side by side (-j2: pip waits on the network and unpacking as much as on a core).
+# The two venvs and (on a fresh machine) Debian's chromium are installed side by side (-j3: pip and
+# apt wait on the network and on unpacking as much as on a core).
 test:
-	@$(MAKE) --no-print-directory -j2 setup pywb
+	@$(MAKE) --no-print-directory -j3 setup pywb
 	@$(MAKE) --no-print-directory lint
 	$(PYTEST) --durations=25
 
