@@ -21,8 +21,21 @@ log = logging.getLogger(__name__)
 
 
 DRAIN_WAIT = 0.1
-"""Seconds the agent's drain waits for a visit to end, and (:meth:`Crew.pace`) its longest wait."""
+"""Seconds the agent's drain waits for a visit to end, and (:func:`next_wait`) its longest wait."""
 MAX_DRAIN_WAIT = 0.8
+
+
+def next_wait(wait: float, changed: bool, statuses: list[dict]) -> float:
+    """The agent's next drain wait after a round that waited ``wait``: ``changed`` (visits ended, or
+    the distributor moved URLs) and the fetchers' ``statuses``. While nothing changes and every
+    visit to come is in the fetchers' hands (in flight, or its host waiting on politeness), the wait
+    doubles up to MAX_DRAIN_WAIT: a visit ending still returns a drain at once, and until then the
+    round could only find an operator's command or another agent's links (taken up within
+    MAX_DRAIN_WAIT). Otherwise (something changed, or nothing is scheduled and the crawl may be
+    ending) DRAIN_WAIT. A crawl waiting on politeness made ten rounds a second, each a few Ray and
+    Redis calls (~3 % of a core in the driver and the sieve, measured)."""
+    pending = any(st["in_flight"] or st["earliest"] is not None for st in statuses)
+    return min(MAX_DRAIN_WAIT, 2 * wait) if pending and not changed else DRAIN_WAIT
 
 
 def split_budget(n: int | None, k: int) -> list[int | None]:
@@ -66,25 +79,16 @@ class Crew:
         one died)."""
         import ray
 
-        wait = self.wait
-
         outcomes: list[Outcome] = []
         statuses: list[dict] = []
-        for batch, status in ray.get([f.drain_with_status.remote(max_items, wait) for f in self.fetchers]):
+        for batch, status in ray.get([f.drain_with_status.remote(max_items, self.wait) for f in self.fetchers]):
             outcomes += batch
             statuses.append(status)
         return outcomes, statuses
 
     def pace(self, changed: bool, statuses: list[dict]) -> None:
-        """The next drain's wait, from this round: ``changed`` (visits ended, or the distributor
-        moved URLs) and the fetchers' ``statuses``. While nothing changes and every visit to come
-        is in the fetchers' hands (in flight, or its host waiting on politeness), the wait doubles
-        up to MAX_DRAIN_WAIT: a visit ending still returns a drain at once, and until then the
-        round could only find an operator's command or another agent's links (taken up within
-        MAX_DRAIN_WAIT). A crawl waiting on politeness made ten rounds a second, each a few Ray and
-        Redis calls (~3 % of a core in the driver and the sieve, measured)."""
-        pending = any(st["in_flight"] or st["earliest"] is not None for st in statuses)
-        self.wait = min(MAX_DRAIN_WAIT, 2 * self.wait) if pending and not changed else DRAIN_WAIT
+        """Set the next drain's wait (:func:`next_wait`)."""
+        self.wait = next_wait(self.wait, changed, statuses)
 
     def stop_fetching(self) -> list[Outcome]:
         """Stop every fetch actor (each finishes its fetches and releases their hosts); the visits
