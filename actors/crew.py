@@ -20,9 +20,8 @@ from raycrawl.storage.crawl_dir import layout
 log = logging.getLogger(__name__)
 
 
-DRAIN_WAIT = 0.1
-"""Seconds the agent's drain waits for a visit to end, and (:func:`next_wait`) its longest wait."""
-MAX_DRAIN_WAIT = 0.8
+DRAIN_WAIT = 0.1  # s the agent's drain waits for a visit to end (the shortest wait: next_wait)
+MAX_DRAIN_WAIT = 0.8  # the longest, after rounds that changed nothing
 
 
 def next_wait(wait: float, changed: bool, statuses: list[dict]) -> float:

@@ -19,7 +19,7 @@ counts bits (used to cost alternative encodings without writing them).
 A jitted caller passes a position or flag as a typed value (``np.int64(0)``, ``np.bool_(True)``),
 not a literal: numba compiles a callee once per argument type, and ``pos = 0`` before a loop is
 typed ``Literal[int](0)`` on the first pass, so each such call site compiled the whole callee a
-second time (a cold run of the tests compiled ~12 CPU-s of such duplicates).
+second time (the kernels' tests from a cold cache: 101 → 72 CPU-s of compiling without them).
 """
 
 from __future__ import annotations
