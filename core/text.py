@@ -73,14 +73,15 @@ def content_digest(text: str) -> bytes:
 
 @lru_cache(maxsize=1)
 def stopwords() -> frozenset[str]:
-    """The classic 318-word English list (Glasgow IR group's, as shipped by scikit-learn, offline).
+    """The classic 318-word English list (Glasgow IR group's, as scikit-learn ships it: a copy,
+    core/stopwords_en.py says why).
 
     The ``stop-words`` package's English list has 1,333 entries including content words such as
     "world" and "hello", which would empty short pages.
     """
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    from raycrawl.stopwords_en import ENGLISH
 
-    return frozenset(ENGLISH_STOP_WORDS)
+    return ENGLISH
 
 
 @lru_cache(maxsize=1)

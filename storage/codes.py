@@ -20,6 +20,9 @@ A jitted caller passes a position or flag as a typed value (``np.int64(0)``, ``n
 not a literal: numba compiles a callee once per argument type, and ``pos = 0`` before a loop is
 typed ``Literal[int](0)`` on the first pass, so each such call site compiled the whole callee a
 second time (the kernels' tests from a cold cache: 101 → 72 CPU-s of compiling without them).
+
+The readers are ``inline="always"`` though it costs compile time: as plain calls, sequential
+decoding of cnr-2000 went from 12.0 to 16.1 ns/arc (benchmarks/graph.py).
 """
 
 from __future__ import annotations

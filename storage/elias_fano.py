@@ -18,11 +18,11 @@ File layout (``.ef``), all little-endian: the 8-byte magic ``RCEF0001``; seven `
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 from pathlib import Path
 
-import numba
 import numpy as np
 
 log = logging.getLogger(__name__)
@@ -31,149 +31,47 @@ MAGIC = b"RCEF0001"
 QUANTUM = 256  # ones (zeros) between two inventory samples
 _HEADER = struct.Struct("<8s7Q")
 
-# Byte tables shared by the in-word select: popcount and position of the k-th one of each byte.
-_POP8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
-_SEL8 = np.full((256, 8), 8, dtype=np.int64)
-for _b in range(256):
-    _ones = [i for i in range(8) if _b >> i & 1]
-    _SEL8[_b, : len(_ones)] = _ones
-del _b, _ones
+# Elements per step of the build: a multiple of 64, so that each step's lower bits start on a word.
+_BUILD_STEP = 1 << 16
 
 
 class EliasFanoError(ValueError):
     """A malformed or truncated ``.ef`` file."""
 
 
-@numba.njit(cache=True)
-def _popcount(w):
-    w = w - ((w >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    w = (w & np.uint64(0x3333333333333333)) + ((w >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    w = (w + (w >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((w * np.uint64(0x0101010101010101)) >> np.uint64(56))
+def _pack_bits(bits: np.ndarray, words: int) -> np.ndarray:
+    """``words`` uint64 holding the 0/1 array ``bits`` LSB-first (zero-padded)."""
+    packed = np.packbits(bits, bitorder="little")
+    out = np.zeros(words * 8, dtype=np.uint8)
+    out[: len(packed)] = packed
+    return out.view("<u8").astype(np.uint64)
 
 
-@numba.njit(cache=True)
-def _select_in_word(w, r, pop8, sel8):
-    """Position (0..63) of the r-th (0-based) one of ``w``; the caller guarantees it exists."""
-    for byte in range(8):
-        b = np.int64((w >> np.uint64(8 * byte)) & np.uint64(0xFF))
-        c = pop8[b]
-        if r < c:
-            return 8 * byte + sel8[b, r]
-        r -= c
-    return -1
-
-
-@numba.njit(cache=True)
-def _build(values, low_bits, lower, upper):
-    n = values.shape[0]
-    mask = (np.int64(1) << low_bits) - 1
-    for i in range(n):
-        v = values[i]
-        if low_bits > 0:
-            low = np.uint64(v & mask)
-            pos = i * low_bits
-            w = pos >> 6
-            o = pos & 63
-            lower[w] |= low << np.uint64(o)
-            if o + low_bits > 64:
-                lower[w + 1] |= low >> np.uint64(64 - o)
-        hp = (v >> low_bits) + i
-        upper[hp >> 6] |= np.uint64(1) << np.uint64(hp & 63)
-
-
-@numba.njit(cache=True)
-def _inventory(upper, nbits, want_ones, quantum):
-    """Positions of the 0th, quantum-th, 2·quantum-th … one (or zero) of the first nbits bits."""
-    out = np.empty(nbits // quantum + 2, dtype=np.uint64)
-    k = 0
-    seen = 0
-    for p in range(nbits):
-        bit = (upper[p >> 6] >> np.uint64(p & 63)) & np.uint64(1)
-        if (bit == 1) == want_ones:
-            if seen % quantum == 0:
-                out[k] = p
-                k += 1
-            seen += 1
-    return out[:k]
-
-
-@numba.njit(cache=True)
-def _lower_bits(lower, low_bits, i):
-    if low_bits == 0:
-        return np.int64(0)
-    pos = i * low_bits
-    w = pos >> 6
-    o = pos & 63
-    x = lower[w] >> np.uint64(o)
-    if o + low_bits > 64:
-        x |= lower[w + 1] << np.uint64(64 - o)
-    return np.int64(x & ((np.uint64(1) << np.uint64(low_bits)) - np.uint64(1)))
-
-
-@numba.njit(cache=True)
-def _select(upper, inv, quantum, r, want_ones, pop8, sel8):
-    """Position of the r-th one (or zero) of ``upper``, starting from the inventory sample."""
-    p = np.int64(inv[r // quantum])
-    r -= (r // quantum) * quantum
-    w = p >> 6
-    word = upper[w] if want_ones else ~upper[w]
-    word &= ~np.uint64(0) << np.uint64(p & 63)
-    while True:
-        c = _popcount(word)
-        if r < c:
-            return (w << 6) + _select_in_word(word, r, pop8, sel8)
-        r -= c
-        w += 1
-        word = upper[w] if want_ones else ~upper[w]
-
-
-@numba.njit(cache=True)
-def _get(lower, upper, inv1, low_bits, quantum, i, pop8, sel8):
-    high = _select(upper, inv1, quantum, i, True, pop8, sel8) - i
-    return (high << low_bits) | _lower_bits(lower, low_bits, i)
-
-
-@numba.njit(cache=True)
-def _get_many(lower, upper, inv1, low_bits, quantum, idx, pop8, sel8):
-    out = np.empty(idx.shape[0], dtype=np.int64)
-    for j in range(idx.shape[0]):
-        out[j] = _get(lower, upper, inv1, low_bits, quantum, idx[j], pop8, sel8)
-    return out
-
-
-@numba.njit(cache=True)
-def _decode_all(lower, upper, low_bits, n):
-    out = np.empty(n, dtype=np.int64)
-    i = 0
-    p = 0
-    while i < n:
-        if (upper[p >> 6] >> np.uint64(p & 63)) & np.uint64(1):
-            out[i] = ((p - i) << low_bits) | _lower_bits(lower, low_bits, i)
-            i += 1
-        p += 1
-    return out
-
-
-@numba.njit(cache=True)
-def _rank(lower, upper, inv0, low_bits, quantum, n, u, x, pop8, sel8):
-    """Number of elements strictly smaller than x."""
-    if x > u:
-        return n
-    if x <= 0:
-        return 0
-    hx = x >> low_bits
-    if hx == 0:
-        pos = 0
-    else:
-        pos = _select(upper, inv0, quantum, hx - 1, False, pop8, sel8) + 1
-    cnt = pos - hx  # ones before the hx-th zero = elements whose high part is < hx
-    while cnt < n and (upper[pos >> 6] >> np.uint64(pos & 63)) & np.uint64(1):
-        if ((hx << low_bits) | _lower_bits(lower, low_bits, cnt)) >= x:
-            break
-        cnt += 1
-        pos += 1
-    return cnt
+def _build(v: np.ndarray, low_bits: int, upper_bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, ones inventory, zeros inventory) of the sorted ``v`` — with numpy, not numba:
+    the access kernels (storage/elias_fano_select.py) are only imported by a reader."""
+    n = len(v)
+    lower = np.zeros((n * low_bits + 63) // 64 + 1, dtype=np.uint64)
+    if low_bits:
+        shifts = np.arange(low_bits, dtype=np.uint64)
+        mask = np.uint64((1 << low_bits) - 1)
+        for s in range(0, n, _BUILD_STEP):
+            low = v[s:s + _BUILD_STEP].astype(np.uint64) & mask
+            bits = ((low[:, None] >> shifts) & np.uint64(1)).astype(np.uint8).ravel()
+            w0 = s * low_bits // 64
+            words = (len(bits) + 63) // 64
+            lower[w0:w0 + words] = _pack_bits(bits, words)
+    high = v >> low_bits
+    ones = high + np.arange(n, dtype=np.int64)  # element i sets bit high_i + i
+    # One spare word so the select scan can always read the word after the last one.
+    upper_words = (upper_bits + 63) // 64 + 1
+    bits = np.zeros(upper_words * 64, dtype=np.uint8)
+    bits[ones] = 1
+    upper = _pack_bits(bits, upper_words)
+    # The k-th zero closes bucket k: it follows the k zeros before it and the elements of high ≤ k.
+    k = np.arange(0, upper_bits - n, QUANTUM, dtype=np.int64)
+    inv0 = (k + np.searchsorted(high, k, side="right")).astype(np.uint64)
+    return lower, upper, ones[::QUANTUM].astype(np.uint64), inv0
 
 
 class EliasFano:
@@ -200,18 +98,16 @@ class EliasFano:
         if n and u < int(v[-1]):
             raise ValueError(f"universe {u} is smaller than the largest element {int(v[-1])}")
         low_bits = max(0, (u // n).bit_length() - 1) if n else 0
-        lower = np.zeros((n * low_bits + 63) // 64 + 1, dtype=np.uint64)
-        upper_bits = n + (u >> low_bits) + 1
-        # One spare word so the select scan can always read the word after the last one.
-        upper = np.zeros((upper_bits + 63) // 64 + 1, dtype=np.uint64)
-        if n:
-            _build(v, low_bits, lower, upper)
-        inv1 = _inventory(upper, upper_bits, True, QUANTUM)
-        inv0 = _inventory(upper, upper_bits, False, QUANTUM)
-        ef = cls(n, u, low_bits, lower, upper, inv1, inv0)
+        ef = cls(n, u, low_bits, *_build(v, low_bits, n + (u >> low_bits) + 1))
         return ef
 
     # -- access --------------------------------------------------------------------------------
+    @functools.cached_property
+    def _k(self):
+        from raycrawl.storage import elias_fano_select
+
+        return elias_fano_select
+
     def __len__(self) -> int:
         return self.n
 
@@ -221,19 +117,22 @@ class EliasFano:
             i += self.n
         if not 0 <= i < self.n:
             raise IndexError(f"index {i} out of range for {self.n} elements")
-        return int(_get(self.lower, self.upper, self.inv1, self.low_bits, QUANTUM, i, _POP8, _SEL8))
+        k = self._k
+        return int(k.get(self.lower, self.upper, self.inv1, self.low_bits, QUANTUM, i, k.POP8, k.SEL8))
 
     def get_many(self, idx) -> np.ndarray:
         """Elements at the given indices (vectorised select)."""
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError("index out of range")
-        return _get_many(self.lower, self.upper, self.inv1, self.low_bits, QUANTUM, idx, _POP8, _SEL8)
+        k = self._k
+        return k.get_many(self.lower, self.upper, self.inv1, self.low_bits, QUANTUM, idx, k.POP8, k.SEL8)
 
     def rank(self, x: int) -> int:
         """Number of elements strictly smaller than ``x``."""
-        return int(_rank(self.lower, self.upper, self.inv0, self.low_bits, QUANTUM, self.n, self.u, int(x),
-                         _POP8, _SEL8))
+        k = self._k
+        return int(k.rank(self.lower, self.upper, self.inv0, self.low_bits, QUANTUM, self.n, self.u, int(x),
+                          k.POP8, k.SEL8))
 
     def __contains__(self, x: int) -> bool:
         r = self.rank(x)
@@ -241,7 +140,7 @@ class EliasFano:
 
     def to_array(self) -> np.ndarray:
         """All elements, decoded sequentially."""
-        return _decode_all(self.lower, self.upper, self.low_bits, self.n)
+        return self._k.decode_all(self.lower, self.upper, self.low_bits, self.n)
 
     @property
     def bits(self) -> int:

@@ -15,8 +15,8 @@ and gap-code well. A summary is written as:
   (γ), where ν(x) = 2x for x ≥ 0 and 2|x| − 1 for x < 0.
 
 Codes are 0-based, written big-endian with ``dsi-bitstream`` (WebGraph's conventions). Decoding
-uses a numba decoder over the raw words (dsi-bitstream's per-call cost from Python is too high for
-bulk scans); the tests check one against the other.
+uses a numba decoder over the raw words (storage/summary_decode.py: dsi-bitstream's per-call cost
+from Python is too high for bulk scans); the tests check one against the other.
 
 Files of an archive ``BASE`` (default ``DIR/summaries/summaries``):
 
@@ -43,9 +43,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numba
 import numpy as np
-from numba.cpython.unsafe.numbers import leading_zeros
 
 from raycrawl.errors import UserError
 from raycrawl.storage.crawl_dir import layout
@@ -198,151 +196,6 @@ class SummaryBitWriter:
 
 
 
-# -- decoding (numba, over the big-endian word image of BASE.bits) --------------------------------
-
-_PAD_WORDS = 3  # zero words after the stream so a read near the end never indexes past the array
-
-
-def _words_of(data: bytes) -> np.ndarray:
-    raw = np.frombuffer(data, dtype=np.uint8)
-    nwords = (len(raw) + 7) // 8 + _PAD_WORDS
-    padded = np.zeros(nwords * 8, dtype=np.uint8)
-    padded[: len(raw)] = raw
-    return padded.view(">u8").astype(np.uint64)
-
-
-@numba.njit(cache=True, inline="always")
-def _peek(words, pos):
-    w = pos >> 6
-    off = np.uint64(pos & 63)
-    if off == 0:
-        return words[w]
-    return (words[w] << off) | (words[w + 1] >> (np.uint64(64) - off))
-
-
-@numba.njit(cache=True, inline="always")
-def _bits(words, pos, n):
-    if n == 0:
-        return np.int64(0)
-    return np.int64(_peek(words, pos) >> np.uint64(64 - n))
-
-
-@numba.njit(cache=True, inline="always")
-def _unary(words, pos, limit):
-    """(value, new_pos); value −1 when the run of zeros passes ``limit`` (corrupt stream)."""
-    z = 0
-    while True:
-        if pos >= limit:
-            return -1, pos
-        x = _peek(words, pos)
-        if x != 0:
-            lz = np.int64(leading_zeros(x))
-            return z + lz, pos + lz + 1
-        z += 64
-        pos += 64
-
-
-@numba.njit(cache=True, inline="always")
-def _read(words, pos, kind, k, limit):
-    """One 0-based code (γ, δ, ζk or unary) at ``pos`` → (value, new_pos); −1 value on corruption."""
-    if kind == 3:
-        return _unary(words, pos, limit)
-    if kind == 0 or kind == 1:
-        z, pos = _unary(words, pos, limit)
-        if z < 0 or z > 62:
-            return -1, pos
-        if kind == 1:
-            n = (np.int64(1) << z) | _bits(words, pos, z)
-            pos += z
-            z = n - 1
-            if z > 62:
-                return -1, pos
-        v = ((np.int64(1) << z) | _bits(words, pos, z)) - 1
-        return v, pos + z
-    h, pos = _unary(words, pos, limit)
-    if h < 0 or (h + 1) * k > 62:
-        return -1, pos
-    lo = np.int64(1) << (h * k)
-    hi = np.int64(1) << ((h + 1) * k)
-    mx = hi - lo
-    lg = 63 - np.int64(leading_zeros(np.uint64(mx)))
-    prefix = _bits(words, pos, lg)
-    pos += lg
-    limit_mb = (np.int64(1) << (lg + 1)) - mx
-    if prefix >= limit_mb:
-        prefix = (prefix << 1) | _bits(words, pos, 1)
-        pos += 1
-        prefix -= limit_mb
-    return lo + prefix - 1, pos
-
-
-@numba.njit(cache=True)
-def _decode_one(words, pos, limit, ck):
-    """Decode the summary at ``pos`` → (length, term ids, counts, end pos); length −1 if corrupt."""
-    length, pos = _read(words, pos, ck[0], ck[1], limit)
-    s, pos = _read(words, pos, ck[2], ck[3], limit)
-    if length < 0 or s < 0 or s > limit:
-        return -1, np.empty(0, np.int64), np.empty(0, np.int64), pos
-    terms = np.empty(s, np.int64)
-    counts = np.empty(s, np.int64)
-    t = -1
-    for i in range(s):
-        g, pos = _read(words, pos, ck[4], ck[5], limit)
-        if g < 0:
-            return -1, terms, counts, pos
-        t += g + 1
-        terms[i] = t
-    c = 0
-    for i in range(s - 1, -1, -1):
-        g, pos = _read(words, pos, ck[6], ck[7], limit)
-        if g < 0:
-            return -1, terms, counts, pos
-        if i == s - 1:
-            c = g + 1
-        else:
-            c += (g >> 1) if (g & 1) == 0 else -((g + 1) >> 1)
-        counts[i] = c
-    return length, terms, counts, pos
-
-
-@numba.njit(cache=True)
-def _decode_range(words, pos, count, limit, ck, lengths, sizes, terms, counts, ends):
-    """Decode ``count`` consecutive summaries into preallocated arrays.
-
-    Returns the number of pairs written, or −(i+1) if summary i is corrupt or overflows ``terms``.
-    """
-    p = 0
-    for i in range(count):
-        length, pos = _read(words, pos, ck[0], ck[1], limit)
-        s, pos = _read(words, pos, ck[2], ck[3], limit)
-        if length < 0 or s < 0 or p + s > terms.shape[0]:
-            return -(i + 1)
-        lengths[i] = length
-        sizes[i] = s
-        t = -1
-        for j in range(s):
-            g, pos = _read(words, pos, ck[4], ck[5], limit)
-            if g < 0:
-                return -(i + 1)
-            t += g + 1
-            terms[p + j] = t
-        c = 0
-        for j in range(s - 1, -1, -1):
-            g, pos = _read(words, pos, ck[6], ck[7], limit)
-            if g < 0:
-                return -(i + 1)
-            if j == s - 1:
-                c = g + 1
-            else:
-                c += (g >> 1) if (g & 1) == 0 else -((g + 1) >> 1)
-            counts[p + j] = c
-        p += s
-        ends[i] = pos
-        if pos > limit:
-            return -(i + 1)
-    return p
-
-
 # -- reading ------------------------------------------------------------------------------------
 
 
@@ -412,6 +265,9 @@ class SummaryArchive:
             ck.extend(parse_code(codes[part]))
         self._ck = np.array(ck, dtype=np.int64)
         self._term_index: dict[str, int] | None = None
+        from raycrawl.storage import summary_decode  # (numba: for readers only, not the crawl's writer)
+
+        self._decode = summary_decode
 
     @classmethod
     def open(cls, path: str | Path) -> SummaryArchive:
@@ -451,7 +307,9 @@ class SummaryArchive:
                 raise ArchiveError(f"{base}.terms: malformed line {i + 1}")
             terms.append(parts[0])
             df[i], cf[i] = int(parts[1]), int(parts[2])
-        return cls(base, props, _words_of(data), pointers, missing, terms, df, cf)
+        from raycrawl.storage.summary_decode import words_of
+
+        return cls(base, props, words_of(data), pointers, missing, terms, df, cf)
 
     def __len__(self) -> int:
         return self.documents
@@ -474,7 +332,7 @@ class SummaryArchive:
         if i is None:
             return None
         start = self.pointers[i]
-        length, terms, counts, end = _decode_one(self.words, start, self.total_bits, self._ck)
+        length, terms, counts, end = self._decode.decode_one(self.words, start, self.total_bits, self._ck)
         if length < 0 or end != self.pointers[i + 1]:
             raise ArchiveError(f"{self.base}.bits: corrupt summary for node {node}")
         return Summary(node, int(length), terms, counts)
@@ -509,7 +367,7 @@ class SummaryArchive:
         ends = np.empty(n, np.int64)
         term_ids = np.empty(int(self.props["pairs"]), np.int64)
         counts = np.empty(int(self.props["pairs"]), np.int64)
-        p = _decode_range(self.words, 0, n, self.total_bits, self._ck, lengths, sizes, term_ids, counts, ends)
+        p = self._decode.decode_range(self.words, 0, n, self.total_bits, self._ck, lengths, sizes, term_ids, counts, ends)
         if p < 0:
             raise ArchiveError(f"{self.base}.bits: corrupt summary at position {-p - 1}")
         if p != term_ids.shape[0] or (n and ends[-1] != self.total_bits):

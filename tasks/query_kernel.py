@@ -12,6 +12,11 @@ few µs, and a query costs one dispatch (:func:`search`) plus building its top-k
 The algorithm is :mod:`raycrawl.tasks.query`'s (the reference the tests hold both to): a term's
 stream of (page, fragID, f) is its postings in fragID order — numbered by primary page, so
 page order — plus, under global sharing, one *ticket* per later page reusing a shared fragment.
+
+The helpers are plain ``njit`` functions, not ``inline="always"``: numba's own inlining copied
+them into every caller before compiling, ~9 CPU-s more of compiling from a cold cache (the
+kernels' tests) for no query-latency gain (benchmarks/search.py: 0.023–0.025 ms against
+0.024–0.026 ms). The BV and summary decoders keep it: without it they decoded 12–34 % slower.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from raycrawl.storage.postings import BLOCK
 K1, B = 1.2, 0.75
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _vbyte(blob, pos):
     """(value, next position) of the var-byte value at ``blob[pos]`` (stop bit 0x80 on the last byte)."""
     v = np.int64(0)
@@ -38,7 +43,7 @@ def _vbyte(blob, pos):
         shift += 7
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _bits(blob, pos, j, w):
     """Value ``j`` of a bit-packed run of ``w``-bit values (little-endian bit order) at ``blob[pos]``."""
     if w == 0:
@@ -161,7 +166,7 @@ def _compact(npages, nvh, decoded, blocks, topk, ires, fres, order, v_epoch):
     return ints, floats, ntop, npages, decoded, blocks
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _score_marked(idf, v0, nv, epoch, v_epoch, v_len, v_fstart, v_frags, mark, vscore, vmatched, avgdl):
     """Add a term's BM25 to each version of a page (``v0``… ``nv`` of them, of ``epoch`` if ≥ 0)
     that holds it, its f per fragment being in ``mark``; how many versions hold it."""
@@ -180,7 +185,7 @@ def _score_marked(idf, v0, nv, epoch, v_epoch, v_len, v_fstart, v_frags, mark, v
     return holding
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _emit(d, v0, nv, need, vmatched, vscore, ires, fres, npages, nvh):
     """Record page ``d``'s versions that matched at least ``need`` terms (and the page, if any did)
     in ``ires``/``fres``, and zero the per-version scratch; the new (pages, version hits) counts."""
@@ -306,7 +311,7 @@ def _blocks(blob, offs, first):
     return tb, last, before, goff, foff, size
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lookup(blob, i, frag, tb, last, before, goff, foff, size, cached, cfr, cff, looked):
     """f of ``frag`` in term i's list (0 if absent), decoding only the block that may hold it (the
     last block decoded is kept)."""

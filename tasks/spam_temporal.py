@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 XJAC_C = 0.1
 PSIM_C = 0.15
 MAX_LEN = 4
+# A Ray task costs ~1 CPU-s before it walks (a worker process importing numpy and scipy); walking
+# costs 50–100 ns per fingerprint × (hosts + arcs) (measured, 1k–100k hosts): a task is given at
+# least ~1–2 s of walks, so a small host graph is walked by one task, not four idle starts.
+PSIM_WORK_PER_TASK = 20_000_000
 
 
 # ---- snapshots -----------------------------------------------------------------------------------
@@ -197,10 +201,12 @@ def psimrank_walks(m0: sparse.csr_matrix, m1: sparse.csr_matrix, seeds: Sequence
 
 
 def psimrank(a0: sparse.csr_matrix, a1: sparse.csr_matrix, fingerprints: int = 100, max_len: int = MAX_LEN,
-             c: float = PSIM_C, seed: int = 0, transposed: bool = False, tasks: int = 4) -> np.ndarray:
+             c: float = PSIM_C, seed: int = 0, transposed: bool = False, tasks: int = 4,
+             work_per_task: int = PSIM_WORK_PER_TASK) -> np.ndarray:
     """``PSim_ℓ`` of every host (n × max_len), estimated from ``fingerprints`` walk pairs per host,
-    split over ``tasks`` Ray tasks (the snapshots go to the object store once). In-links are
-    walked (out-links if ``transposed``)."""
+    split over at most ``tasks`` Ray tasks of at least ``work_per_task`` fingerprints × (hosts +
+    arcs) each (the snapshots go to the object store once). In-links are walked (out-links if
+    ``transposed``)."""
     import ray
 
     from raycrawl.tasks.spam_link_features import ensure_ray
@@ -210,6 +216,8 @@ def psimrank(a0: sparse.csr_matrix, a1: sparse.csr_matrix, fingerprints: int = 1
     refs = (ray.put(m0), ray.put(m1))
     remote = ray.remote(num_cpus=1)(psimrank_walks)
     seeds = [seed * 1_000_003 + f for f in range(fingerprints)]
+    work = fingerprints * (m0.shape[0] + m0.nnz + m1.nnz)
+    tasks = max(1, min(tasks, -(-work // max(1, work_per_task))))
     parts = [seeds[i::tasks] for i in range(tasks) if seeds[i::tasks]]
     total = sum(ray.get([remote.remote(*refs, part, max_len, c) for part in parts]))
     return total / fingerprints

@@ -108,3 +108,10 @@ def test_text_pipeline_drops_markup_scripts_and_stopwords():
     # Same visible text, different markup: same digest.
     other = "<html><head><title>Running</title></head><body><div>The  DOGS are jumping</div></body></html>"
     assert text.content_digest(text.visible_text(html)) == text.content_digest(text.visible_text(other))
+
+
+def test_stopwords_are_scikit_learns_list():
+    """core/stopwords_en.py is a copy of scikit-learn's English list (installed with the tests)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    assert text.stopwords() == ENGLISH_STOP_WORDS and len(ENGLISH_STOP_WORDS) == 318
