@@ -196,11 +196,11 @@ def crawl_cmd(web: MiniWeb, out: Path, *extra: str) -> list[str]:
             "--ip-delay", "0.05", "--max-urls-per-host", "30", *extra]
 
 
-def crawl_until(web: MiniWeb, out: Path, pages: int) -> subprocess.Popen:
+def crawl_until(web: MiniWeb, out: Path, pages: int, *extra: str, ray: str | None = None) -> subprocess.Popen:
     """Start `raycrawl crawl` (in a process group of its own) and return once the server has
-    answered ``pages`` page requests."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(crawl_cmd(web, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    answered ``pages`` page requests (since it started, not this run); ``ray`` as for :func:`run`."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT), **({"RAY_ADDRESS": ray} if ray else {})}
+    proc = subprocess.Popen(crawl_cmd(web, out, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=ROOT, start_new_session=True)
     deadline = time.time() + 120
     while len([r for r in web.log if r["path"] != "/robots.txt"]) < pages and time.time() < deadline:
@@ -453,39 +453,41 @@ def test_kill9_then_resume(tmp_path: Path, ray_cluster: str) -> None:
     assert {r.url for r in records} >= reachable(port), sorted(reachable(port) - {r.url for r in records})
 
 
-# (Ctrl-C reaches the whole process group, a Ray the crawl started included; SIGTERM only the driver)
-@pytest.mark.parametrize("how", [pytest.param("ctrl-c", marks=pytest.mark.own_ray), "sigterm"])
-def test_ctrl_c_commits_and_resume_refetches_nothing(tmp_path: Path, how: str, ray_cluster: str) -> None:
-    """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) mid-crawl, or
-    SIGTERM to the driver alone as ``timeout``, ``docker stop``, systemd and ``ray job stop`` send
-    it: the crawl stops fetching, commits what it fetched, stops its embedded Redis (which the
-    signal did not reach) and exits 130 (143) with one line; --resume then fetches no URL a
-    second time."""
+@pytest.mark.own_ray
+def test_ctrl_c_and_sigterm_commit_and_resume_refetches_nothing(tmp_path: Path, ray_cluster: str) -> None:
+    """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group, the Ray the
+    crawl started included) mid-crawl; then, mid-resume, SIGTERM to the driver alone as ``timeout``,
+    ``docker stop``, systemd and ``ray job stop`` send it: each time the crawl stops fetching,
+    commits what it fetched, stops its embedded Redis (which the signal did not reach) and exits
+    130 (143) with one line, leaving nothing in flight; the last --resume finishes the crawl and
+    no URL is fetched twice over the three runs."""
     out = tmp_path / "crawl"
     with MiniWeb(tmp_path) as w:
-        proc = crawl_until(w, out, pages=25)
-        t0 = time.time()
-        if how == "ctrl-c":
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            os.kill(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-        err = err.decode()
-        assert proc.returncode == (130 if how == "ctrl-c" else 143), err[-3000:]
-        assert time.time() - t0 < 60 and "Traceback" not in err
-        assert "interrupted; everything fetched is stored and committed" in err
-        first = list(w.log)
-        in_flight, _ = stopped_crawl_state(out)
-        time.sleep(0.3)
+        runs = []
+        for how, pages, extra in (("ctrl-c", 15, ()), ("sigterm", 32, ("--resume",))):
+            proc = crawl_until(w, out, pages, *extra, ray=ray_cluster if extra else None)
+            t0 = time.time()
+            if how == "ctrl-c":
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                os.kill(proc.pid, signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)
+            err = err.decode()
+            assert proc.returncode == (130 if how == "ctrl-c" else 143), (how, err[-3000:])
+            assert time.time() - t0 < 60 and "Traceback" not in err, (how, err[-3000:])
+            assert "interrupted; everything fetched is stored and committed" in err, (how, err[-3000:])
+            in_flight, _ = stopped_crawl_state(out)
+            assert in_flight == set(), how  # nothing was left fetched but uncommitted
+            runs.append(len(w.log))
+            time.sleep(0.3)
         proc = run(crawl_cmd(w, out, "--resume"), ray=ray_cluster)
         assert proc.returncode == 0, proc.stderr[-3000:]
         log = list(w.log)
-    assert in_flight == set()  # nothing was left fetched but uncommitted
-    url = lambda r: (r["host"], r["path"])  # noqa: E731
-    before = {url(r) for r in first if r["path"] != "/robots.txt"}
-    after = [url(r) for r in log[len(first):] if r["path"] != "/robots.txt"]
-    assert after and not (before & set(after)), sorted(before & set(after))
-    assert len(after) == len(set(after))
+        port = w.port
+    pages = [f"http://{r['host']}:{port}{r['path']}" for r in log if r["path"] != "/robots.txt"]
+    assert len(pages) == len(set(pages)), sorted(u for u in set(pages) if pages.count(u) > 1)
+    assert 0 < runs[0] < runs[1] < len(log)  # each of the three runs fetched
+    assert reachable(port) <= set(pages)  # and together they lost nothing
 
 
 @pytest.mark.slow
