@@ -29,6 +29,10 @@ from fault_crawl import (
 
 from raycrawl.actors.workbench import inflight_url
 
+# The longest the embedded Redis's AOF may lag what it acknowledged (appendfsync everysec; Valkey
+# postpones a write while the previous fsync runs, up to 2 s).
+AOF_WINDOW = 2.0
+
 
 def _largest_shard(out: Path) -> Path:
     return max((out / "sieve").glob("[0-9][0-9]"), key=lambda d: (d / "queue").stat().st_size)
@@ -93,13 +97,16 @@ def killed_crawl(tmp_path_factory):
             client.close()
         # after the driver died, a request could only be one the fetchers had already acquired
         # (a robots.txt request is in flight as its host's "!robots" marker; a cross-authority hop
-        # under the asking host's marker, which names no URL of its own: left out)
+        # under the asking host's marker, which names no URL of its own: left out). The AOF may
+        # lack an acquire Redis acknowledged in its last seconds (appendfsync everysec: a write
+        # waits while an fsync runs, up to 2 s; what crash recovery allows for): a fetcher holding
+        # such a URL fetches it soon after the kill, and only then.
         markers = {k.split("!robots")[0] for k in in_flight if "!robots" in k}
         late = [r for r in web.requests() if r.start > killed and not r.target.startswith("/robots-for/")]
-        unaccounted = [f"http://{r.host}{r.target}" for r in late
+        unaccounted = [(f"http://{r.host}{r.target}", round(r.start - killed, 3)) for r in late
                        if (f"http://{r.host}" not in markers if r.target == "/robots.txt"
                            else f"http://{r.host}{r.target}" not in in_flight)]
-        assert not unaccounted, unaccounted[:10]
+        assert all(after < AOF_WINDOW for _, after in unaccounted), unaccounted[:10]
         assert any(q.stat().st_size for q in (out / "virtualizer").glob("*.q"))  # it spilled
         yield out, web
 
