@@ -49,7 +49,8 @@ def _pack_bits(bits: np.ndarray, words: int) -> np.ndarray:
 
 def _build(v: np.ndarray, low_bits: int, upper_bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(lower, upper, ones inventory, zeros inventory) of the sorted ``v`` — with numpy, not numba:
-    the access kernels (storage/elias_fano_select.py) are only imported by a reader."""
+    the access kernels (storage/elias_fano_select.py) are only imported by a reader. Twice numba's
+    time at 10 million elements (0.45 against 0.21 CPU-s), without numba's ~0.7 s to start."""
     n = len(v)
     lower = np.zeros((n * low_bits + 63) // 64 + 1, dtype=np.uint64)
     if low_bits:
