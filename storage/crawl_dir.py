@@ -30,10 +30,13 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
-from raycrawl.storage.redis_frontier import RedisFrontier
+
+if TYPE_CHECKING:  # (redis-py's import is ~0.1 CPU-s; every command reads crawl directories)
+    from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
 
