@@ -18,7 +18,6 @@ File layout (``.ef``), all little-endian: the 8-byte magic ``RCEF0001``; seven `
 
 from __future__ import annotations
 
-import functools
 import logging
 import struct
 from pathlib import Path
@@ -33,6 +32,20 @@ _HEADER = struct.Struct("<8s7Q")
 
 # Elements per step of the build: a multiple of 64, so that each step's lower bits start on a word.
 _BUILD_STEP = 1 << 16
+
+
+_SELECT = None
+
+
+def _select():
+    """storage/elias_fano_select.py (numba), imported by the first reader, kept in a global rather
+    than on the instance so that a list still pickles."""
+    global _SELECT
+    if _SELECT is None:
+        from raycrawl.storage import elias_fano_select
+
+        _SELECT = elias_fano_select
+    return _SELECT
 
 
 class EliasFanoError(ValueError):
@@ -103,12 +116,6 @@ class EliasFano:
         return ef
 
     # -- access --------------------------------------------------------------------------------
-    @functools.cached_property
-    def _k(self):
-        from raycrawl.storage import elias_fano_select
-
-        return elias_fano_select
-
     def __len__(self) -> int:
         return self.n
 
@@ -118,7 +125,7 @@ class EliasFano:
             i += self.n
         if not 0 <= i < self.n:
             raise IndexError(f"index {i} out of range for {self.n} elements")
-        k = self._k
+        k = _select()
         return int(k.get(self.lower, self.upper, self.inv1, self.low_bits, QUANTUM, i, k.POP8, k.SEL8))
 
     def get_many(self, idx) -> np.ndarray:
@@ -126,12 +133,12 @@ class EliasFano:
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError("index out of range")
-        k = self._k
+        k = _select()
         return k.get_many(self.lower, self.upper, self.inv1, self.low_bits, QUANTUM, idx, k.POP8, k.SEL8)
 
     def rank(self, x: int) -> int:
         """Number of elements strictly smaller than ``x``."""
-        k = self._k
+        k = _select()
         return int(k.rank(self.lower, self.upper, self.inv0, self.low_bits, QUANTUM, self.n, self.u, int(x),
                           k.POP8, k.SEL8))
 
@@ -141,7 +148,7 @@ class EliasFano:
 
     def to_array(self) -> np.ndarray:
         """All elements, decoded sequentially."""
-        return self._k.decode_all(self.lower, self.upper, self.low_bits, self.n)
+        return _select().decode_all(self.lower, self.upper, self.low_bits, self.n)
 
     @property
     def bits(self) -> int:

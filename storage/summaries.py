@@ -238,6 +238,19 @@ def archive_base(path: str | Path) -> Path:
     raise ArchiveError(f"no archive of summaries at {path} (run `raycrawl summaries build DIR` first)")
 
 
+_DECODER = None
+
+
+def _decoder():
+    """storage/summary_decode.py (numba), imported by the first reader: a crawl's writer never is."""
+    global _DECODER
+    if _DECODER is None:
+        from raycrawl.storage import summary_decode
+
+        _DECODER = summary_decode
+    return _DECODER
+
+
 class SummaryArchive:
     """Random and sequential access to an archive of summaries, with the original terms.
 
@@ -265,9 +278,6 @@ class SummaryArchive:
             ck.extend(parse_code(codes[part]))
         self._ck = np.array(ck, dtype=np.int64)
         self._term_index: dict[str, int] | None = None
-        from raycrawl.storage import summary_decode  # (numba: for readers only, not the crawl's writer)
-
-        self._decode = summary_decode
 
     @classmethod
     def open(cls, path: str | Path) -> SummaryArchive:
@@ -307,9 +317,7 @@ class SummaryArchive:
                 raise ArchiveError(f"{base}.terms: malformed line {i + 1}")
             terms.append(parts[0])
             df[i], cf[i] = int(parts[1]), int(parts[2])
-        from raycrawl.storage.summary_decode import words_of
-
-        return cls(base, props, words_of(data), pointers, missing, terms, df, cf)
+        return cls(base, props, _decoder().words_of(data), pointers, missing, terms, df, cf)
 
     def __len__(self) -> int:
         return self.documents
@@ -332,7 +340,7 @@ class SummaryArchive:
         if i is None:
             return None
         start = self.pointers[i]
-        length, terms, counts, end = self._decode.decode_one(self.words, start, self.total_bits, self._ck)
+        length, terms, counts, end = _decoder().decode_one(self.words, start, self.total_bits, self._ck)
         if length < 0 or end != self.pointers[i + 1]:
             raise ArchiveError(f"{self.base}.bits: corrupt summary for node {node}")
         return Summary(node, int(length), terms, counts)
@@ -367,7 +375,7 @@ class SummaryArchive:
         ends = np.empty(n, np.int64)
         term_ids = np.empty(int(self.props["pairs"]), np.int64)
         counts = np.empty(int(self.props["pairs"]), np.int64)
-        p = self._decode.decode_range(self.words, 0, n, self.total_bits, self._ck, lengths, sizes, term_ids, counts, ends)
+        p = _decoder().decode_range(self.words, 0, n, self.total_bits, self._ck, lengths, sizes, term_ids, counts, ends)
         if p < 0:
             raise ArchiveError(f"{self.base}.bits: corrupt summary at position {-p - 1}")
         if p != term_ids.shape[0] or (n and ends[-1] != self.total_bits):
