@@ -1,8 +1,8 @@
 """The compiled select and rank of :class:`raycrawl.storage.elias_fano.EliasFano` (numba).
 
-A module of its own so that building and saving a list imports no numba: a crawl's summary writer
-builds the archive's two lists at its end and never reads them (numba's import and first dispatch
-cost ~0.7 CPU-s a process, measured).
+A module of its own so that building and saving a list imports no numba, which only reading needs:
+the archive of summaries writes two (numba's import and first dispatch cost ~0.7 CPU-s a process,
+measured).
 """
 
 from __future__ import annotations

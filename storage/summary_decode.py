@@ -1,8 +1,8 @@
 """The numba decoder of the archive of summaries (storage/summaries.py has the format).
 
-A module of its own so that writing an archive imports no numba: a crawl's summary writer builds
-the archive at its end and never reads it (numba's import and first dispatch cost ~0.7 CPU-s a
-process, measured). The readers are ``inline="always"``: as plain calls, sequential decoding was
+A module of its own so that building an archive (``raycrawl summaries build``,
+``SummaryWriter.finish``) imports no numba, which only reading needs: numba's import and first
+dispatch cost ~0.7 CPU-s a process (measured). The readers are ``inline="always"``: as plain calls, sequential decoding was
 12 % slower (benchmarks/summaries.py's archive, 50k summaries).
 """
 
