@@ -317,7 +317,9 @@ class SummaryArchive:
                 raise ArchiveError(f"{base}.terms: malformed line {i + 1}")
             terms.append(parts[0])
             df[i], cf[i] = int(parts[1]), int(parts[2])
-        return cls(base, props, _decoder().words_of(data), pointers, missing, terms, df, cf)
+        from raycrawl.storage.codes import words_from_bytes  # (numba: a reader's import)
+
+        return cls(base, props, words_from_bytes(data), pointers, missing, terms, df, cf)
 
     def __len__(self) -> int:
         return self.documents

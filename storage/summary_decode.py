@@ -12,31 +12,14 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
-_PAD_WORDS = 3  # zero words after the stream so a read near the end never indexes past the array
-
-
-def words_of(data: bytes) -> np.ndarray:
-    raw = np.frombuffer(data, dtype=np.uint8)
-    nwords = (len(raw) + 7) // 8 + _PAD_WORDS
-    padded = np.zeros(nwords * 8, dtype=np.uint8)
-    padded[: len(raw)] = raw
-    return padded.view(">u8").astype(np.uint64)
-
-
-@numba.njit(cache=True, inline="always")
-def _peek(words, pos):
-    w = pos >> 6
-    off = np.uint64(pos & 63)
-    if off == 0:
-        return words[w]
-    return (words[w] << off) | (words[w + 1] >> (np.uint64(64) - off))
+from raycrawl.storage.codes import peek64  # the stream is codes.py's word image (words_from_bytes)
 
 
 @numba.njit(cache=True, inline="always")
 def _bits(words, pos, n):
     if n == 0:
         return np.int64(0)
-    return np.int64(_peek(words, pos) >> np.uint64(64 - n))
+    return np.int64(peek64(words, pos) >> np.uint64(64 - n))
 
 
 @numba.njit(cache=True, inline="always")
@@ -46,7 +29,7 @@ def _unary(words, pos, limit):
     while True:
         if pos >= limit:
             return -1, pos
-        x = _peek(words, pos)
+        x = peek64(words, pos)
         if x != 0:
             lz = np.int64(leading_zeros(x))
             return z + lz, pos + lz + 1
