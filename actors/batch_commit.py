@@ -1,9 +1,10 @@
 """Carrying out one batch of finished visits: parse, find duplicates, decide, store, route, commit.
 
 The order is the crash semantics: a visit is committed in Redis (its in-flight entry dropped, its
-counters added, the AOF synced) only after its WARC and link records, its summaries and the links
-it yields are durable. After a kill -9 the in-flight set therefore holds exactly the visits that
-may have to be redone. The decision itself is :func:`actors.visit_batch.decide` (no Ray, no Redis).
+counters added, the AOF synced) only after its WARC and link records and its summaries are on
+disk (fsynced: core/durable.py) and the links it yields are in the sieves' pending logs (handed
+to the OS: a process crash keeps them, a machine crash may not; docs/crawling.md). After a kill -9
+the in-flight set therefore holds exactly the visits that may have to be redone. The decision itself is :func:`actors.visit_batch.decide` (no Ray, no Redis).
 
 Two batches are in hand at once: while the store and summary writers write batch N, the parser
 parses batch N+1, and N is committed once its writes returned (:meth:`BatchCommitter.finish`,

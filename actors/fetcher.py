@@ -394,6 +394,10 @@ class Fetcher:
 def _is_ip_literal(host: str) -> bool:
     import ipaddress
 
+    # A name fails fast: an IPv4 literal ends in a digit and an IPv6 one has a colon, and the
+    # ValueError ipaddress raises for a name cost 2 % of the fetch actor's CPU.
+    if ":" not in host and not host[-1:].isdigit():
+        return False
     try:
         ipaddress.ip_address(host.strip("[]"))
         return True

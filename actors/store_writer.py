@@ -2,8 +2,8 @@
 
 The agent hands it finished visits with their link records already built; it writes the exchange
 (a response; a revisit only for a byte-identical payload) to the WARC store, puts the record's position in the record,
-and appends the batch of link records. Everything is handed to the OS before the call returns, so
-the agent may commit the batch in Redis afterwards.
+and appends the batch of link records. Everything is on disk (fsynced: core/durable.py) before
+the call returns, so the agent may commit the batch in Redis afterwards.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class StoreWriter:
             if record is not None:
                 record.warc = tuple(pos) if pos else None
                 records.append(record)
+        self.warc.sync()
         self.links.write_batch(records)
         return self.warc.bytes
 

@@ -27,6 +27,10 @@ _METADATA = ipaddress.ip_address("169.254.169.254")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+# Decisions remembered per policy: a crawl dials few distinct addresses (hosts share IPs), and
+# parsing one with ipaddress costs ~10 µs, 7 % of the fetch actor's CPU when done per request.
+_REMEMBERED = 1 << 16
+
 
 def is_public_unicast(addr: IPAddress) -> bool:
     """True for a globally routable unicast address (the default allow-list)."""
@@ -67,9 +71,18 @@ class NetworkPolicy:
                 self.networks.append(ipaddress.ip_network(cidr, strict=False))
             except ValueError as e:
                 raise UserError(f"--allow-networks: {cidr!r} is not a CIDR or IP address ({e})") from None
+        self._decided: dict[str, bool] = {}
 
     def allows(self, ip: str) -> bool:
         """True iff ``ip`` (an IPv4/IPv6 literal) may be connected to. Garbage is refused."""
+        decided = self._decided.get(ip)
+        if decided is None:
+            if len(self._decided) >= _REMEMBERED:
+                self._decided.clear()
+            decided = self._decided[ip] = self._allows(ip)
+        return decided
+
+    def _allows(self, ip: str) -> bool:
         try:
             addr = ipaddress.ip_address(ip.strip("[]"))
         except ValueError:

@@ -57,6 +57,7 @@ from typing import Any
 
 import msgpack
 
+from raycrawl import durable
 from raycrawl.storage.crawl_dir import PARTS
 
 log = logging.getLogger(__name__)
@@ -159,9 +160,7 @@ class LinkRecordWriter:
             return
         packer = msgpack.Packer(use_bin_type=True)
         payload = b"".join(packer.pack(r) for r in records)
-        with open(self.path, "ab") as f:
-            f.write(gzip.compress(payload, compresslevel=5))
-            f.flush()
+        durable.append(self.path, gzip.compress(payload, compresslevel=5))  # before the batch's commit
         self.in_file += len(records)
         self.count += len(records)
         if self.in_file >= self.records_per_file:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from raycrawl import durable
 from raycrawl.storage.crawl_dir import layout
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,7 @@ class SpillWriter:
             return
         packer = msgpack.Packer(use_bin_type=True)
         payload = b"".join(packer.pack(r) for r in self._pending)
-        with open(self.path, "ab") as f:
-            f.write(gzip.compress(payload, compresslevel=3))
+        durable.append(self.path, gzip.compress(payload, compresslevel=3))  # before the batch's commit
         self.count += len(self._pending)
         self._pending.clear()
 

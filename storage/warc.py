@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
+from raycrawl import durable
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.crawl_dir import layout
 
@@ -151,6 +152,7 @@ class WarcStore:
         self.name = ""
         self._file: io.BufferedWriter | None = None
         self._warcinfo_id = ""
+        self._new_name = False  # a file made since the last sync: its directory is synced too
         self.records = 0
         self.bytes = 0
 
@@ -161,6 +163,7 @@ class WarcStore:
         if self._file is None:
             self.name = warc_name(self.prefix, self.serial)
             self._file = open(self.dir / self.name, "xb")  # noqa: SIM115 - kept open across writes
+            self._new_name = True
             fields = "".join(f"{k}: {v}\r\n" for k, v in self.info.items() if v)
             self._warcinfo_id = _record_id()
             rec = self._record(WarcRecordType.warcinfo, fields.encode("utf-8"), {
@@ -205,7 +208,7 @@ class WarcStore:
         (ValueError unless ``fr`` is a 304). ``duplicate_of`` = (representative URL, "exact" | "near")
         marks a full response as a crawl-time duplicate. Returns (file name, offset of the
         response/revisit record). The bytes are handed to the OS before returning (a process crash
-        loses nothing written).
+        loses nothing written); :meth:`sync` puts them on disk.
         """
         if fr.status <= 0:
             raise ValueError(f"no response to store for {fr.url} (error {fr.error})")
@@ -245,14 +248,17 @@ class WarcStore:
         return self.name, offset
 
     def sync(self) -> None:
-        """fsync the current file (call at checkpoints; ``write`` only flushes to the OS)."""
+        """Make every record written so far durable (core/durable.py): ``write`` only hands
+        them to the OS, which a kill of the process survives but not a crash of the machine."""
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            durable.sync_file(self._file)
+        if self._new_name:
+            durable.sync_dir(self.dir)
+            self._new_name = False
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
+            durable.sync_file(self._file)  # (a rotation: the batch's sync only reaches the next file)
             self._file.close()
             self._file = None
             if self.on_closed is not None:

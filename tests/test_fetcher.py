@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import ipaddress
 import os
 import socket
 import time
@@ -14,7 +15,7 @@ import brotli
 import pytest
 from aiohttp import web
 
-from raycrawl.actors.fetcher import Fetcher, FetchResult
+from raycrawl.actors.fetcher import Fetcher, FetchResult, _is_ip_literal
 from raycrawl.policies.networks import NetworkPolicy
 
 PAGE = b"<html><head><title>Hello</title></head><body><a href='/b'>b</a></body></html>"
@@ -430,3 +431,16 @@ async def test_dropped_keepalive_connection_is_not_silently_retried(fetcher):
         await server.wait_closed()
     assert first.status == 200 and second.error == "reset"
     assert received == [b"GET /first HTTP/1.1", b"GET /second HTTP/1.1"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "[::1]", "::1", "[fe80::a]", "fe80::a", "::ffff:127.0.0.1", "10.0.0.255",
+                                  "h1.test", "a.b.c.1", "1.2.3", "999.1.1.1", "localhost", "xn--bcher-kva.test", "", "[]"])
+def test_ip_literal_agrees_with_ipaddress(host):
+    """What the fetcher treats as dialled directly (and so checks against the networks) is what the
+    stdlib parses as an address."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        expected = True
+    except ValueError:
+        expected = False
+    assert _is_ip_literal(host) == expected

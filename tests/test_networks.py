@@ -8,6 +8,7 @@ import random
 import pytest
 
 from raycrawl.errors import UserError
+from raycrawl.policies import networks
 from raycrawl.policies.networks import NetworkPolicy
 
 # Special-purpose ranges (IANA IPv4/IPv6 special-purpose registries) that must never be dialed by default.
@@ -25,15 +26,19 @@ def test_default_is_public_unicast_only():
     assert all(policy.allows(ip) for ip in PUBLIC)
 
 
-def test_default_agrees_with_ipaddress_on_random_ipv4():
-    """Independent check: is_global minus multicast and CGNAT, per the stdlib's IANA tables."""
+def test_default_agrees_with_ipaddress_on_random_ipv4(monkeypatch):
+    """Independent check: is_global minus multicast and CGNAT, per the stdlib's IANA tables; asked
+    twice, so the second answer comes from the remembered decisions (kept small here, so they are
+    also dropped and made again)."""
+    monkeypatch.setattr(networks, "_REMEMBERED", 1000)
     rng = random.Random(5)
     policy = NetworkPolicy(None)
     cgnat = ipaddress.ip_network("100.64.0.0/10")
-    for _ in range(20000):
-        addr = ipaddress.IPv4Address(rng.getrandbits(32))
+    addrs = [ipaddress.IPv4Address(rng.getrandbits(32)) for _ in range(20000)]
+    for addr in addrs + addrs[::-1] + addrs[:500]:
         expected = addr.is_global and not addr.is_multicast and addr not in cgnat
         assert policy.allows(str(addr)) == expected, addr
+    assert len(policy._decided) <= 1000
 
 
 def test_loopback_refused_by_default_allowed_when_configured():
