@@ -4,7 +4,8 @@ The order is the crash semantics: a visit is committed in Redis (its in-flight e
 counters added, the AOF synced) only after its WARC and link records and its summaries are on
 disk (fsynced: core/durable.py) and the links it yields are in the sieves' pending logs (handed
 to the OS: a process crash keeps them, a machine crash may not; docs/crawling.md). After a kill -9
-the in-flight set therefore holds exactly the visits that may have to be redone. The decision itself is :func:`actors.visit_batch.decide` (no Ray, no Redis).
+the in-flight set therefore holds exactly the visits that may have to be redone. The decision
+itself is :func:`actors.visit_batch.decide` (no Ray, no Redis).
 
 Two batches are in hand at once: while the store and summary writers write batch N, the parser
 parses batch N+1, and N is committed once its writes returned (:meth:`BatchCommitter.finish`,
