@@ -20,6 +20,7 @@ PYWB_STAMP := $(PYWB_VENV)/.installed-stamp-wacz
 # $(call PIP_INSTALL,WHAT,VENV)
 PIP_INSTALL = $(2)/bin/python -m pip install -q uv && $(2)/bin/uv pip install -q --python $(2)/bin/python $(1) \
 	|| { $(2)/bin/python -m pip install -q --upgrade pip && $(2)/bin/python -m pip install -q --no-compile $(1); }
+# A variable: a comma inside $(call …) would split its arguments.
 DEV_BENCH := .[dev,bench]
 
 $(STAMP): pyproject.toml

@@ -18,6 +18,7 @@ File layout (``.ef``), all little-endian: the 8-byte magic ``RCEF0001``; seven `
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 from pathlib import Path
@@ -34,18 +35,13 @@ _HEADER = struct.Struct("<8s7Q")
 _BUILD_STEP = 1 << 16
 
 
-_SELECT = None
-
-
+@functools.cache
 def _select():
-    """storage/elias_fano_select.py (numba), imported by the first reader, kept in a global rather
-    than on the instance so that a list still pickles."""
-    global _SELECT
-    if _SELECT is None:
-        from raycrawl.storage import elias_fano_select
+    """storage/elias_fano_select.py (numba), imported by the first reader (not on the instance, so
+    that a list still pickles)."""
+    from raycrawl.storage import elias_fano_select
 
-        _SELECT = elias_fano_select
-    return _SELECT
+    return elias_fano_select
 
 
 class EliasFanoError(ValueError):
@@ -112,8 +108,7 @@ class EliasFano:
         if n and u < int(v[-1]):
             raise ValueError(f"universe {u} is smaller than the largest element {int(v[-1])}")
         low_bits = max(0, (u // n).bit_length() - 1) if n else 0
-        ef = cls(n, u, low_bits, *_build(v, low_bits, n + (u >> low_bits) + 1))
-        return ef
+        return cls(n, u, low_bits, *_build(v, low_bits, n + (u >> low_bits) + 1))
 
     # -- access --------------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -35,6 +35,7 @@ missing) and its bit offset ``pointers[pos]``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -238,17 +239,12 @@ def archive_base(path: str | Path) -> Path:
     raise ArchiveError(f"no archive of summaries at {path} (run `raycrawl summaries build DIR` first)")
 
 
-_DECODER = None
-
-
+@functools.cache
 def _decoder():
     """storage/summary_decode.py (numba), imported by the first reader: a crawl's writer never is."""
-    global _DECODER
-    if _DECODER is None:
-        from raycrawl.storage import summary_decode
+    from raycrawl.storage import summary_decode
 
-        _DECODER = summary_decode
-    return _DECODER
+    return summary_decode
 
 
 class SummaryArchive:
