@@ -26,6 +26,7 @@ import time
 from raycrawl import metrics
 from raycrawl.actors import named, per_batch
 from raycrawl.actors.dns import Resolver
+from raycrawl.actors.lease import Lease
 from raycrawl.actors.robots_fetch import RobotsFetch
 from raycrawl.actors.stages import control_view, dequeue_checks
 from raycrawl.actors.visit_stage import Outcome
@@ -58,6 +59,9 @@ LOCAL_RETRY = 1.0  # seconds a URL waits after a request that failed for want of
 # pause lifted, another agent releasing a shared IP). At 50 ms, a crawl waiting on politeness
 # cost ~3.5 % of a core here (and Redis) in acquires that found nothing.
 POLL_S = 0.25
+# Seconds the lease must still run for a host to be acquired: the time from an acquire to its
+# request's start (the fetcher checks again right before sending).
+LEASE_MARGIN = 1.0
 
 
 class FetchLoop:
@@ -66,6 +70,8 @@ class FetchLoop:
     def __init__(self, settings: Settings, redis_url: str, budget: int | None = None, view: str = "agent0") -> None:
         self.s = settings
         self.client = connect(redis_url)
+        # Fencing: no request starts unless this agent's lease surely runs (actors/lease.py).
+        self.lease = Lease(redis_url, settings.redis_prefix, view)
         self.politeness = Politeness.of(settings)
         self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
         self.budget = budget  # page fetches this loop may still start (None = unlimited)
@@ -111,6 +117,8 @@ class FetchLoop:
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
                                NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16),
                                keepalive_timeout=s.keepalive_timeout, max_idle=s.max_idle_connections)
+        self.fetcher.gate = self.lease.valid
+        self.lease.start()  # once: renewals run as long as the actor, paused or not
 
     # --- control -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -231,6 +239,8 @@ class FetchLoop:
             slots = min(slots, self.budget)
         if self.control.current().paused:  # (what is in flight finishes)
             slots = 0
+        if not self.lease.valid(LEASE_MARGIN):  # renewals failing (Redis away) or the agent fenced
+            slots = 0
         if slots <= 0:
             self._polite_idle = False
             self._flush_releases()
@@ -291,7 +301,11 @@ class FetchLoop:
         host waits a moment. True if ``fr`` was such a failure."""
         if fr.error != LOCAL:
             return False
-        log.warning("out of file descriptors fetching %s; trying again in %.0f s", fr.url, LOCAL_RETRY)
+        if not self.lease.valid():
+            log.warning("not fetching %s: this agent's lease is not renewed (Redis away, or the agent was "
+                        "declared departed)", fr.url)
+        else:
+            log.warning("out of file descriptors fetching %s; trying again in %.0f s", fr.url, LOCAL_RETRY)
         if page and self.budget is not None:
             self.budget += 1
         self.counters["local_failures"] += 1

@@ -33,6 +33,7 @@ import logging
 import socket
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -236,6 +237,9 @@ class Fetcher:
         self._pins = _PinnedResolver(network_policy)
         self._session: aiohttp.ClientSession | None = None
         self.requests = 0  # HTTP requests actually sent
+        # Asked right before each request is sent: False, and nothing is sent (error ``local``, as if
+        # the request had found no file descriptor). The fetch loop's lease (actors/lease.py).
+        self.gate: Callable[[], bool] | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -283,6 +287,9 @@ class Fetcher:
             return fr
         if _is_ip_literal(host):
             fr.ip = ip = host.strip("[]")  # aiohttp dials a literal directly: check what is dialed
+        if self.gate is not None and not self.gate():
+            fr.error, fr.ended = LOCAL, time.time()
+            return fr
         if not self.policy.allows(ip):
             log.debug("refusing %s: %s is outside the allowed networks (%s)", url, ip, self.policy.describe())
             fr.error, fr.ended = "forbidden-network", time.time()

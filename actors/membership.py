@@ -34,6 +34,8 @@ from typing import Any
 from raycrawl.actors.agent import AGENT0, Agent
 from raycrawl.actors.agent_actor import actor_class
 from raycrawl.actors.crew import split_budget
+from raycrawl.actors.lease import TTL as LEASE_TTL
+from raycrawl.actors.lease import longest_fetch
 from raycrawl.actors.link_router import sieve_actor_name
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import apply_shards, assign_shards
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # Seconds between looks at the cluster's nodes (joins); deaths are seen when an agent's run() fails.
 POLL = 2.0
+# Seconds a dead agent's lease may go on being renewed before the crawl stops (Membership._fence).
+FENCE_PATIENCE = 6 * LEASE_TTL
 
 
 @dataclass
@@ -237,7 +241,8 @@ class Membership:
 
     def _bury(self, name: str) -> None:
         """A dead agent: wait until its actors are gone (they share its fate: Ray kills the actors
-        an actor created when it dies), then put its in-flight URLs back."""
+        an actor created when it dies), fence it once its lease lapsed (actors/lease.py), then put
+        its in-flight URLs back, due after its last request can have ended."""
         import ray
 
         m = self.live.pop(name)
@@ -255,11 +260,28 @@ class Membership:
         if not agent_workers_gone(own, name):
             log.warning("agent %s: a fetcher of it may still hold %s; its hosts are taken over anyway",
                         name, layout(Path(own)).workers)
+        view = RedisFrontier(self.f.r, self.s.redis_prefix, view=name)
+        fenced = self._fence(view)
+        # Its requests all began before the fence and end within the longest fetch: its in-flight
+        # hosts and IPs are due a full delay after that (a request may still be on the wire).
         p = self.s.host_delay, self.s.ip_delay
-        n = RedisFrontier(self.f.r, self.s.redis_prefix, view=name).recover_view(time.time(), *p)
-        self.f.commit([], {"recovered": n})
+        n = view.recover_view(fenced + longest_fetch(self.s), *p)
+        self.f.commit([], {"recovered": n}, by_view=False)
         self.recovered += n
         log.warning("agent %s: %d in-flight URLs put back", name, n)
+
+    @staticmethod
+    def _fence(view: RedisFrontier) -> float:
+        """Wait for a dead agent's lease to lapse, then fence it (actors/lease.py); when, by this
+        machine's clock. A lease still renewed long after its agent's death is a fetch actor that
+        outlived it (a node cut off, not gone): the crawl cannot safely give its hosts to others."""
+        deadline = time.monotonic() + FENCE_PATIENCE
+        while (left := view.fence()) > 0:
+            if time.monotonic() > deadline:
+                raise UserError(f"agent {view.view} died, but a fetch actor of it still renews its lease after "
+                                f"{FENCE_PATIENCE:.0f} s: stop the processes of its node (ray stop there), then --resume")
+            time.sleep(min(left, 1.0))
+        return time.time()
 
     def close(self) -> list[str]:
         """End every agent; what those that could not finish their part said (with ``agent_dir``:

@@ -240,6 +240,7 @@ def begin(out: Path, frontier: RedisFrontier, settings: Settings) -> None:
     to their visit states, every host and IP waiting a full delay."""
     if settings.resume:
         frontier.clear_idle()
+        frontier.clear_fences()
         requeued = frontier.recover(time.time(), settings.host_delay, settings.ip_delay)
         log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
         return

@@ -27,6 +27,11 @@ key                  type    content
                              max(inext, smallest hnext in the entry) = when it becomes ready
 ``V active``         set     the agent's hosts whose visit state is non-empty (its front, in BUbiNG's terms)
 ``V virt``           hash    host → URLs of the agent's host waiting in the virtualizer
+``V lease``          string  until when (Redis's clock, UNIX seconds) the agent's fetch actors may
+                             start requests: renewed by each every 2 s (actors/lease.py)
+``V fenced``         string  when the agent was declared departed (its lease had lapsed): its
+                             lease is never renewed again, and its acquire, borrow, release and
+                             commit change nothing (lua/fence.lua)
 ``P hbusy``          hash    host → IP, hosts with a request in flight
 ``P borrowed``       hash    host → view ``V`` that borrowed it for one robots.txt redirect hop
 ``P ibusy``          set     IPs with a request in flight (by any agent)
@@ -98,6 +103,10 @@ DURABLE_PATIENCE = 30.0
 """Seconds a commit waits for Redis to fsync its AOF before the crawl stops."""
 
 
+class Fenced(UserError):
+    """This agent was declared departed (its lease lapsed) and its work given to others: it stops."""
+
+
 class RedisNotDurable(UserError):
     """Redis cannot make its AOF durable (the crawl must stop: commits would not survive a crash)."""
 
@@ -144,7 +153,8 @@ class RedisFrontier:
         self._scripts = {
             name: LuaScript(client, "".join((LUA_DIR / f"{part}.lua").read_text()
                                             for part in (*FRAGMENTS.get(name, ()), name)))
-            for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit", "borrow")
+            for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit", "borrow",
+                         "lease", "fence")
         }
         if register:
             self.register()
@@ -210,7 +220,7 @@ class RedisFrontier:
         queue length (-1 if skipped)."""
         if not items:
             return []
-        args: list[object] = [self.p]
+        args: list[object] = [self.p, self.v]
         for host, ip, hn, ipn, back in items:
             args += [host, ip, repr(float(hn)), repr(float(ipn)), len(back), *back]
         return self._scripts["release"](args=args, client=pipe or self.r)
@@ -236,19 +246,42 @@ class RedisFrontier:
         of the view has anything in flight. Returns how many URLs were put back."""
         return int(self._scripts["recover_view"](args=[self.p, self.v, repr(now), repr(host_delay), repr(ip_delay)]))
 
-    def commit(self, urls: list[str], counters: dict[str, int], token: str | None = None) -> bool:
+    def commit(self, urls: list[str], counters: dict[str, int], token: str | None = None, *,
+               by_view: bool = True) -> bool:
         """Forget in-flight URLs whose results are stored, and add to the crawl counters, atomically
         and once (``token``: retries of one commit apply once); then wait for the AOF to reach the
-        disk so a kill -9 cannot roll the commit back. Returns False for a repeat."""
+        disk so a kill -9 cannot roll the commit back. Returns False for a repeat. ``by_view``: the
+        commit is this view's, refused (:class:`Fenced`) once the view is fenced; the driver's own
+        counters are not."""
         import uuid
 
-        args: list[object] = [self.p, token or uuid.uuid4().hex, len(urls), *urls]
+        args: list[object] = [self.p, self.v if by_view else "", token or uuid.uuid4().hex, len(urls), *urls]
         for name, n in counters.items():
             if n:
                 args += [name, int(n)]
-        applied = bool(self._scripts["commit"](args=args))
+        applied = int(self._scripts["commit"](args=args))
+        if applied < 0:
+            raise Fenced(f"agent {self.view} was declared departed (its lease lapsed); its fetches were "
+                         "put back for the other agents")
         self.wait_durable()
-        return applied
+        return applied == 1
+
+    # --- leases (actors/lease.py) --------------------------------------------------------------------
+    def renew_lease(self, ttl: float) -> bool:
+        """Extend this view's lease to Redis's now + ``ttl``; False once the view is fenced."""
+        return bool(self._scripts["lease"](args=[self.v, repr(ttl)]))
+
+    def fence(self) -> float:
+        """Declare this view's agent departed if its lease has lapsed: 0.0 when fenced (now or
+        before), else the seconds its lease still runs (nothing changed)."""
+        return float(self._scripts["fence"](args=[self.v]))
+
+    def clear_fences(self) -> None:
+        """A new run (``--resume``) names its agents afresh: the last run's leases and fences go."""
+        keys = [v + k for v in self.views() for k in ("lease", "fenced")]
+        keys += [k for k in self.r.scan_iter(match=self.p + "v:*:fenced", count=1000)]
+        if keys:
+            self.r.delete(*keys)
 
     def wait_durable(self, patience: float = DURABLE_PATIENCE) -> None:
         """Return once the AOF holding everything written so far is on disk (WAITAOF's answer is

@@ -8,9 +8,11 @@
 -- views: hbusy/ibusy are global) until release.lua; the URL is recorded in the in-flight hash
 -- until the caller commits it. An IP busy for another view is just dropped from this view's
 -- workbench: release.lua re-scores it in every view whose entry for the IP is non-empty.
+-- A fenced view (fence.lua: its agent was declared departed) takes nothing.
 local P, V = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
+if redis.call('EXISTS', V .. 'fenced') == 1 then return {'-1'} end
 local out = {}
 local ips = redis.call('ZRANGEBYSCORE', V .. 'wb', '-inf', now, 'LIMIT', 0, n)
 for _, ip in ipairs(ips) do

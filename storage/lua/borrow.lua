@@ -6,10 +6,12 @@
 -- known to the workbench (it may not be crawled at all, or belong to another agent).
 -- The host is noted in P borrowed (host -> the borrowing view V), so that recover_view frees it if
 -- the borrowing fetcher dies with the request in flight.
--- ARGV: prefix P, host, ip, held ip, now, view V.  Returns "-1" when taken, else when to try again.
+-- ARGV: prefix P, host, ip, held ip, now, view V.  Returns "-1" when taken, else when to try again
+-- (never taken by a fenced view: fence.lua).
 local P, host, ip, held = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local V = ARGV[6]
+if redis.call('EXISTS', V .. 'fenced') == 1 then return tostring(now + 1) end  -- fence.lua
 if redis.call('HEXISTS', P .. 'hbusy', host) == 1 then
   return tostring(now + 0.05)
 end

@@ -5,8 +5,11 @@
 -- fetchers (or agents) sharing an IP can never shorten its delay. The host goes back to its
 -- owner's view; the IP is re-scored in every view (P views) whose entry for it is non-empty, since
 -- hosts of one IP may belong to several agents.
+-- ARGV[2]: the releasing view V, or '' (the driver): a fenced view (fence.lua) releases nothing,
+-- since its hosts went to other agents, whose requests may be the ones in flight now.
 -- Returns the remaining queue length of each host, in order (-1: the host was not busy).
-local P = ARGV[1]
+local P, V = ARGV[1], ARGV[2]
+local fenced = V ~= '' and redis.call('EXISTS', V .. 'fenced') == 1
 local views = redis.call('SMEMBERS', P .. 'views')
 local function release_one(host, ip, hn, ipn, back)
   redis.call('HDEL', P .. 'hbusy', host)
@@ -45,7 +48,7 @@ local function release_one(host, ip, hn, ipn, back)
   return len
 end
 local out = {}
-local i = 2
+local i = 3
 while i <= #ARGV do
   local host, ip = ARGV[i], ARGV[i + 1]
   local hn, ipn = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
@@ -53,7 +56,7 @@ while i <= #ARGV do
   local back = {}
   for j = 1, k do back[j] = ARGV[i + 4 + j] end
   i = i + 5 + k
-  if redis.call('HGET', P .. 'hbusy', host) ~= ip then
+  if fenced or redis.call('HGET', P .. 'hbusy', host) ~= ip then
     -- not acquired: a release retried after a lost reply (Redis restart) was already applied
     out[#out + 1] = -1
   else
