@@ -62,6 +62,17 @@ def shipped_files(out: Path) -> dict[str, Path]:
     return files
 
 
+def allow_http(env: dict[str, str] | os._Environ) -> bool:
+    """Whether the client may speak plain HTTP: ``AWS_ALLOW_HTTP`` if set, else whether the endpoint
+    (``AWS_ENDPOINT_URL``) is an ``http://`` one — AWS's own tools take such an endpoint as given
+    (MinIO, Ceph or moto without TLS), where obstore alone refuses it with "builder error". Client
+    options given to obstore replace those it would read from the environment, so both are read here."""
+    given = env.get("AWS_ALLOW_HTTP", "").strip().lower()
+    if given:
+        return given in ("1", "true", "yes")
+    return (env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT") or "").lower().startswith("http://")
+
+
 class OutStore:
     """One crawl's place in an object store: ``s3://bucket/prefix``."""
 
@@ -71,10 +82,7 @@ class OutStore:
         from obstore.store import from_url
 
         self.url = check_store_url(url)
-        # Client options given here replace those obstore reads from the environment: read
-        # AWS_ALLOW_HTTP (an endpoint without TLS) as it would.
-        options = {"connect_timeout": "5s", "timeout": "120s",
-                   "allow_http": os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")}
+        options = {"connect_timeout": "5s", "timeout": "120s", "allow_http": allow_http(os.environ)}
         try:
             self.store = from_url(self.url, client_options=options,
                                   retry_config={"max_retries": 3, "backoff": {"init_backoff": timedelta(seconds=0.2)},

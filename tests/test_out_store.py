@@ -71,6 +71,19 @@ def test_sync_up_pending_and_down(s3, tmp_path) -> None:
     assert store.sync_down(copy) == 0  # nothing it already holds at its size
 
 
+def test_an_http_endpoint_needs_no_allow_http(s3, tmp_path, monkeypatch) -> None:
+    """``AWS_ENDPOINT_URL=http://…`` alone works, as with AWS's own tools (obstore by itself answers
+    "builder error"); ``AWS_ALLOW_HTTP=false`` still refuses plain HTTP, with one line."""
+    monkeypatch.delenv("AWS_ALLOW_HTTP")
+    (tmp_path / "report.json").write_bytes(b"{}")
+    assert OutStore(f"s3://{BUCKET}/plain/").sync_up(tmp_path) == (1, 2)
+    assert s3.objects("plain") == {"report.json": b"{}"}
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "false")
+    with pytest.raises(StoreError) as e:
+        OutStore(f"s3://{BUCKET}/plain/").listing()
+    assert "\n" not in str(e.value)
+
+
 def test_refusals_are_one_line(s3, tmp_path, capsys) -> None:
     with pytest.raises(StoreError, match="refused to list") as e:
         OutStore("s3://no-such-bucket/x").listing()
