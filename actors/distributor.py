@@ -168,6 +168,7 @@ class Distributor:
         # Even a batch that queued nothing moves the offsets: those URLs were dealt with.
         self.f.add(groups, pipe=pipe)
         pipe.mset({self.f.k.sieve_offset(q): off for q, off in new_offsets.items()})
+        self.virt.sync()  # the spills' bytes on disk before Redis names their ends
         pipe.execute()
         return res
 

@@ -70,7 +70,7 @@ class SieveShards:
     # --- the queue -----------------------------------------------------------------------------------
     def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
         """Offer URLs of hosts in owned shards, with their priority levels (None: all 0); durable
-        when this returns. Returns how many were not recent repeats. A URL of a shard not owned
+        (against a machine crash too) when this returns. Returns how many were not recent repeats. A URL of a shard not owned
         here is a routing bug: ValueError."""
         by_shard: dict[int, tuple[list[str], list[int]]] = {}
         for i, url in enumerate(urls):
@@ -87,6 +87,8 @@ class SieveShards:
             self.sieves[s].enqueue(batch, lvls)
         if self.batched() >= self.batch_size:
             self.flush()
+        for s in by_shard:  # one pass over the pending logs this call wrote: on disk, then acknowledged
+            self.sieves[s].store.sync()
         return sum(len(b) for b, _ in by_shard.values())
 
     def requeue(self, urls: list[str], levels: list[int], tag: int) -> int:

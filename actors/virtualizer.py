@@ -8,17 +8,21 @@ to disk too, and refills move the oldest ones back to the END of the visit state
 Durability: the bytes of a virtual queue that count are ``[voff, vend)`` as recorded in Redis
 (hashes ``P voff``/``P vend``; ``P virt`` counts the URLs). A spill appends to the file and then
 moves ``vend`` in the caller's Redis transaction (together with the sieve offset), so bytes written
-by a spill that never committed are truncated away by the next spill. A refill reads lines at
+by a spill that never committed are truncated away by the next spill. The caller :meth:`sync`\ s the
+spills (one pass over the files they touched) before that transaction: Redis never names bytes a
+machine crash could take back. A refill reads lines at
 ``voff`` and moves ``voff`` in the same transaction that puts them in the visit state.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import redis
 
+from raycrawl.durable import sync_dir
 from raycrawl.storage.crawl_dir import virtual_queue
 from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -34,6 +38,7 @@ class Virtualizer:
         self.budget = budget
         self.spilled = 0
         self.refilled = 0
+        self._unsynced: dict[Path, bool] = {}  # spilled since the last sync → the file is new
 
     def path(self, host: str) -> Path:
         return virtual_queue(self.dir, host)
@@ -55,7 +60,10 @@ class Virtualizer:
         transaction) executes. ``end``: the committed end if the caller already read it."""
         if end is None:
             end = int(self.f.r.hget(self.f.k.vend, host) or 0)
-        with open(self.path(host), "ab") as fh:
+        path = self.path(host)
+        if path not in self._unsynced:
+            self._unsynced[path] = not path.exists()
+        with open(path, "ab") as fh:
             fh.truncate(end)  # drop what an uncommitted spill left behind
             fh.seek(end)
             fh.write(("\n".join(paths) + "\n").encode())
@@ -63,6 +71,18 @@ class Virtualizer:
         pipe.hset(self.f.k.vend, host, new_end)
         pipe.hincrby(self.f.k.virt, host, len(paths))
         self.spilled += len(paths)
+
+    def sync(self) -> None:
+        """Make the spills since the last sync durable (their files, and the directory if one is new)."""
+        spilled, self._unsynced = self._unsynced, {}
+        for path in spilled:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if any(spilled.values()):
+            sync_dir(self.dir)
 
     def refill(self, host: str, ip: str, n: int) -> int:
         """Move up to ``n`` of the host's oldest virtualized URLs to the end of its visit state.

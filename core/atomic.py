@@ -8,6 +8,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from raycrawl.durable import sync_dir, sync_file
+
 
 @contextlib.contextmanager
 def replacing(path: str | Path) -> Iterator[Path]:
@@ -23,6 +25,15 @@ def replacing(path: str | Path) -> Iterator[Path]:
     os.replace(tmp, path)
 
 
-def replace_bytes(path: str | Path, data: bytes) -> None:
+def replace_bytes(path: str | Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace ``path``'s content with ``data``; ``durable``: on disk before this returns (the new
+    bytes synced before the rename, the directory after it), not only safe from a process kill."""
     with replacing(path) as tmp:
-        tmp.write_bytes(data)
+        if not durable:
+            tmp.write_bytes(data)
+        else:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                sync_file(f)
+    if durable:
+        sync_dir(Path(path).parent)

@@ -25,6 +25,12 @@ leaves generation g intact: every queue is truncated back to its committed bytes
 ``pending.<g>`` is replayed, so no URL is lost and none is emitted twice. Readers address a queue
 by byte offset; who has consumed what is the consumer's business.
 
+Durable against a machine crash (a power cut, a VM's host failing), not only a kill: the queues'
+new bytes, ``fps.<g+1>`` and the new ``meta.json`` are fsynced before the replace returns, and the
+directory after it, so an offset a reader got (and Redis keeps) never points past what survives;
+the pending log is fsynced by :meth:`SieveStore.sync`, which the sieve calls before an enqueue
+returns (actors/sieve_shards.py) — the links it vouches for to the commit that waits on it.
+
 A periodic crawl's pass puts the URLs it revisits — seen, so the fingerprints would stop them —
 straight into the queues (:meth:`SieveStore.requeue`), committed with the pass number in the same
 ``meta.json`` replace: once per pass whatever crashes, and a link to such a URL found during the
@@ -41,6 +47,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from raycrawl import durable
 from raycrawl.atomic import replace_bytes
 
 log = logging.getLogger(__name__)
@@ -115,7 +122,7 @@ class ShardFiles:
             meta["levels"] = {str(lvl): b for lvl, b in sorted(ends.items()) if lvl}
         if requeued:
             meta["requeued"] = requeued
-        replace_bytes(self.meta, json.dumps(meta).encode())
+        replace_bytes(self.meta, json.dumps(meta).encode(), durable=True)
 
 
 class SieveStore:
@@ -123,7 +130,10 @@ class SieveStore:
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        made = not self.dir.is_dir()
+        if made:
+            self.dir.mkdir(parents=True)
+            durable.sync_dir(self.dir.parent)
         self.files = ShardFiles(self.dir)
         meta = self.files.read_meta()
         self.gen: int = meta["gen"]
@@ -137,7 +147,11 @@ class SieveStore:
                 if f.tell() > committed:
                     log.info("sieve: dropping %d uncommitted queue bytes (level %d)", f.tell() - committed, lvl)
                 f.truncate(committed)
+        made = made or not self.pending_path(self.gen).exists()
         self._pending = open(self.pending_path(self.gen), "ab")  # noqa: SIM115 - lives as long as the store
+        self._unsynced = False  # pending URLs logged since the last sync()
+        if made:  # the names of the files just made (the first enqueue syncs only their contents)
+            durable.sync_dir(self.dir)
 
     def pending_path(self, gen: int) -> Path:
         return self.files.pending(gen)
@@ -161,6 +175,13 @@ class SieveStore:
             lines = urls if levels is None else [f"{u}\t{lvl}" if lvl else u for u, lvl in zip(urls, levels, strict=True)]
             self._pending.write(("\n".join(lines) + "\n").encode())
             self._pending.flush()
+            self._unsynced = True
+
+    def sync(self) -> None:
+        """Make the pending URLs logged so far durable against a machine crash, not only a kill."""
+        if self._unsynced:
+            durable.sync_file(self._pending)
+            self._unsynced = False
 
     def read_pending(self) -> tuple[list[str], list[int]]:
         """URLs logged since the last commit and their levels; a torn last line (killed mid-write)
@@ -207,6 +228,7 @@ class SieveStore:
             tail = new_fps[j:]
             out.write(tail.astype("<u8").tobytes())
             written += len(tail)
+            durable.sync_file(out)  # (its name: with the commit's directory sync)
         del old
         self._next_fps = written
         return fresh
@@ -226,6 +248,7 @@ class SieveStore:
                 if batch:
                     f.write(("\n".join(batch) + "\n").encode())
                 ends[lvl] = f.tell()
+                durable.sync_file(f)
         return ends
 
     def requeue(self, urls: list[str], levels: list[int], tag: int) -> bool:
@@ -244,7 +267,9 @@ class SieveStore:
         ends = self._append(new_urls, levels)
         gen = self.gen + 1
         self.pending_path(gen).touch()
-        self.files.write_meta(gen, self._next_fps, ends, self.requeued)  # the commit point
+        # The commit point, durable: its directory sync also writes the new files' names.
+        self.files.write_meta(gen, self._next_fps, ends, self.requeued)
+        self._unsynced = False  # the URLs logged so far are in the fingerprints and queues now
         self._pending.close()
         for stale in (self.fps_path(self.gen), self.pending_path(self.gen)):
             stale.unlink(missing_ok=True)
