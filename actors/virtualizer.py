@@ -1,4 +1,4 @@
-"""The workbench virtualizer (BUbiNG §3.6): per-host URL queues on disk.
+r"""The workbench virtualizer (BUbiNG §3.6): per-host URL queues on disk.
 
 A visit state keeps at most ``budget`` URLs in Redis; the rest of its FIFO waits in an on-disk
 *virtual queue* ``VIRT_DIR/<xxh3(host)>.q`` (paths, one per line), so Redis memory grows with the
