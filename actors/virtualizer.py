@@ -8,10 +8,10 @@ to disk too, and refills move the oldest ones back to the END of the visit state
 Durability: the bytes of a virtual queue that count are ``[voff, vend)`` as recorded in Redis
 (hashes ``P voff``/``P vend``; ``P virt`` counts the URLs). A spill appends to the file and then
 moves ``vend`` in the caller's Redis transaction (together with the sieve offset), so bytes written
-by a spill that never committed are truncated away by the next spill. The caller :meth:`sync`\ s the
-spills (one pass over the files they touched) before that transaction: Redis never names bytes a
-machine crash could take back. A refill reads lines at
-``voff`` and moves ``voff`` in the same transaction that puts them in the visit state.
+by a spill that never committed are truncated away by the next spill. The caller syncs the
+spills (:meth:`Virtualizer.sync`: one pass over the files they touched) before that transaction,
+so Redis never names bytes a machine crash could take back. A refill reads lines at ``voff`` and
+moves ``voff`` in the same transaction that puts them in the visit state.
 """
 
 from __future__ import annotations
