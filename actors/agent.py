@@ -203,8 +203,11 @@ class Agent:
             if self.progress is not None and self.progress.due():
                 self.progress.show_crawl(self.f.counts(), self.f.stats(), statuses, self.run_pages / max(1e-9, time.time() - t0))
             idle = all(st["idle"] for st in statuses)
+            if idle and committer.held:  # (without a shared OUT) its batches wait for the object store
+                committer.ship(force=budget_spent or self.f.front_size() == 0)
             if idle and budget_spent:
                 committer.finish()
+                committer.ship(force=True)
                 self.termination.done()
                 return "budget spent"
             if idle and self.termination.all_idle(self.router.agents, lambda: ray.get(
@@ -241,6 +244,7 @@ class Agent:
         if rest:
             self.committer.process(rest)
         self.committer.finish()
+        self.committer.ship(force=True)
 
     # --- membership changes (called from the driver's thread while the loop runs) -------------------
     def request_pause(self) -> bool:

@@ -23,12 +23,14 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from raycrawl import metrics
 from raycrawl.actors.crew import Crew
 from raycrawl.actors.duplicates import ShardedDuplicates
 from raycrawl.actors.link_router import LinkRouter
+from raycrawl.actors.store_writer import Stored
 from raycrawl.actors.visit_batch import decide, exact_duplicates
 from raycrawl.actors.visit_stage import Findings, Outcome, Stages
 from raycrawl.exchange import FetchResult, VisitKind
@@ -40,6 +42,8 @@ from raycrawl.storage.warc import sha1_b32, warc_date
 from raycrawl.text import page_text
 
 log = logging.getLogger(__name__)
+
+SHIP_PATIENCE = 60.0  # seconds a forced ship waits for the object store before going on without it
 
 
 @dataclass
@@ -64,9 +68,14 @@ class BatchCommitter:
         self.epoch = frontier.epoch()  # the pass of a periodic crawl (actors/periodic.py)
         self.pages = 0  # committed by this agent in this run
         # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links,
-        # their levels, latencies).
-        self.deferred: list[tuple[list[str], Counter[str], list[str], list[int], list[float]]] = []
+        # their levels, latencies, the piece holding their records).
+        self.deferred: list[tuple[list[str], Counter[str], list[str], list[int], list[float], int]] = []
         self.written: Written | None = None  # the previous batch, until finish()
+        # Without a shared OUT: batches stored in a piece not yet in the object store, oldest first
+        # (piece, in-flight keys, counters, latencies, when held), committed once it is there
+        # (actors/store_writer.py). Redis keeps their URLs in flight meanwhile.
+        self.held: list[tuple[int, list[str], Counter[str], list[float], float, Callable[[], None] | None]] = []
+        self.shipped = 0  # the last piece known to be in the store
 
     def process(self, outcomes: list[Outcome]) -> None:
         """Parse, decide and start writing ``outcomes``; commit the previous batch meanwhile. The
@@ -124,20 +133,57 @@ class BatchCommitter:
         w, self.written = self.written, None
         if w is None:
             return
-        get_all(w.refs)
+        stored = get_all(w.refs)[0]
         if w.delivered:
-            self.commit(w.keys, w.counters, w.latencies)
+            self.commit_stored(stored, w.keys, w.counters, w.latencies)
         else:
-            self.deferred.append((w.keys, w.counters, w.follow, w.levels, w.latencies))
+            self.deferred.append((w.keys, w.counters, w.follow, w.levels, w.latencies, stored.piece))
 
     def retry_deferred(self) -> None:
         """Send held batches' links to the shards' new owners and commit them."""
         deferred, self.deferred = self.deferred, []
-        for keys, counters, follow, levels, latencies in deferred:
+        for keys, counters, follow, levels, latencies, piece in deferred:
             if self.router.deliver(self.crew.sieve, follow, levels, cache=False):
-                self.commit(keys, counters, latencies)
+                self.commit_stored(Stored(piece, self.shipped), keys, counters, latencies)
             else:
-                self.deferred.append((keys, counters, follow, levels, latencies))
+                self.deferred.append((keys, counters, follow, levels, latencies, piece))
+
+    def commit_stored(self, stored: Stored, keys: list[str], counters: Counter[str], latencies: list[float],
+                      after: Callable[[], None] | None = None) -> None:
+        """Commit a stored batch (then call ``after``) now, or once the piece holding it is in the
+        object store; and every held batch whose piece is there by now. Commits keep the order of
+        the batches."""
+        if stored.piece and (self.held or stored.piece > max(self.shipped, stored.shipped)):
+            self.held.append((stored.piece, keys, counters, latencies, time.monotonic(), after))
+        else:
+            self.commit(keys, counters, latencies)
+            if after is not None:
+                after()
+        self._commit_shipped(stored.shipped)
+
+    def _commit_shipped(self, shipped: int) -> None:
+        self.shipped = max(self.shipped, shipped)
+        while self.held and self.held[0][0] <= self.shipped:
+            _, keys, counters, latencies, _, after = self.held.pop(0)
+            self.commit(keys, counters, latencies)
+            if after is not None:
+                after()
+
+    def ship(self, force: bool, timeout: float = SHIP_PATIENCE) -> None:
+        """Have the store writer close and upload its piece now, then commit what it held: when
+        ``force`` (the agent stops, pauses, or has nothing left to fetch) or once the oldest held
+        batch has waited a piece's time (no later batch closed its piece)."""
+        import ray
+
+        if not self.held:
+            return
+        if not force and time.monotonic() - self.held[0][4] < self.crew.ship_seconds:
+            return
+        stored = ray.get(self.crew.store.ship.remote(timeout))
+        self._commit_shipped(stored.shipped)
+        if self.held:
+            log.warning("%d batches not yet in the object store after %.0f s: their URLs stay in flight "
+                        "(fetched again after a resume)", len(self.held), timeout)
 
     def commit(self, keys: list[str], counters: Counter[str], latencies: list[float]) -> None:
         self.f.commit(keys, counters)
@@ -156,12 +202,10 @@ class BatchCommitter:
         # Noted first, so that a crash between the records and their commit is seen as in flight
         # by the resume's consistency check (storage/crawl_check.py), not as a Redis that lost writes.
         self.f.note_failing(dict(failed))
-        ray.get(self.crew.store.write_batch.remote([(FetchResult(url=r.url, ip=""), None, r) for r in records]))
+        stored = ray.get(self.crew.store.write_batch.remote([(FetchResult(url=r.url, ip=""), None, r) for r in records]))
         counters = Counter({"pages": len(records), "status:0": len(records)})
         counters.update(f"error:{kind}" for _, kind in failed)
-        self.pages += len(records)
-        self.f.commit([], counters)
-        self.f.forget_failing([url for url, _ in failed])
+        self.commit_stored(stored, [], counters, [], after=lambda: self.f.forget_failing([url for url, _ in failed]))
 
 
 def get_all(refs: list) -> list:

@@ -55,6 +55,8 @@ class Crew:
             ray.get_runtime_context().get_node_id(), soft=False)
         self.name, self.wait = name, DRAIN_WAIT
         self.budgeted = bool(s.max_pages)  # failures count against a page budget like fetched pages
+        # Without a shared OUT the store writer works in pieces of this many seconds (store_writer.py).
+        self.ship_seconds = s.ship_seconds if s.agent_dir else 0.0
         self.sieve = sieve_shards.actor_class().options(
             name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(
             str(layout(out).sieve), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache,

@@ -77,6 +77,11 @@ class Settings:
         "host shards (sieve, virtual queues) move between agents through the store; the driver's "
         "``out`` keeps Redis, the report and a copy of everything but the WARC files: "
         "docs/crawling.md, \"Several agents without a shared OUT\".")
+    ship_seconds: float = knob(10.0, IO,
+        "With ``agent_dir``: seconds of WARC and link records an agent gathers in one piece before "
+        "closing it and uploading it to ``out_store``; a page counts as done (committed in Redis) only "
+        "once its piece is in the store, so a node lost for good costs at most the pages of its last "
+        "pieces, fetched again by the others.")
     warc_prefix: str = knob("", IO,
         "Prefix of the WARC file names (``PREFIX-agent0-TIMESTAMP-SERIAL-PID~HOST.warc.gz``; empty = none).")
 
@@ -234,7 +239,7 @@ class Settings:
     def validate(self) -> Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
         for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff",
-                     "keepalive_timeout"):
+                     "keepalive_timeout", "ship_seconds"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 raise UserError(f"{name} must be a finite non-negative number, got {v!r}")

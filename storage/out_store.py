@@ -200,27 +200,48 @@ def local_copy(url: str) -> Path:
 class Shipper:
     """Uploads closed files of a writer's ``OUT`` in a background thread, in the order they
     closed; a failed upload waits (doubling up to a minute) and is tried again, so a store that
-    goes away holds nothing up: the driver's final :meth:`OutStore.sync_up` reports what is left."""
+    goes away holds nothing up: the driver's final :meth:`OutStore.sync_up` reports what is left.
+
+    A writer that groups its files in numbered *pieces* (actors/store_writer.py: the records of a
+    few seconds) marks the end of each with :meth:`piece_done`; :attr:`shipped` is then the last
+    piece whose every file is in the store (uploads keep the order of closing)."""
 
     MAX_PAUSE = 60.0
 
     def __init__(self, url: str, out: Path) -> None:
         self.store = OutStore(url)
         self.out = out
-        self.q: queue.Queue[Path | None] = queue.Queue()
+        self.q: queue.Queue[Path | int | None] = queue.Queue()
+        self.shipped = 0
+        self._changed = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="shipper", daemon=True)
         self.thread.start()
 
     def closed(self, path: Path) -> None:
         self.q.put(path)
 
+    def piece_done(self, piece: int) -> None:
+        """Every file of ``piece`` was handed to :meth:`closed`."""
+        self.q.put(piece)
+
+    def wait_shipped(self, piece: int, timeout: float | None = None) -> int:
+        """Wait until ``piece`` is in the store (or ``timeout`` s); the last piece that is."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.shipped >= piece, timeout)
+            return self.shipped
+
     def _run(self) -> None:
         pause = 1.0
-        while (path := self.q.get()) is not None:
-            key = path.relative_to(self.out).as_posix()
+        while (item := self.q.get()) is not None:
+            if isinstance(item, int):
+                with self._changed:
+                    self.shipped = item
+                    self._changed.notify_all()
+                continue
+            key = item.relative_to(self.out).as_posix()
             while True:
                 try:
-                    self.store.put(path, key)
+                    self.store.put(item, key)
                     pause = 1.0
                     break
                 except StoreError as exc:
@@ -228,6 +249,7 @@ class Shipper:
                     time.sleep(pause)
                     pause = min(pause * 2, self.MAX_PAUSE)
                 except FileNotFoundError:
+                    log.error("%s vanished before its upload", item)
                     break
 
     def close(self, wait: float = 5.0) -> None:

@@ -159,7 +159,6 @@ class WarcStore:
     def _open(self) -> io.BufferedWriter:
         if self._file is not None and self._file.tell() >= self.max_file_bytes:
             self.close()
-            self.serial += 1
         if self._file is None:
             self.name = warc_name(self.prefix, self.serial)
             self._file = open(self.dir / self.name, "xb")  # noqa: SIM115 - kept open across writes
@@ -257,10 +256,12 @@ class WarcStore:
             self._new_name = False
 
     def close(self) -> None:
+        """Complete the file in progress (if any); the next record starts a new one."""
         if self._file is not None:
             durable.sync_file(self._file)  # (a rotation: the batch's sync only reaches the next file)
             self._file.close()
             self._file = None
+            self.serial += 1
             if self.on_closed is not None:
                 self.on_closed(self.dir / self.name)
 

@@ -84,6 +84,44 @@ def test_an_http_endpoint_needs_no_allow_http(s3, tmp_path, monkeypatch) -> None
     assert "\n" not in str(e.value)
 
 
+def test_store_writer_pieces_reach_the_store_before_they_count(s3, tmp_path) -> None:
+    """Without a shared OUT the store writer works in pieces of ``ship_seconds``: a batch's answer
+    names its piece and the last piece in the store; a piece is in the store (read back with boto3)
+    by the time it is counted shipped; ``ship`` closes the piece in progress and waits for it."""
+    from raycrawl.actors.store_writer import StoreWriter
+    from raycrawl.exchange import FetchResult
+    from raycrawl.storage.link_records import LinkRecord
+
+    def batch(i: int):
+        fr = FetchResult(url=f"http://a.test/{i}", ip="127.0.0.1", status=200, body=b"page %d" % i,
+                         ctype="text/html", started=1.7e9, ended=1.7e9, status_line="HTTP/1.1 200 OK",
+                         raw_headers=[(b"Content-Type", b"text/html")], http_version="1.1")
+        return [(fr, None, LinkRecord(url=fr.url, status=200, ctype="text/html"))]
+
+    w = StoreWriter(tmp_path, "agent3", out_store=f"s3://{BUCKET}/pieces/", ship_seconds=0.3)
+    first = w.write_batch(batch(0))
+    assert (first.piece, first.in_store) == (1, False)
+    assert w.write_batch(batch(1)).piece == 1  # within the piece's time: the same piece
+    time.sleep(0.35)
+    assert w.write_batch(batch(2)).piece == 2  # its time is up: piece 1 closed and on its way
+    assert w.shipper.wait_shipped(1, timeout=30) >= 1
+    stored = s3.objects("pieces")
+    warcs = [k for k in stored if k.startswith("warc/")]
+    assert len(warcs) == 1 and [k for k in stored if k.startswith("links/")]
+    import io
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    uris = [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(io.BytesIO(stored[warcs[0]]))
+            if r.rec_type == "response"]
+    assert uris == ["http://a.test/0", "http://a.test/1"]
+    done = w.ship(timeout=30)
+    assert (done.piece, done.shipped) == (2, 2) and done.in_store
+    assert len([k for k in s3.objects("pieces") if k.startswith("warc/")]) == 2
+    assert w.ship(timeout=30).shipped == 2  # nothing new: nothing to close
+    w.close()
+
+
 def test_refusals_are_one_line(s3, tmp_path, capsys) -> None:
     with pytest.raises(StoreError, match="refused to list") as e:
         OutStore("s3://no-such-bucket/x").listing()
