@@ -33,6 +33,7 @@ from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.store_writer import Stored
 from raycrawl.actors.visit_batch import decide, exact_duplicates
 from raycrawl.actors.visit_stage import Findings, Outcome, Stages
+from raycrawl.errors import CrawlStop
 from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.sitemaps import is_sitemap
 from raycrawl.storage.crawl_pages import is_page
@@ -76,6 +77,7 @@ class BatchCommitter:
         # (actors/store_writer.py). Redis keeps their URLs in flight meanwhile.
         self.held: list[tuple[int, list[str], Counter[str], list[float], float, Callable[[], None] | None]] = []
         self.shipped = 0  # the last piece known to be in the store
+        self.stalled = False  # a forced ship found the store not answering
 
     def process(self, outcomes: list[Outcome]) -> None:
         """Parse, decide and start writing ``outcomes``; commit the previous batch meanwhile. The
@@ -179,11 +181,15 @@ class BatchCommitter:
             return
         if not force and time.monotonic() - self.held[0][4] < self.crew.ship_seconds:
             return
-        stored = ray.get(self.crew.store.ship.remote(timeout))
+        stored = ray.get(self.crew.store.ship.remote(5.0 if self.stalled else timeout))
         self._commit_shipped(stored.shipped)
-        if self.held:
-            log.warning("%d batches not yet in the object store after %.0f s: their URLs stay in flight "
-                        "(fetched again after a resume)", len(self.held), timeout)
+        if self.held and force:
+            # Nothing else to do but wait for a store that does not answer: stop, with the held
+            # pages in flight (fetched again on --resume; their pieces uploaded then, duplicates).
+            self.stalled = True
+            raise CrawlStop(f"the object store took no piece of agent {self.router.name}'s WARC records for "
+                            f"{timeout:.0f} s ({len(self.held)} batches wait, their pages not counted); stopped "
+                            "with everything committed before: once the object store answers, --resume continues")
 
     def commit(self, keys: list[str], counters: Counter[str], latencies: list[float]) -> None:
         self.f.commit(keys, counters)

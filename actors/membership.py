@@ -198,6 +198,7 @@ class Membership:
         for d in dead:
             self._bury(d)
         if not all(paused.values()):  # an agent's loop ended meanwhile: the crawl is ending, change nothing
+            log.warning("membership: the crawl ended while %s joined; nothing moved", sorted(new) or "nobody")
             budgets = self._budgets(survivors)
             self._each([n for n in survivors if paused[n]], "resume", lambda n: (self.shards, budgets[n]))
             for n in new:

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
+from raycrawl import durable
 from raycrawl.actors import named, per_batch
 from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
@@ -87,8 +88,8 @@ class SieveShards:
             self.sieves[s].enqueue(batch, lvls)
         if self.batched() >= self.batch_size:
             self.flush()
-        for s in by_shard:  # one pass over the pending logs this call wrote: on disk, then acknowledged
-            self.sieves[s].store.sync()
+        # One pass over the pending logs this call wrote, on disk before the call is acknowledged.
+        durable.each(lambda s: self.sieves[s].store.sync(), list(by_shard))
         return sum(len(b) for b, _ in by_shard.values())
 
     def requeue(self, urls: list[str], levels: list[int], tag: int) -> int:
@@ -109,7 +110,8 @@ class SieveShards:
         return sum(len(s.batch) for s in self.sieves.values())
 
     def flush(self) -> int:
-        return sum(s.flush() for s in self.sieves.values() if s.batch)
+        """Merge every shard's batch (shards apart: their fsyncs go together)."""
+        return sum(durable.each(lambda s: s.flush(), [s for s in self.sieves.values() if s.batch]))
 
     def read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
         """Up to ``n`` URLs of level 0 from the owned shards' output queues, each from its offset

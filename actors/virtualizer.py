@@ -17,12 +17,12 @@ moves ``voff`` in the same transaction that puts them in the visit state.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import redis
 
-from raycrawl.durable import sync_dir
+from raycrawl import durable
+from raycrawl.durable import sync_dir, sync_path
 from raycrawl.storage.crawl_dir import virtual_queue
 from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -75,12 +75,7 @@ class Virtualizer:
     def sync(self) -> None:
         """Make the spills since the last sync durable (their files, and the directory if one is new)."""
         spilled, self._unsynced = self._unsynced, {}
-        for path in spilled:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        durable.each(sync_path, spilled)
         if any(spilled.values()):
             sync_dir(self.dir)
 

@@ -77,11 +77,11 @@ class Settings:
         "host shards (sieve, virtual queues) move between agents through the store; the driver's "
         "``out`` keeps Redis, the report and a copy of everything but the WARC files: "
         "docs/crawling.md, \"Several agents without a shared OUT\".")
-    ship_seconds: float = knob(10.0, IO,
+    ship_seconds: float = knob(5.0, IO,
         "With ``agent_dir``: seconds of WARC and link records an agent gathers in one piece before "
         "closing it and uploading it to ``out_store``; a page counts as done (committed in Redis) only "
         "once its piece is in the store, so a node lost for good costs at most the pages of its last "
-        "pieces, fetched again by the others.")
+        "pieces, fetched again by the others. 0: one piece per WARC file (pages counted when written).")
     warc_prefix: str = knob("", IO,
         "Prefix of the WARC file names (``PREFIX-agent0-TIMESTAMP-SERIAL-PID~HOST.warc.gz``; empty = none).")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 
-from raycrawl.errors import UserError
+from raycrawl.errors import CrawlStop, UserError
 from raycrawl.redis_server import RedisLost
 
 _DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG, errno.EACCES})
@@ -19,6 +19,8 @@ def storage_failure(exc: BaseException) -> UserError | None:
     import redis
 
     exc = getattr(exc, "cause", None) or exc  # an actor's exception arrives wrapped in Ray's RayTaskError
+    if isinstance(exc, CrawlStop):
+        return exc
     # (a pipeline's error names the command first: "Command # N (...) of pipeline caused error: MISCONF ...")
     if isinstance(exc, redis.ResponseError) and ("MISCONF " in str(exc) or "OOM command not allowed" in str(exc)):
         return UserError(f"Redis refuses writes ({exc}); stopped with everything committed before: "
