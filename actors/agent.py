@@ -70,7 +70,7 @@ class Agent:
         self.client = connect(redis_url)
         self.wb = Workbench(self.client, s.redis_prefix, Politeness.of(s), view=name)
         self.f = self.wb.frontier
-        self.virt = Virtualizer(layout(self.out).virtualizer, self.f, s.workbench_urls_per_host)
+        self.virt = Virtualizer(layout(self.out).virtualizer, self.f, s.workbench_urls_per_host, s.agent_dir is not None)
         self.focus = FocusPolicy.load(s.focus) if s.focus else None
         levels, bias = (self.focus.levels, self.focus.bias) if self.focus else (1, DEFAULT_BIAS)
         self.distributor = Distributor(self.wb, self.virt, front_size=s.front_size, max_front_size=s.max_front_size,

@@ -57,9 +57,8 @@ def actor_class():
                 self.handoff.put_away(shards)
 
         def take(self, shards: list[int]) -> None:
-            if self.handoff is not None:
-                self.handoff.bring(shards)
-            ray.get(self.agent.crew.sieve.take.remote(shards))
+            dead = self.handoff.bring(shards) if self.handoff is not None else []
+            ray.get(self.agent.crew.sieve.take.remote(shards, dead))
 
         def resume(self, shards: dict[int, str], budget: int | None) -> None:
             self.agent.resume(shards, budget)

@@ -60,7 +60,7 @@ class Crew:
         self.sieve = sieve_shards.actor_class().options(
             name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(
             str(layout(out).sieve), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache,
-            near_dup_meta() if s.near_dup else None)
+            near_dup_meta() if s.near_dup else None, s.out_store if s.agent_dir else None, s.checkpoint_seconds)
         fetch_actor = fetch_loop.actor_class()
         self.fetchers = [fetch_actor.options(name=f"raycrawl-fetch-{tag}-{i}", scheduling_strategy=here).remote(
                              s, redis_url, b, name)

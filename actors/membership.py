@@ -180,9 +180,6 @@ class Membership:
         shard and may fetch nothing until its share is moved to it."""
         import ray
 
-        if dead and self.s.agent_dir is not None:
-            raise UserError(f"agent {', '.join(dead)} died; without a shared out its shards' sieves and virtual "
-                            f"queues are on its node's disk ({self.s.agent_dir}): bring that node back and --resume")
         survivors = [n for n in self.live if n not in dead and n not in self.results]
         new = {self._new_name(): node for node in joined}
         for name, node in new.items():

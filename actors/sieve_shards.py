@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raycrawl import durable
@@ -30,6 +30,7 @@ from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
 from raycrawl.servers import server_of
+from raycrawl.storage import shard_log
 from raycrawl.storage.crawl_dir import join_run
 from raycrawl.storage.dedup_store import DedupShards
 
@@ -42,21 +43,31 @@ class SieveShards:
     """Queue with memory over the shards ``shards`` of ``root``. Single writer per shard."""
 
     def __init__(self, root: str | Path, shards: Iterable[int], batch_size: int = 100_000,
-                 cache_size: int = 200_000) -> None:
+                 cache_size: int = 200_000, on_log: Callable[[dict[int, list[bytes]]], None] | None = None) -> None:
+        """``on_log``: called with each shard's log entries (storage/shard_log.py) before what they
+        record is acknowledged (``agent_dir``: the shards' logs in Redis)."""
         self.root = Path(root)
         self.batch_size = batch_size
         self.cache = RecentSet(cache_size)
         self.sieves: dict[int, Sieve] = {}
+        self.on_log = on_log
         self._turn = 0
         self._selector: FrontQueueSelector | None = None
         self.take(shards)
 
     # --- ownership -----------------------------------------------------------------------------------
-    def take(self, shards: Iterable[int]) -> None:
-        """Open shards (their pending URLs come back into the batch)."""
+    def take(self, shards: Iterable[int], replay: dict[int, list[bytes]] | None = None) -> None:
+        """Open shards (their pending URLs come back into the batch); ``replay``: the log entries of
+        taken shards to apply on top of their files (a dead owner's, storage/shard_log.py)."""
         for s in shards:
             if s not in self.sieves:
                 self.sieves[s] = Sieve(self.root / f"{s:02d}", batch_size=NEVER, cache_size=0)
+        for s, entries in (replay or {}).items():
+            for entry in shard_log.parse(entries):
+                if isinstance(entry, shard_log.Enqueued):
+                    self.sieves[s].enqueue(entry.urls, entry.levels)
+                elif isinstance(entry, shard_log.Flushed):
+                    self.sieves[s].flush()
 
     def give(self, shards: Iterable[int]) -> None:
         """Close shards for another agent to open; their batches stay in the pending logs."""
@@ -86,6 +97,8 @@ class SieveShards:
             raise ValueError(f"URLs of shards {sorted(foreign)} sent to an agent that does not own them")
         for s, (batch, lvls) in by_shard.items():
             self.sieves[s].enqueue(batch, lvls)
+        if self.on_log is not None:
+            self.on_log({s: [shard_log.enqueued(batch, lvls)] for s, (batch, lvls) in by_shard.items()})
         if self.batched() >= self.batch_size:
             self.flush()
         # One pass over the pending logs this call wrote, on disk before the call is acknowledged.
@@ -111,7 +124,11 @@ class SieveShards:
 
     def flush(self) -> int:
         """Merge every shard's batch (shards apart: their fsyncs go together)."""
-        return sum(durable.each(lambda s: s.flush(), [s for s in self.sieves.values() if s.batch]))
+        flushing = [s for s, sv in self.sieves.items() if sv.batch]
+        new = sum(durable.each(lambda s: self.sieves[s].flush(), flushing))
+        if self.on_log is not None and flushing:
+            self.on_log({s: [shard_log.FLUSH] for s in flushing})
+        return new
 
     def read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
         """Up to ``n`` URLs of level 0 from the owned shards' output queues, each from its offset
@@ -231,22 +248,35 @@ def actor_class():
     @named
     class SieveActor:
         def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int,
-                     cache_size: int, dedup_meta: dict[str, str] | None = None) -> None:
+                     cache_size: int, dedup_meta: dict[str, str] | None = None, out_store: str | None = None,
+                     checkpoint_seconds: float = 0.0) -> None:
+            """``out_store`` (with ``agent_dir``): the shards are logged in Redis and checkpointed to
+            the store every ``checkpoint_seconds`` (storage/shard_log.py, storage/shard_handoff.py)."""
             from raycrawl.redis_server import connect
             from raycrawl.storage.redis_frontier import RedisFrontier
 
             self.run_lock = join_run(Path(root).parent)  # OUT/sieve; storage/crawl_dir.py, "Workers"
-            client = connect(redis_url)
-            owners = RedisFrontier(client, prefix, register=False).shard_owners()
-            client.close()
-            mine = [s for s, a in owners.items() if a == agent]
-            self.sieve = SieveShards(root, mine, batch_size, cache_size)
+            self.f = RedisFrontier(connect(redis_url), prefix, view=agent, register=False)
+            mine = [s for s, a in self.f.shard_owners().items() if a == agent]
+            self.checkpoints = None
+            if out_store is not None:
+                from raycrawl.storage.out_store import OutStore
+                from raycrawl.storage.shard_handoff import ShardCheckpoints
+
+                self.checkpoints = ShardCheckpoints(OutStore(out_store), self.f, Path(root).parent, checkpoint_seconds)
+            self.sieve = SieveShards(root, mine, batch_size, cache_size,
+                                     on_log=self.f.log_shards if out_store is not None else None)
             self.dedup = DedupShards(root, mine)
             if dedup_meta is not None:
                 self.dedup.set_meta(dedup_meta)
 
+        def _checkpoint(self) -> None:
+            if self.checkpoints is not None and self.checkpoints.due():
+                self.checkpoints.run(self.sieve.owned())
+
         @per_batch
         def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
+            self._checkpoint()
             return self.sieve.enqueue(urls, levels)
 
         @per_batch
@@ -260,14 +290,16 @@ def actor_class():
         @per_batch
         def read_front(self, offsets: dict[int, int], n: int, levels: int = 1, bias: float = DEFAULT_BIAS
                        ) -> tuple[list[str], list[int], list[int], list[int]]:
+            self._checkpoint()
             return self.sieve.read_front(offsets, n, levels, bias)
 
         @per_batch
         def exhausted(self, offsets: dict[int, int]) -> bool:
             return self.sieve.exhausted(offsets)
 
-        def take(self, shards: list[int]) -> None:
-            self.sieve.take(shards)
+        def take(self, shards: list[int], replay: list[int] = ()) -> None:
+            """Open ``shards``; those of ``replay`` were a dead holder's: their logs are applied."""
+            self.sieve.take(shards, self.f.shard_logs(list(replay)) if replay else None)
             self.dedup.take(shards)
 
         def give(self, shards: list[int]) -> None:

@@ -23,6 +23,8 @@ import redis
 
 from raycrawl import durable
 from raycrawl.durable import sync_dir, sync_path
+from raycrawl.policies.assignment import shard_of
+from raycrawl.storage import shard_log
 from raycrawl.storage.crawl_dir import virtual_queue
 from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -30,7 +32,9 @@ log = logging.getLogger(__name__)
 
 
 class Virtualizer:
-    def __init__(self, directory: str | Path, frontier: RedisFrontier, budget: int) -> None:
+    def __init__(self, directory: str | Path, frontier: RedisFrontier, budget: int, log_spills: bool = False) -> None:
+        """``log_spills`` (``agent_dir``): each spill is logged in its host's shard log too, in the
+        transaction that commits its end (storage/shard_log.py), for an agent taking the shard over."""
         assert budget >= 2
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -38,6 +42,7 @@ class Virtualizer:
         self.budget = budget
         self.spilled = 0
         self.refilled = 0
+        self.log_spills = log_spills
         self._unsynced: dict[Path, bool] = {}  # spilled since the last sync → the file is new
 
     def path(self, host: str) -> Path:
@@ -70,6 +75,8 @@ class Virtualizer:
             new_end = fh.tell()
         pipe.hset(self.f.k.vend, host, new_end)
         pipe.hincrby(self.f.k.virt, host, len(paths))
+        if self.log_spills:
+            pipe.rpush(self.f.shard_log_key(shard_of(host)), shard_log.spilled(host, end, paths))
         self.spilled += len(paths)
 
     def sync(self) -> None:

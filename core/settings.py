@@ -82,6 +82,10 @@ class Settings:
         "closing it and uploading it to ``out_store``; a page counts as done (committed in Redis) only "
         "once its piece is in the store, so a node lost for good costs at most the pages of its last "
         "pieces, fetched again by the others. 0: one piece per WARC file (pages counted when written).")
+    checkpoint_seconds: float = knob(30.0, IO,
+        "With ``agent_dir``: seconds between checkpoints of an agent's host shards (sieve, virtual "
+        "queues) to ``out_store``; what changed since is logged in Redis, so the others take a lost "
+        "agent's shards over from there (Redis holds this many seconds of the crawl's new URLs).")
     warc_prefix: str = knob("", IO,
         "Prefix of the WARC file names (``PREFIX-agent0-TIMESTAMP-SERIAL-PID~HOST.warc.gz``; empty = none).")
 
@@ -239,7 +243,7 @@ class Settings:
     def validate(self) -> Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
         for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff",
-                     "keepalive_timeout", "ship_seconds"):
+                     "keepalive_timeout", "ship_seconds", "checkpoint_seconds"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 raise UserError(f"{name} must be a finite non-negative number, got {v!r}")

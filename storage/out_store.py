@@ -113,6 +113,11 @@ class OutStore:
 
         self._call(f"store {key}", obstore.put, self.store, key, path)
 
+    def put_bytes(self, data: bytes, key: str) -> None:
+        import obstore
+
+        self._call(f"store {key}", obstore.put, self.store, key, data)
+
     def delete(self, keys: list[str]) -> None:
         import obstore
 

@@ -20,6 +20,9 @@ key                  type    content
 ``P shards``         hash    shard → agent that owns it (actors/membership.py; absent: agent0)
 ``P shome``          hash    shard → where its sieve and virtual queues are, with ``agent_dir``:
                              ``store`` or the holder ``agent@host:dir`` (storage/shard_handoff.py)
+``P sckpt``          hash    shard → ``FILES BYTES`` of its last checkpoint in the object store,
+                             with ``agent_dir`` (storage/shard_handoff.py)
+``P slog:<shard>``   list    what changed in the shard since that checkpoint (storage/shard_log.py)
 ``P commit:<token>`` string  a commit already applied (10 minutes: retried commits apply once)
 ``V ent:<ip>``       zset    workbench entry of an IP in one view: the agent's idle hosts on that IP
                              with URLs, scored by hnext
@@ -445,6 +448,51 @@ class RedisFrontier:
     def shard_owners(self) -> dict[int, str]:
         """The current shard → agent map (empty before the first assignment: agent0 owns all)."""
         return {int(k): v.decode() for k, v in self.r.hgetall(self.key("shards")).items()}
+
+    # --- shard logs and checkpoints (storage/shard_log.py, storage/shard_handoff.py) -------------------
+    def shard_log_key(self, shard: int) -> str:
+        return f"{self.p}slog:{shard}"
+
+    def log_shards(self, entries: dict[int, list[bytes]]) -> None:
+        """Append to shards' logs (one round trip)."""
+        pipe = self.r.pipeline(transaction=False)
+        for shard, items in entries.items():
+            if items:
+                pipe.rpush(self.shard_log_key(shard), *items)
+        pipe.execute()
+
+    def shard_logs(self, shards: list[int]) -> dict[int, list[bytes]]:
+        pipe = self.r.pipeline(transaction=False)
+        for shard in shards:
+            pipe.lrange(self.shard_log_key(shard), 0, -1)
+        return dict(zip(shards, pipe.execute(), strict=True))
+
+    def shard_log_lengths(self, shards: list[int]) -> dict[int, int]:
+        pipe = self.r.pipeline(transaction=False)
+        for shard in shards:
+            pipe.llen(self.shard_log_key(shard))
+        return dict(zip(shards, pipe.execute(), strict=True))
+
+    def checkpointed(self, shard: int, files: int, size: int, logged: int | None) -> None:
+        """A checkpoint of ``shard`` holding ``files`` files of ``size`` bytes is in the store, with
+        the first ``logged`` entries of its log (None: all; the shard was put away), which go."""
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.hset(self.key("sckpt"), str(shard), f"{files} {size}")
+            if logged is None:
+                pipe.delete(self.shard_log_key(shard))
+            else:
+                pipe.ltrim(self.shard_log_key(shard), logged, -1)
+            pipe.execute()
+
+    def checkpoints(self, shards: list[int]) -> dict[int, tuple[int, int] | None]:
+        """(files, bytes) of each shard's last checkpoint, or None."""
+        if not shards:
+            return {}
+        vals = self.r.hmget(self.key("sckpt"), [str(s) for s in shards])
+        return {s: (tuple(int(x) for x in v.split()) if v else None) for s, v in zip(shards, vals, strict=True)}
+
+    def is_fenced(self, agent: str) -> bool:
+        return bool(self.r.exists(self.view_prefix(agent) + "fenced"))
 
     def move_hosts(self, moves: list[tuple[str, str]], batch: int = 500) -> int:
         """Give hosts to other agents: (host, agent) pairs; see lua/move.lua."""

@@ -13,10 +13,17 @@ keys into its own directory and marks the shard as its own.
 Where each shard's latest state is lives in Redis, hash ``P shome`` (shard → ``store FILES BYTES``,
 what the put-away confirmed, or the holder ``agent@host:dir``; absent: a shard with no state yet).
 A store that no longer holds those files (an emptied bucket) is an error, never an empty shard. A
-shard held by someone else (an agent that died with it, its node's disk out of reach) is never
-taken from an older copy: that would forget URLs seen since and read its queues from offsets they
-do not reach. Taking it is a one-line error instead; the holder's directory brought back
-(``--resume`` on the same machines) has it.
+shard held by a live agent is never taken from an older copy: that would forget URLs seen since
+and read its queues from offsets they do not reach.
+
+A held shard outlives its holder all the same: the holder's sieve actor checkpoints it to the same
+keys every ``checkpoint_seconds`` (:class:`ShardCheckpoints`: its files, but the duplicate store),
+and everything done to it since is in its log in Redis (storage/shard_log.py). When the holder
+dies (fenced: actors/lease.py), the agent taking the shard brings the checkpoint, applies the
+log's virtual-queue spills here and the sieve's entries in its sieve actor, and has the dead
+holder's last acknowledged state. ``P sckpt`` says what the last checkpoint (or put-away) holds;
+the duplicate store comes from the last put-away, if any (older claims only: a duplicate of a page
+claimed since is archived in full, never wrongly marked).
 """
 
 from __future__ import annotations
@@ -24,12 +31,15 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import shard_of
+from raycrawl.storage import shard_log
 from raycrawl.storage.crawl_dir import layout, virtual_queue
+from raycrawl.storage.dedup_store import FILE as DEDUP_NAME
 from raycrawl.storage.out_store import OutStore, StoreError
 from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -69,14 +79,17 @@ class ShardHandoff:
                 out[s].append(virtual_queue(layout(self.out).virtualizer, host))
         return out
 
-    def bring(self, shards: Iterable[int]) -> int:
-        """Make this agent's directory hold the latest state of ``shards``; files downloaded."""
+    def bring(self, shards: Iterable[int]) -> list[int]:
+        """Make this agent's directory hold the latest state of ``shards``; returns those taken
+        over from a dead holder, whose sieve logs the caller's sieve actor must replay."""
         shards = sorted(shards)
         if not shards:
-            return 0
+            return []
         homes = dict(zip(shards, self.f.r.hmget(self.key, [str(s) for s in shards]), strict=True))
         foreign = {s: h.decode() for s, h in homes.items()
                    if h is not None and _in_store(h) is None and h.decode() != self.holder}
+        dead = {s for s, h in foreign.items() if self.f.is_fenced(h.partition("@")[0])}
+        foreign = {s: h for s, h in foreign.items() if s not in dead}
         mine_lost = [s for s, h in homes.items() if h is not None and h.decode() == self.holder
                      and not self._local_sieve(s).is_dir()]
         if foreign or mine_lost:
@@ -84,21 +97,23 @@ class ShardHandoff:
             raise UserError(f"shards {sorted(foreign) or mine_lost}: their latest sieve and virtual queues are on the "
                             f"disk of {', '.join(where)}, not in the object store; bring that directory back "
                             "(--resume on the same machines)")
-        wanted = [s for s, h in homes.items() if h is None or _in_store(h) is not None]
+        wanted = [s for s, h in homes.items() if h is None or _in_store(h) is not None or s in dead]
         for s in wanted:  # a stale copy (an earlier ownership) goes first
             shutil.rmtree(self._local_sieve(s), ignore_errors=True)
         for paths in self._virtual_queues(set(wanted)).values():
             for p in paths:
                 p.unlink(missing_ok=True)
         from_store = {s for s in wanted if homes[s] is not None}
+        checkpoints = self.f.checkpoints(sorted(dead))
         n = 0
         if from_store:
             keys = {k: size for part in ("sieve/", "virtualizer/") for k, size in self.store.listing(part).items()
                     if _shard_key(k)[0] in from_store}
             for s in sorted(from_store):
-                held = [size for k, size in keys.items() if _shard_key(k)[0] == s]
-                if (len(held), sum(held)) != _in_store(homes[s]):
-                    files, size = _in_store(homes[s])
+                expected = _in_store(homes[s]) if s not in dead else checkpoints[s]
+                held = [size for k, size in keys.items() if _shard_key(k)[0] == s and (s not in dead or counted(k))]
+                if expected is not None and (len(held), sum(held)) != expected:
+                    files, size = expected
                     raise UserError(f"shard {s}: the object store {self.store.url} holds {len(held)} of its "
                                     f"{files} files ({sum(held)} of {size} bytes): its sieve is lost from the store")
             for key in keys:
@@ -108,10 +123,26 @@ class ShardHandoff:
                 n += 1
         for s in wanted:
             self._local_sieve(s).mkdir(parents=True, exist_ok=True)
+        if dead:
+            self._replay_spills(sorted(dead))
         if wanted:
             self.f.r.hset(self.key, mapping={str(s): self.holder for s in wanted})
-        log.info("shards %s brought from the store (%d files)", sorted(from_store), n)
-        return n
+        log.info("shards %s brought from the store (%d files)%s", sorted(from_store), n,
+                 f"; {sorted(dead)} taken over from a dead holder's checkpoint and log" if dead else "")
+        return sorted(dead)
+
+    def _replay_spills(self, shards: list[int]) -> None:
+        """The virtual-queue spills the shards' logs hold, written again at their ends (a dead
+        holder's spills since its last checkpoint; the sieve's entries are its sieve actor's)."""
+        for entries in self.f.shard_logs(shards).values():
+            for entry in shard_log.parse(entries):
+                if isinstance(entry, shard_log.Spilled):
+                    path = virtual_queue(layout(self.out).virtualizer, entry.host)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    with open(path, "ab") as f:
+                        f.truncate(entry.end)
+                        f.seek(entry.end)
+                        f.write(entry.data)
 
     def put_away(self, shards: Iterable[int]) -> int:
         """Upload ``shards``' state (their sieves closed), confirm it, then delete the local copy;
@@ -136,10 +167,16 @@ class ShardHandoff:
                              f"after the upload; the shard stays in {self.out}")
         self.store.delete([k for k in held if k not in files and _shard_key(k)[0] in shards])
         totals = {s: [0, 0] for s in shards}
+        checked = {s: [0, 0] for s in shards}  # what a takeover finds (the duplicate store aside)
         for key, path in files.items():
             totals[_shard_key(key)[0]][0] += 1
             totals[_shard_key(key)[0]][1] += path.stat().st_size
+            if counted(key):
+                checked[_shard_key(key)[0]][0] += 1
+                checked[_shard_key(key)[0]][1] += path.stat().st_size
         self.f.r.hset(self.key, mapping={str(s): f"{IN_STORE} {n} {size}" for s, (n, size) in totals.items()})
+        for s, (n, size) in checked.items():  # the shards' state is whole in the store: their logs go
+            self.f.checkpointed(s, n, size, None)
         for s in shards:
             shutil.rmtree(self._local_sieve(s), ignore_errors=True)
         for key, path in files.items():
@@ -147,6 +184,72 @@ class ShardHandoff:
                 path.unlink(missing_ok=True)
         log.info("shards %s put away in the store (%d files)", sorted(shards), len(files))
         return len(files)
+
+
+class ShardCheckpoints:
+    """The sieve actor's side of shards outliving their holder: every ``interval`` seconds, each
+    owned shard whose log grew is checkpointed — its sieve files and its hosts' virtual queues
+    uploaded (those changed since the last upload), confirmed by the store's listing, older keys of
+    the shard deleted — and the log entries the checkpoint holds are dropped from Redis. Runs
+    between the sieve actor's calls, so the sieve's files hold still; a virtual queue may grow
+    meanwhile (the agent's spills), and then the spill's log entry, kept, is applied on top. A
+    store that refuses is tried again at the next interval (the logs grow meanwhile)."""
+
+    def __init__(self, store: OutStore, frontier: RedisFrontier, out: Path, interval: float) -> None:
+        self.store, self.f, self.out, self.interval = store, frontier, Path(out), interval
+        self.next = time.monotonic() + interval
+        self.sent: dict[str, tuple[int, int]] = {}  # key → (size, mtime) of its last upload
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.next
+
+    def run(self, shards: list[int]) -> int:
+        """Checkpoint the owned ``shards`` whose logs grew; how many were."""
+        self.next = time.monotonic() + self.interval
+        logged = {s: n for s, n in self.f.shard_log_lengths(shards).items() if n}
+        if not logged:
+            return 0
+        queues: dict[int, list[Path]] = {s: [] for s in logged}
+        for host, _ in self.f.virtual_queue_ends():
+            if (s := shard_of(host)) in queues:
+                queues[s].append(virtual_queue(layout(self.out).virtualizer, host))
+        try:
+            held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
+            for s in sorted(logged):
+                self._one(s, queues[s], logged[s], held)
+        except StoreError as exc:
+            log.warning("shard checkpoint not taken (%s); trying again in %.0f s", exc, self.interval)
+            return 0
+        return len(logged)
+
+    def _one(self, shard: int, queues: list[Path], logged: int, held: dict[str, int]) -> None:
+        root = layout(self.out).sieve / f"{shard:02d}"
+        files = {f"sieve/{shard:02d}/{p.relative_to(root).as_posix()}": p
+                 for p in sorted(root.rglob("*")) if p.is_file() and not p.name.endswith(".tmp")}
+        files.update({f"virtualizer/{shard:02d}/{p.name}": p for p in queues if p.is_file()})
+        files = {k: p for k, p in files.items() if counted(k)}
+        sizes = {}
+        for key, path in files.items():
+            st = path.stat()
+            if self.sent.get(key) == (st.st_size, st.st_mtime_ns) and held.get(key) == st.st_size:
+                sizes[key] = st.st_size
+                continue
+            data = path.read_bytes()  # (a virtual queue may grow meanwhile: what was read is what counts)
+            self.store.put_bytes(data, key)
+            sizes[key] = len(data)
+            self.sent[key] = (len(data), st.st_mtime_ns) if len(data) == st.st_size else (-1, 0)
+        listed = {**self.store.listing(f"sieve/{shard:02d}/"), **self.store.listing(f"virtualizer/{shard:02d}/")}
+        wrong = [k for k, size in sizes.items() if listed.get(k) != size]
+        if wrong:
+            raise StoreError(f"the object store {self.store.url} does not list {wrong[0]} at its size after the upload")
+        self.store.delete([k for k in listed if k not in sizes and counted(k)])
+        self.f.checkpointed(shard, len(sizes), sum(sizes.values()), logged)
+
+
+def counted(key: str) -> bool:
+    """Keys a checkpoint holds and a takeover checks: all of a shard's but its duplicate store
+    (SQLite's files: a copy taken while it is written would not be one)."""
+    return DEDUP_NAME not in key.rsplit("/", 1)[-1]
 
 
 def _shard_key(key: str) -> tuple[int, str]:
