@@ -57,7 +57,7 @@ def actor_class():
                 self.handoff.put_away(shards)
 
         def take(self, shards: list[int]) -> None:
-            dead = self.handoff.bring(shards) if self.handoff is not None else []
+            dead = self.handoff.bring(shards).taken_over if self.handoff is not None else []
             ray.get(self.agent.crew.sieve.take.remote(shards, dead))
 
         def resume(self, shards: dict[int, str], budget: int | None) -> None:

@@ -19,8 +19,9 @@ then everyone resumes. So no URL is lost and none is fetched twice across the mo
 flight at an agent's death — the same guarantee as a crash and ``--resume``. Shards live under
 ``OUT/sieve``, so ``OUT`` must be on storage every node reaches (one machine, or a shared
 filesystem on a cluster) — or, with ``agent_dir`` and ``out_store``, each agent works in its own
-directory and a shard's files move through the object store (storage/shard_handoff.py); then an
-agent's death stops the crawl, its shards' latest state being on its node's disk.
+directory and a shard's files move through the object store (storage/shard_handoff.py); then a
+dead agent's shards are taken over from their last checkpoint in the store and their logs in
+Redis (storage/shard_log.py).
 """
 
 from __future__ import annotations

@@ -15,11 +15,18 @@ and the URLs recovered from the dead agent. No peer crawler can move hosts betwe
 fixed clusters; on 2 cores pages/s is bounded by politeness and CPU, not by agents.
 
     .venv/bin/python benchmarks/elastic.py                 # websim 100 hosts / 10 IPs
+    .venv/bin/python benchmarks/elastic.py --agent-dir     # no shared OUT: each agent in a directory
+                                                           # of its own, moto's S3 server as the store
+
+With ``--agent-dir`` the agents share no directory (``--agent-dir`` + ``--out-store``, moto's S3
+server on loopback): the node removed at 50 % takes its disk with it, and the other agent takes its
+shards over from their last checkpoint in the store and their logs in Redis.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -47,7 +54,7 @@ def pages_now(out: Path) -> int:
         return 0
 
 
-def run(web, out: Path, nodes: int, args, join_at: float = 0, leave_at: float = 0) -> dict:
+def run(web, out: Path, nodes: int, args, join_at: float = 0, leave_at: float = 0, store: str | None = None) -> dict:
     """One crawl in this process on a fresh cluster; membership changes at the given seconds
     after the first page."""
     import ray
@@ -61,7 +68,8 @@ def run(web, out: Path, nodes: int, args, join_at: float = 0, leave_at: float = 
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     settings = build_settings(None, seeds=str(web.seeds_file), out=str(out), resolve=str(web.hosts_file),
                               allow_networks="127.0.0.0/8", host_delay=args.host_delay, ip_delay=args.ip_delay,
-                              max_urls_per_host=100, elastic=True, near_dup=False)
+                              max_urls_per_host=100, elastic=True, near_dup=False,
+                              **({"out_store": f"{store}/{out.name}", "agent_dir": str(out) + "-agents"} if store else {}))
     result: list[dict] = []
     crawl = threading.Thread(target=lambda: result.append(run_crawl(settings)))
     t0 = time.time()
@@ -101,24 +109,35 @@ def main() -> None:
     ap.add_argument("--pages-per-host", type=float, default=12.0, help="websim's mean pages per host")
     ap.add_argument("--host-delay", type=float, default=0.1)
     ap.add_argument("--ip-delay", type=float, default=0.02)
+    ap.add_argument("--agent-dir", action="store_true", help="no shared OUT: agent directories and an S3 store")
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
     from raycrawl.websim import Websim
 
     rows = {}
-    with tempfile.TemporaryDirectory() as tmp, Websim(hosts=args.hosts, ips=args.ips, seed=7, clean=True,
-                                                      pages_per_host_mean=args.pages_per_host,
-                                                      out_dir=Path(tmp) / "web") as web:
-        rows["fixed-1"] = run(web, Path(tmp) / "fixed-1", 1, args)
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        web = stack.enter_context(Websim(hosts=args.hosts, ips=args.ips, seed=7, clean=True,
+                                         pages_per_host_mean=args.pages_per_host, out_dir=Path(tmp) / "web"))
+        store = None
+        if args.agent_dir:  # the nodes Cluster starts inherit the store's endpoint and credentials
+            sys.path.insert(0, str(ROOT / "tests"))
+            from s3_server import BUCKET, MotoS3
+
+            os.environ.update(stack.enter_context(MotoS3()).env())
+            store = f"s3://{BUCKET}"
+        rows["fixed-1"] = run(web, Path(tmp) / "fixed-1", 1, args, store=store)
         print("fixed-1", rows["fixed-1"], file=sys.stderr)
         span = rows["fixed-1"]["head_s"] + rows["fixed-1"]["steady_s"] + rows["fixed-1"]["tail_s"]
-        rows["fixed-2"] = run(web, Path(tmp) / "fixed-2", 2, args)
-        rows["elastic"] = run(web, Path(tmp) / "elastic", 1, args, join_at=span * 0.2, leave_at=span * 0.5)
+        rows["fixed-2"] = run(web, Path(tmp) / "fixed-2", 2, args, store=store)
+        rows["elastic"] = run(web, Path(tmp) / "elastic", 1, args, join_at=span * 0.2, leave_at=span * 0.5,
+                              store=store)
     for name, r in rows.items():
         print(name, json.dumps(r), file=sys.stderr)
     print(f"websim {args.hosts} hosts / {args.ips} IPs, full crawl, host delay {args.host_delay} s, "
-          f"IP delay {args.ip_delay} s, {os.cpu_count()} cores; agent nodes 1 CPU each")
+          f"IP delay {args.ip_delay} s, {os.cpu_count()} cores; agent nodes 1 CPU each"
+          + ("; no shared OUT (--agent-dir, moto's S3 server)" if args.agent_dir else ""))
     print(f"{'run':>8} {'pages':>6} {'steady s':>9} {'steady pages/s':>15} {'vs fixed-1':>10} {'recovered':>9}  violations")
     base = rows["fixed-1"]["steady_pages_per_s"] or 1.0
     for name, r in rows.items():

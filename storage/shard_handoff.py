@@ -33,6 +33,7 @@ import shutil
 import socket
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from raycrawl.errors import UserError
@@ -60,6 +61,12 @@ def holder_name(agent: str, out: Path) -> str:
     return f"{agent}@{socket.gethostname()}:{out}"
 
 
+@dataclass(frozen=True)
+class Brought:
+    files: int  # downloaded from the store
+    taken_over: list[int]  # shards of a dead holder: their sieve logs are to be replayed
+
+
 class ShardHandoff:
     """One agent's side of the moves: ``out`` is its own directory."""
 
@@ -79,12 +86,13 @@ class ShardHandoff:
                 out[s].append(virtual_queue(layout(self.out).virtualizer, host))
         return out
 
-    def bring(self, shards: Iterable[int]) -> list[int]:
-        """Make this agent's directory hold the latest state of ``shards``; returns those taken
-        over from a dead holder, whose sieve logs the caller's sieve actor must replay."""
+    def bring(self, shards: Iterable[int]) -> Brought:
+        """Make this agent's directory hold the latest state of ``shards``: what was downloaded, and
+        the shards taken over from a dead holder, whose sieve logs the caller's sieve actor must
+        replay."""
         shards = sorted(shards)
         if not shards:
-            return []
+            return Brought(0, [])
         homes = dict(zip(shards, self.f.r.hmget(self.key, [str(s) for s in shards]), strict=True))
         foreign = {s: h.decode() for s, h in homes.items()
                    if h is not None and _in_store(h) is None and h.decode() != self.holder}
@@ -129,7 +137,7 @@ class ShardHandoff:
             self.f.r.hset(self.key, mapping={str(s): self.holder for s in wanted})
         log.info("shards %s brought from the store (%d files)%s", sorted(from_store), n,
                  f"; {sorted(dead)} taken over from a dead holder's checkpoint and log" if dead else "")
-        return sorted(dead)
+        return Brought(n, sorted(dead))
 
     def _replay_spills(self, shards: list[int]) -> None:
         """The virtual-queue spills the shards' logs hold, written again at their ends (a dead

@@ -462,10 +462,11 @@ def test_node_joins_mid_crawl_without_a_shared_out(web_and_baseline) -> None:
         store = f"s3://{BUCKET}/join"
         proc, requests, manifest = crawl_slice(
             web, [*crawl_args(web, out, config), "--elastic", "--out-store", store, "--agent-dir", str(agents),
-                  # A page counts once its piece is in the store: the join comes after 15 of them,
-                  # early enough that the crawl is still on when the newcomer's actors have started.
-                  "--ship-seconds", "0.5"],
-            1, tmp, change="join", agent_nodes=True, after=15, env=env)
+                  # A page counts once its piece is in the store, a second or so after its fetch:
+                  # a slower crawl (the audit's delays are minimums) is still on when the newcomer
+                  # has started, counted pages or not.
+                  "--ship-seconds", "0.5", "--host-delay", "0.3"],
+            1, tmp, change="join", agent_nodes=True, after=30, env=env)
         assert "CHANGED join" in proc.stdout, proc.stderr[-3000:]
         rep = check_against_baseline(one, out, requests, manifest, may_refetch=set())
         (event,) = rep["membership"]

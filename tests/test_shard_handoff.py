@@ -12,6 +12,7 @@ from s3_server import BUCKET, MotoS3, set_env
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import shard_of
 from raycrawl.redis_server import connect
+from raycrawl.storage import shard_log
 from raycrawl.storage.crawl_dir import virtual_queue
 from raycrawl.storage.out_store import OutStore
 from raycrawl.storage.redis_frontier import RedisFrontier
@@ -43,7 +44,7 @@ def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path)
     a, b = (_agent(store, client, tmp_path, n) for n in ("agent0", "agent1"))
     host = _host_of_shard(5)
     # agent0 starts shard 5 (no state yet anywhere) and 6, and writes to them
-    assert a.bring([5, 6]) == 0
+    assert a.bring([5, 6]).files == 0
     sieve5 = a.out / "sieve" / "05"
     (sieve5 / "queue-0").write_bytes(b"http://x/1\n" * 100)
     (sieve5 / "fps").mkdir()
@@ -64,7 +65,7 @@ def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path)
     # agent1 takes it: exactly what agent0 had, its own stale copy of the shard replaced
     (b.out / "sieve" / "05").mkdir(parents=True)
     (b.out / "sieve" / "05" / "queue-0").write_bytes(b"stale")
-    assert b.bring([5]) == 3
+    assert b.bring([5]).files == 3
     assert _files(b.out / "sieve" / "05") == before
     assert virtual_queue(b.out / "virtualizer", host).read_bytes() == b"/a\n/b\n"
     # agent0 may not take back a shard agent1 holds (its state is on agent1's disk), nor may anyone
@@ -75,9 +76,21 @@ def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path)
     with pytest.raises(UserError, match=r"shards \[6\]"):
         b.bring([6])
     assert (a.out / "sieve" / "06").is_dir()
+    # ... until agent1 is declared departed (fenced, actors/lease.py): then its shard is taken over
+    # from the last checkpoint (here the put-away's files) and its log, whose spills are applied
+    log = RedisFrontier(client, "rc:", register=False)
+    log.log_shards({5: [shard_log.spilled(host, 6, ["/c"]), shard_log.enqueued(["http://x/2"], [0])]})
+    client.set("rc:v:agent1:fenced", "1")
+    c = _agent(store, client, tmp_path, "agent2")
+    got = c.bring([5])
+    assert got.taken_over == [5] and got.files == 3
+    assert _files(c.out / "sieve" / "05") == before
+    assert virtual_queue(c.out / "virtualizer", host).read_bytes() == b"/a\n/b\n/c\n"
+    client.delete("rc:v:agent1:fenced")
+    client.hset("rc:shome", "5", b.holder)
     # the holder itself, restarted on the same directory (a --resume), keeps its newer local copy
     (b.out / "sieve" / "05" / "queue-0").write_bytes(b"newer")
-    assert b.bring([5]) == 0
+    assert b.bring([5]).files == 0
     assert (b.out / "sieve" / "05" / "queue-0").read_bytes() == b"newer"
     # ... and refuses when that directory is gone
     import shutil
