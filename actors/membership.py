@@ -204,7 +204,7 @@ class Membership:
             return
         names = survivors + list(new)
         if not names:
-            raise RuntimeError("every agent died; continue with --resume")
+            raise UserError("every agent died (their nodes left or crashed); --resume continues the crawl")
         old = self.shards
         self.shards = assign_shards(names, previous=old)
         # From here an agent that dies is left to the next rebalance (its run() fails in watch()).
