@@ -42,6 +42,10 @@ def actor_class():
         def start(self) -> None:
             if self.handoff is not None:
                 self.handoff.bring(self.agent.router.my_shards)
+                if self.agent.s.dedup_index:  # the driver put the built table in the store
+                    from raycrawl.storage.dedup_index import FILE
+
+                    self.handoff.store.get(FILE, self.handoff.out / FILE)
             self.agent.start()
 
         def run(self) -> dict[str, Any]:

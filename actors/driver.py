@@ -188,9 +188,11 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
 
                     begin_pass(out, RedisFrontier(client, settings.redis_prefix, register=False), settings)
         if settings.dedup_index:  # read once, before the agents open it (storage/dedup_index.py)
-            from raycrawl.storage.dedup_index import build
+            from raycrawl.storage.dedup_index import FILE, build
 
             build(settings.dedup_index, out)
+            if settings.agent_dir is not None:  # agents without a shared out take it from the store
+                store.put(out / FILE, FILE)
         # `raycrawl status` tells from this heartbeat that the crawl runs (its state may outlive it
         # in an external Redis: actors/heartbeat.py); only now, as a refused --resume writes nothing.
         heartbeat, started_ray = Heartbeat(url, settings.redis_prefix, "driver").start(), False

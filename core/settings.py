@@ -270,9 +270,9 @@ class Settings:
             if self.out_store is None:
                 raise UserError("agent_dir needs out_store: the object store is where agents without a shared "
                                 "out meet (their files, and the shards that move between them)")
-            if self.revisit or self.dedup_index:
-                raise UserError("agent_dir cannot be combined with revisit or dedup_index yet: their files "
-                                "are read from out by every agent")
+            if self.revisit:
+                raise UserError("agent_dir cannot be combined with revisit yet: a pass's files are read from "
+                                "out by every agent")
         if self.resolve and self.dns_server:
             raise UserError("--resolve and --dns-server are mutually exclusive")
         if self.resolve and not Path(self.resolve).is_file():

@@ -251,3 +251,50 @@ def test_agents_without_a_shared_out_outlast_the_store_going_away(store_ray, tmp
     assert {k.split("/")[1] for k in stored if k.startswith("sieve/")} == {f"{i:02d}" for i in range(64)}
     assert {"crawl.log", "report.json"} <= set(stored)
     assert json.loads(stored["report.json"])["stopped"] == "frontier empty"
+
+
+@pytest.mark.slow
+def test_agents_without_a_shared_out_use_a_dedup_index(store_ray, tmp_path) -> None:
+    """--dedup-index with --agent-dir: the driver builds the table of the earlier collection once and
+    puts it in the store, and each agent takes it from there into its own directory; the second
+    crawl's stored WARC files hold revisits of the first crawl's captures, each of a byte-identical
+    payload (read back with warcio)."""
+    import io
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    from raycrawl.websim import Websim
+
+    first, second, agents = tmp_path / "first", tmp_path / "second", tmp_path / "agents"
+    with MotoS3(store_ray[0]) as s3, Websim(hosts=8, ips=2, seed=5, clean=True, pages_per_host_mean=6,
+                                            out_dir=tmp_path / "web") as web:
+        env = _on(store_ray, s3, RAYCRAWL_STORE_CACHE=str(tmp_path / "cache"))
+        r = _cli(*_crawl_args(web, first), env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        r = _cli("warc", "index", str(first), "-o", str(tmp_path / "first.cdxj"), env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        r = _cli(*_crawl_args(web, second, "--agents", "2", "--out-store", f"s3://{BUCKET}/dd", "--agent-dir",
+                              str(agents), "--dedup-index", str(tmp_path / "first.cdxj")), env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        stored = s3.objects("dd")
+    payloads = {}  # (URL, WARC-Date) → payload digest of the first crawl's responses
+    for path in (first / "warc").glob("*.warc.gz"):
+        with open(path, "rb") as f:
+            for rec in ArchiveIterator(f):
+                if rec.rec_type == "response":
+                    h = rec.rec_headers
+                    payloads[h.get_header("WARC-Target-URI"), h.get_header("WARC-Date")[:19]] = \
+                        h.get_header("WARC-Payload-Digest")
+    revisits = []
+    for key, data in stored.items():
+        if key.startswith("warc/"):
+            for rec in ArchiveIterator(io.BytesIO(data)):
+                h = rec.rec_headers
+                if rec.rec_type == "revisit" and (h.get_header("WARC-Refers-To-Target-URI"),
+                                                  (h.get_header("WARC-Refers-To-Date") or "")[:19]) in payloads:
+                    revisits.append(h)  # (to the second: the index's timestamps have no fraction)
+    assert len(revisits) > 10, len(revisits)
+    assert {a.name for a in (agents / next(agents.iterdir()).name).iterdir()} == {"agent0", "agent1"}
+    for h in revisits:
+        assert h.get_header("WARC-Payload-Digest") == payloads[h.get_header("WARC-Refers-To-Target-URI"),
+                                                               h.get_header("WARC-Refers-To-Date")[:19]]
