@@ -43,7 +43,10 @@ def crawl_redis(out):
     import time, redis
     from pathlib import Path
     url_file = Path(out) / "redis-url"
+    deadline = time.time() + 180  # a crawl that stopped before it began must fail the test, not hang it
     while not url_file.exists():
+        if time.time() > deadline:
+            raise RuntimeError(f"the crawl never wrote {url_file}")
         time.sleep(0.1)
     return redis.Redis.from_url(url_file.read_text().strip())
 
@@ -64,7 +67,10 @@ def thaw(client):
 
 def wait_pages(client, after):
     import time
+    deadline = time.time() + 300
     while int(client.hget("rc:stats", "pages") or 0) < after:
+        if time.time() > deadline:
+            raise RuntimeError(f"the crawl never committed {after} pages")
         time.sleep(0.05)
 
 def kill_later(out, names, after):
