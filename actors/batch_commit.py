@@ -48,6 +48,32 @@ SHIP_PATIENCE = 60.0  # seconds a forced ship waits for the object store before 
 
 
 @dataclass
+class Held:
+    """A stored batch whose piece is not yet in the object store (without a shared OUT): Redis keeps
+    its URLs in flight until it is committed."""
+
+    piece: int
+    keys: list[str]
+    counters: Counter[str]
+    latencies: list[float]
+    since: float  # time.monotonic() when held
+    after: Callable[[], None] | None = None  # called once committed
+
+
+@dataclass
+class Deferred:
+    """A stored batch whose links could not reach a dead agent's sieve: sent again after the
+    membership change, then committed."""
+
+    keys: list[str]
+    counters: Counter[str]
+    follow: list[str]
+    levels: list[int]
+    latencies: list[float]
+    piece: int  # the piece holding its records (0: no pieces)
+
+
+@dataclass
 class Written:
     """A batch whose records are being written: commit it once ``refs`` return."""
 
@@ -68,14 +94,10 @@ class BatchCommitter:
         self.f, self.crew, self.router, self.duplicates, self.stages = frontier, crew, router, duplicates, stages
         self.epoch = frontier.epoch()  # the pass of a periodic crawl (actors/periodic.py)
         self.pages = 0  # committed by this agent in this run
-        # Batches whose links could not reach a dead agent's sieve: (in-flight keys, counters, links,
-        # their levels, latencies, the piece holding their records).
-        self.deferred: list[tuple[list[str], Counter[str], list[str], list[int], list[float], int]] = []
+        self.deferred: list[Deferred] = []
         self.written: Written | None = None  # the previous batch, until finish()
-        # Without a shared OUT: batches stored in a piece not yet in the object store, oldest first
-        # (piece, in-flight keys, counters, latencies, when held), committed once it is there
-        # (actors/store_writer.py). Redis keeps their URLs in flight meanwhile.
-        self.held: list[tuple[int, list[str], Counter[str], list[float], float, Callable[[], None] | None]] = []
+        # Without a shared OUT, oldest first (actors/store_writer.py: pieces).
+        self.held: list[Held] = []
         self.shipped = 0  # the last piece known to be in the store
         self.stalled = False  # a forced ship found the store not answering
 
@@ -139,16 +161,16 @@ class BatchCommitter:
         if w.delivered:
             self.commit_stored(stored, w.keys, w.counters, w.latencies)
         else:
-            self.deferred.append((w.keys, w.counters, w.follow, w.levels, w.latencies, stored.piece))
+            self.deferred.append(Deferred(w.keys, w.counters, w.follow, w.levels, w.latencies, stored.piece))
 
     def retry_deferred(self) -> None:
-        """Send held batches' links to the shards' new owners and commit them."""
+        """Send deferred batches' links to the shards' new owners and commit them."""
         deferred, self.deferred = self.deferred, []
-        for keys, counters, follow, levels, latencies, piece in deferred:
-            if self.router.deliver(self.crew.sieve, follow, levels, cache=False):
-                self.commit_stored(Stored(piece, self.shipped), keys, counters, latencies)
+        for d in deferred:
+            if self.router.deliver(self.crew.sieve, d.follow, d.levels, cache=False):
+                self.commit_stored(Stored(d.piece, self.shipped), d.keys, d.counters, d.latencies)
             else:
-                self.deferred.append((keys, counters, follow, levels, latencies, piece))
+                self.deferred.append(d)
 
     def commit_stored(self, stored: Stored, keys: list[str], counters: Counter[str], latencies: list[float],
                       after: Callable[[], None] | None = None) -> None:
@@ -156,7 +178,7 @@ class BatchCommitter:
         object store; and every held batch whose piece is there by now. Commits keep the order of
         the batches."""
         if stored.piece and (self.held or stored.piece > max(self.shipped, stored.shipped)):
-            self.held.append((stored.piece, keys, counters, latencies, time.monotonic(), after))
+            self.held.append(Held(stored.piece, keys, counters, latencies, time.monotonic(), after))
         else:
             self.commit(keys, counters, latencies)
             if after is not None:
@@ -165,11 +187,11 @@ class BatchCommitter:
 
     def _commit_shipped(self, shipped: int) -> None:
         self.shipped = max(self.shipped, shipped)
-        while self.held and self.held[0][0] <= self.shipped:
-            _, keys, counters, latencies, _, after = self.held.pop(0)
-            self.commit(keys, counters, latencies)
-            if after is not None:
-                after()
+        while self.held and self.held[0].piece <= self.shipped:
+            h = self.held.pop(0)
+            self.commit(h.keys, h.counters, h.latencies)
+            if h.after is not None:
+                h.after()
 
     def ship(self, force: bool, timeout: float = SHIP_PATIENCE) -> None:
         """Have the store writer close and upload its piece now, then commit what it held: when
@@ -179,9 +201,11 @@ class BatchCommitter:
 
         if not self.held:
             return
-        if not force and time.monotonic() - self.held[0][4] < self.crew.ship_seconds:
+        if not force and time.monotonic() - self.held[0].since < self.crew.ship_seconds:
             return
-        stored = ray.get(self.crew.store.ship.remote(5.0 if self.stalled else timeout))
+        if self.stalled:  # (it did not answer before: a last short try)
+            timeout = 5.0
+        stored = ray.get(self.crew.store.ship.remote(timeout))
         self._commit_shipped(stored.shipped)
         if self.held and force:
             # Nothing else to do but wait for a store that does not answer: stop, with the held
