@@ -78,13 +78,7 @@ class ShardHandoff:
         return layout(self.out).sieve / f"{shard:02d}"
 
     def _virtual_queues(self, shards: set[int]) -> dict[int, list[Path]]:
-        """The local virtual-queue files of the hosts of ``shards`` that have one in Redis."""
-        out: dict[int, list[Path]] = {s: [] for s in shards}
-        for host, _ in self.f.virtual_queue_ends():
-            s = shard_of(host)
-            if s in shards:
-                out[s].append(virtual_queue(layout(self.out).virtualizer, host))
-        return out
+        return virtual_queues(self.f, self.out, shards)
 
     def bring(self, shards: Iterable[int]) -> Brought:
         """Make this agent's directory hold the latest state of ``shards``: what was downloaded, and
@@ -159,13 +153,8 @@ class ShardHandoff:
         if not shards:
             return 0
         files: dict[str, Path] = {}
-        for s in shards:
-            root = self._local_sieve(s)
-            for p in sorted(root.rglob("*")) if root.is_dir() else ():
-                if p.is_file():
-                    files[f"sieve/{s:02d}/{p.relative_to(root).as_posix()}"] = p
-        for s, paths in self._virtual_queues(shards).items():
-            files.update({f"virtualizer/{s:02d}/{p.name}": p for p in paths if p.is_file()})
+        for s, queues in self._virtual_queues(shards).items():
+            files.update(shard_files(self.out, s, queues))
         for key, path in files.items():
             self.store.put(path, key)
         held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
@@ -217,10 +206,7 @@ class ShardCheckpoints:
         logged = {s: n for s, n in self.f.shard_log_lengths(shards).items() if n}
         if not logged:
             return 0
-        queues: dict[int, list[Path]] = {s: [] for s in logged}
-        for host, _ in self.f.virtual_queue_ends():
-            if (s := shard_of(host)) in queues:
-                queues[s].append(virtual_queue(layout(self.out).virtualizer, host))
+        queues = virtual_queues(self.f, self.out, set(logged))
         try:
             held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
             for s in sorted(logged):
@@ -231,11 +217,8 @@ class ShardCheckpoints:
         return len(logged)
 
     def _one(self, shard: int, queues: list[Path], logged: int, held: dict[str, int]) -> None:
-        root = layout(self.out).sieve / f"{shard:02d}"
-        files = {f"sieve/{shard:02d}/{p.relative_to(root).as_posix()}": p
-                 for p in sorted(root.rglob("*")) if p.is_file() and not p.name.endswith(".tmp")}
-        files.update({f"virtualizer/{shard:02d}/{p.name}": p for p in queues if p.is_file()})
-        files = {k: p for k, p in files.items() if counted(k)}
+        files = {k: p for k, p in shard_files(self.out, shard, queues).items()
+                 if counted(k) and not k.endswith(".tmp")}
         sizes = {}
         for key, path in files.items():
             st = path.stat()
@@ -252,6 +235,25 @@ class ShardCheckpoints:
             raise StoreError(f"the object store {self.store.url} does not list {wrong[0]} at its size after the upload")
         self.store.delete([k for k in listed if k not in sizes and counted(k)])
         self.f.checkpointed(shard, len(sizes), sum(sizes.values()), logged)
+
+
+def virtual_queues(frontier: RedisFrontier, out: Path, shards: set[int]) -> dict[int, list[Path]]:
+    """The local virtual-queue files of the hosts of ``shards`` that have one in Redis."""
+    found: dict[int, list[Path]] = {s: [] for s in shards}
+    for host, _ in frontier.virtual_queue_ends():
+        if (s := shard_of(host)) in found:
+            found[s].append(virtual_queue(layout(out).virtualizer, host))
+    return found
+
+
+def shard_files(out: Path, shard: int, queues: list[Path]) -> dict[str, Path]:
+    """Store key → local file of a shard's state in ``out``: its sieve directory and the virtual
+    queues ``queues`` (those that exist)."""
+    root = layout(out).sieve / f"{shard:02d}"
+    files = {f"sieve/{shard:02d}/{p.relative_to(root).as_posix()}": p
+             for p in (sorted(root.rglob("*")) if root.is_dir() else ()) if p.is_file()}
+    files.update({f"virtualizer/{shard:02d}/{p.name}": p for p in queues if p.is_file()})
+    return files
 
 
 def counted(key: str) -> bool:

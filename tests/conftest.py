@@ -35,6 +35,16 @@ def redis_url(redis_server):
     return redis_server.url
 
 
+@pytest.fixture
+def client(redis_url):
+    """A redis-py client of the session's server (closed after the test)."""
+    import redis
+
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
 _CLUSTER: list = []  # the run's Ray cluster, in the process that started it
 
 

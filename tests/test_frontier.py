@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
-import redis
-
 from raycrawl.actors.distributor import Distributor
 from raycrawl.actors.sieve_shards import SieveShards
 from raycrawl.actors.virtualizer import Virtualizer
@@ -14,13 +11,6 @@ from raycrawl.actors.workbench import ROBOTS, Release, Workbench
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.politeness import Politeness
 from raycrawl.servers import server_of, url_of
-
-
-@pytest.fixture
-def client(redis_url):
-    c = redis.Redis.from_url(redis_url)
-    yield c
-    c.close()
 
 
 def test_distribution_with_virtualizer(client, tmp_path) -> None:

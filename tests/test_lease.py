@@ -7,7 +7,6 @@ import asyncio
 import time
 
 import pytest
-import redis
 from aiohttp import web
 from loopback_http import serve
 
@@ -20,13 +19,6 @@ from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.policies.politeness import Politeness
 from raycrawl.settings import Settings
 from raycrawl.storage.redis_frontier import Fenced, RedisFrontier
-
-
-@pytest.fixture
-def client(redis_url):
-    c = redis.Redis.from_url(redis_url)
-    yield c
-    c.close()
 
 
 def test_fence_waits_for_the_lease_and_is_final(client, redis_url) -> None:

@@ -5,19 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-import redis
 
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key, is_robots
 from raycrawl.policies.politeness import Politeness
 from raycrawl.servers import origin_of, server_of, split_server, url_of
-
-
-@pytest.fixture
-def client(redis_url):
-    c = redis.Redis.from_url(redis_url)
-    yield c
-    c.close()
-
 
 ORIGINS = ("http://{}", "https://{}", "http://{}:8080", "https://{}:8443")
 
