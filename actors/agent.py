@@ -99,8 +99,9 @@ class Agent:
     def run_pages(self) -> int:
         return self.committer.pages if self.committer else 0
 
-    def start(self) -> None:
-        """Start the agent's crew and offer it the seeds of its hosts."""
+    def start(self, replay: list[int] = ()) -> None:
+        """Start the agent's crew and offer it the seeds of its hosts. ``replay``: shards brought from
+        a dead holder's checkpoint, whose logs the sieve applies first (storage/shard_handoff.py)."""
         import ray
 
         s = self.s
@@ -109,6 +110,8 @@ class Agent:
         if self.share is None and s.max_pages:  # (a periodic crawl's pass has a budget of its own)
             self.share = max(0, s.max_pages - self.f.pass_pages())
         self.crew = Crew(s, self.redis_url, self.name, self.share)
+        if replay:  # before anything else reaches those shards: their queues must be what Redis's offsets say
+            ray.get(self.crew.sieve.take.remote([], list(replay)))
         duplicates = ShardedDuplicates(ask_actors(self.router, self.crew.sieve))
         self.stages = build_stages(s, StageContext(self.f, duplicates, self.epoch))
         seeds = [u for u in seeds if self.stages.judge(u, (urlsplit(u).hostname or "").lower()) is None]
@@ -190,6 +193,8 @@ class Agent:
             self.inbox.poll(self.stages.judge, lambda urls: self.router.deliver(crew.sieve, urls))
             if time.time() >= next_metrics:
                 next_metrics = time.time() + METRICS_INTERVAL
+                if committer.deferred:  # a peer that was silent may answer again (LinkRouter.ask_peers)
+                    committer.retry_deferred()
                 run_id = self.client.info("server")["run_id"]
                 if run_id != self.redis_run_id:
                     # Redis restarted: an acquire whose reply was lost left hosts busy for no fetcher.

@@ -8,6 +8,7 @@ directory holds (the timeline, the operator log; WARC and link files went as eac
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,15 @@ def actor_class():
     node."""
     import ray
 
-    @ray.remote(num_cpus=0, max_concurrency=4)
+    # (threads: run and the driver's pause, give, take, resume; outcome() once an unreachable spell ends)
+    @ray.remote(num_cpus=0, max_concurrency=16)
 
     @named
     class AgentActor:
         def __init__(self, settings: Settings, redis_url: str, name: str, shards: dict[int, str],
                      budget: int | None) -> None:
             self.run_lock = join_run(settings.out)  # storage/crawl_dir.py, "Workers"
+            self.done, self.result = threading.Event(), {}
             self.agent = Agent(settings, redis_url, None, name=name, shards=shards, budget=budget)
             self.handoff = None
             if settings.agent_dir is not None:
@@ -40,17 +43,25 @@ def actor_class():
                 self.handoff = ShardHandoff(OutStore(settings.out_store), self.agent.f, out, holder_name(name, out))
 
         def start(self) -> None:
+            dead: list[int] = []
             if self.handoff is not None:
-                self.handoff.bring(self.agent.router.my_shards)
+                dead = self.handoff.bring(self.agent.router.my_shards).taken_over
                 if self.agent.s.dedup_index:  # the driver put the built table in the store
                     from raycrawl.storage.dedup_index import FILE
 
                     self.handoff.store.get(FILE, self.handoff.out / FILE)
-            self.agent.start()
+            self.agent.start(replay=dead)
 
         def run(self) -> dict[str, Any]:
             report = self.agent.run(prepare=False)
-            return {"agent": self.agent.name, "pages": self.agent.run_pages, "stopped": report["stopped"]}
+            self.result = {"agent": self.agent.name, "pages": self.agent.run_pages, "stopped": report["stopped"]}
+            self.done.set()
+            return self.result
+
+        def outcome(self) -> dict[str, Any]:
+            """What run() returns, once it has (for a driver whose run() call was cut off)."""
+            self.done.wait()
+            return self.result
 
         def pause(self) -> bool:
             return self.agent.request_pause()
@@ -66,6 +77,12 @@ def actor_class():
 
         def resume(self, shards: dict[int, str], budget: int | None) -> None:
             self.agent.resume(shards, budget)
+
+        def leave(self, shards: dict[int, str]) -> None:
+            """Paused, its shards given away: end its loop (with the new map it owns nothing, so
+            close() puts nothing more away)."""
+            self.agent.stop_requested.set()
+            self.agent.resume(shards, 0)
 
         def close(self) -> None:
             self.agent.close()

@@ -29,6 +29,7 @@ from raycrawl.storage.crawl_dir import CrawlDirLock, layout, read_crawl_id
 from raycrawl.storage.operator_control import Control
 from raycrawl.storage.out_store import OutStore
 from raycrawl.storage.redis_frontier import LAYOUT, RedisFrontier
+from raycrawl.storage.shard_handoff import missing_from_store
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +68,14 @@ def stop_all(redis_url: str, prefix: str) -> None:
         Control(client, prefix).command("stop", [], "signal")
 
 
-def verify_resume(out: Path, f: RedisFrontier, agents_elsewhere: bool = False) -> None:
+def verify_resume(out: Path, f: RedisFrontier, store: OutStore | None = None) -> None:
     """--resume continues only this directory's crawl, held whole by this Redis: its crawl id
     (an emptied Redis — a lost AOF — or another crawl's would silently start over or mix two
     crawls) and the consistency check (storage/crawl_check.py). Run before Ray starts.
-    ``agents_elsewhere`` (``agent_dir``): the sieves, virtual queues and WARC files are in the
-    agents' directories and the store, not in ``out``; only the crawl id and layout are checked."""
+    ``store`` (with ``agent_dir``): the sieves and virtual queues are in the agents' directories
+    and the store, not in ``out``: the store must hold every shard put away as its put-away left
+    it (storage/shard_handoff.py), whatever node is gone."""
+    agents_elsewhere = store is not None
     if not (layout(out).sieve).exists() and not agents_elsewhere and not f.has_crawl():
         raise UserError(f"--resume: no crawl to resume in {out} (and its Redis)")
     ours = read_crawl_id(out)
@@ -91,6 +94,10 @@ def verify_resume(out: Path, f: RedisFrontier, agents_elsewhere: bool = False) -
     damages, unconfirmed = ([], 0) if agents_elsewhere else check_against_redis(out, f)
     if damages:
         raise UserError(refusal(damages, out))
+    if store is not None and (missing := missing_from_store(f, store)):
+        raise UserError(f"--resume: the object store {store.url} lacks the latest state of "
+                        f"{len(missing)} shards ({'; '.join(missing[:3])}): it was emptied or changed "
+                        "since the last run; restore it, or start over in a new --out")
     f.confirm_resume(unconfirmed)
 
 
@@ -178,7 +185,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         (layout(out).redis_url).write_text(scrub(url) + "\n")
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
-                verify_resume(out, RedisFrontier(client, settings.redis_prefix), settings.agent_dir is not None)
+                verify_resume(out, RedisFrontier(client, settings.redis_prefix),
+                              store if settings.agent_dir is not None else None)
                 # (after the checks: a refused resume writes nothing) A stop the operator asked of
                 # the last run is not this run's; a fresh crawl's begin() clears everything.
                 Control(client, settings.redis_prefix).clear_stop()

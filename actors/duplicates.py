@@ -39,14 +39,17 @@ def ask_actors(router: LinkRouter, sieve: Any) -> Ask:
         by_owner: dict[str, dict[int, Any]] = {}
         for s, part in by_shard.items():
             by_owner.setdefault(router.shard_owner(s), {})[s] = part
-        try:
-            return ray.get([getattr(router.sieve_of(owner, sieve), "dedup_" + method).remote(part)
-                            for owner, part in by_owner.items()])
-        except (ray.exceptions.RayActorError, ValueError) as exc:
-            log.warning("agent %s: a duplicate store is out of reach (%s); duplicates of this batch may be "
-                        "missed", router.name, str(exc).splitlines()[0])
-            router.peers.clear()
+        own = by_owner.pop(router.name, None)
+        mine = getattr(sieve, "dedup_" + method).remote(own) if own is not None else None
+        calls = {owner: lambda peer, p=part: getattr(peer, "dedup_" + method).remote(p)
+                 for owner, part in by_owner.items()}
+        theirs = router.ask_peers(calls, sieve) if calls else []
+        answers = dict(zip(by_owner, theirs or [], strict=False))
+        if mine is not None:
+            answers[router.name] = ray.get(mine)
+        if theirs is None:  # (LinkRouter.ask_peers said so, once)
             return None
+        return [answers[owner] for owner in [*([router.name] if own is not None else []), *by_owner]]
 
     return ask
 

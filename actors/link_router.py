@@ -9,6 +9,8 @@ navigation links every page repeats cross the network once (UbiCrawler's and BUb
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from raycrawl.actors.sieve import RecentSet, fingerprint
@@ -19,6 +21,10 @@ log = logging.getLogger(__name__)
 
 # Recently sent URLs an agent does not send again to another agent's sieve (navigation links).
 SENT_CACHE = 100_000
+# Seconds another agent's sieve may take to answer before this agent holds the batch (and skips that
+# agent for as long): a lost VM answers nothing, not even a reset, and Ray retries calls to its
+# actors until it declares them dead, a minute later. Held batches go when the membership changes.
+PEER_PATIENCE = 5.0
 
 
 def sieve_actor_name(prefix: str, agent: str) -> str:
@@ -40,6 +46,7 @@ class LinkRouter:
         self.agents = sorted(set(self.shards.values()) | {self.name})
         self.my_shards = sorted(s for s, a in self.shards.items() if a == self.name)
         self.peers = {}
+        self.silent: dict[str, float] = {}  # agent -> time.monotonic() until which it is not asked
 
     def owner(self, url: str) -> str:
         return self.shard_owner(shard_of(server_of(url)))
@@ -56,6 +63,35 @@ class LinkRouter:
         if agent not in self.peers:
             self.peers[agent] = ray.get_actor(sieve_actor_name(self.prefix, agent))
         return self.peers[agent]
+
+    def ask_peers(self, calls: dict[str, Callable[[Any], Any]], own: Any) -> list[Any] | None:
+        """Call other agents' sieves (agent -> a function of its sieve actor giving an ObjectRef):
+        their answers, in order; None when one is gone, or silent for PEER_PATIENCE s (then it is
+        not asked again for as long: a lost node costs one wait, not one a batch)."""
+        import ray
+
+        now = time.monotonic()
+        if any(self.silent.get(agent, 0) > now for agent in calls):
+            return None
+        try:
+            refs = {agent: call(self.sieve_of(agent, own)) for agent, call in calls.items()}
+            ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=PEER_PATIENCE)
+            if len(ready) < len(refs):
+                for agent, ref in refs.items():
+                    if ref not in ready:
+                        self.silent[agent] = time.monotonic() + PEER_PATIENCE
+                        log.warning("agent %s: agent %s's sieve did not answer in %.0f s; batches with links to it "
+                                    "are held, duplicates of their pages may be missed", self.name, agent,
+                                    PEER_PATIENCE)
+                return None
+            return ray.get(list(refs.values()))
+        except (ray.exceptions.RayActorError, ValueError) as exc:
+            log.warning("agent %s: another agent's sieve is gone (%s); batches with links to it are held, "
+                        "duplicates of their pages may be missed", self.name, str(exc).splitlines()[0])
+            self.peers.clear()
+            for agent in calls:  # (which one is not said): asked again after the patience
+                self.silent.setdefault(agent, time.monotonic() + PEER_PATIENCE)
+            return None
 
     def deliver(self, sieve, urls: list[str], levels: list[int] | None = None, cache: bool = True) -> bool:
         """Offer links, with their priority levels (None: all 0), to their owners' sieves
@@ -77,17 +113,11 @@ class LinkRouter:
             batch[0].append(url)
             batch[1].append(levels[i] if levels is not None else 0)
         mine = sieve.enqueue.remote(*by_owner.pop(self.name, ([], [])))
-        try:
-            refs = []
-            for owner, (batch, lvls) in by_owner.items():
-                refs.append(self.sieve_of(owner, sieve).enqueue.remote(batch, lvls))
-            ray.get(refs)
-            delivered = True
-        except (ray.exceptions.RayActorError, ValueError) as exc:
-            log.warning("agent %s: another agent's sieve is gone (%s); holding the batch", self.name,
-                        str(exc).splitlines()[0])
-            for url in urls:  # not known to be sent: send again, to the new owners
+        calls = {owner: lambda peer, b=batch, lv=lvls: peer.enqueue.remote(b, lv)
+                 for owner, (batch, lvls) in by_owner.items()}
+        delivered = not calls or self.ask_peers(calls, sieve) is not None
+        if not delivered:  # held; not known to be sent: send again, to the new owners
+            for url in urls:
                 self.sent.forget(fingerprint(url))
-            delivered = False
         ray.get(mine)
         return delivered

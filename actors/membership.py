@@ -46,6 +46,7 @@ from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
 from raycrawl.storage.crawl_dir import agent_out, agent_workers_gone, begin, layout, read_crawl_id
 from raycrawl.storage.redis_frontier import RedisFrontier
+from raycrawl.storage.shard_handoff import orphan_holders
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,10 @@ log = logging.getLogger(__name__)
 POLL = 2.0
 # Seconds a dead agent's lease may go on being renewed before the crawl stops (Membership._fence).
 FENCE_PATIENCE = 6 * LEASE_TTL
+# An agent whose lease lapsed this long ago is dead, whatever Ray says yet: a lost VM is seen in
+# TTL + this, where Ray's missed heartbeats took 60-70 s (measured, tests/netns_cluster.py). Its
+# fetch actors stopped at the lapse; a TTL more covers one restarting (Ray restarts it in seconds).
+LEASE_SILENCE = LEASE_TTL
 
 
 @dataclass
@@ -75,6 +80,7 @@ class Membership:
         self.shards: dict[int, str] = {}
         self.events: list[dict[str, Any]] = []
         self.recovered = 0
+        self.lost_nodes: set[str] = set()
         self._count = 0
         self.crawl_id = read_crawl_id(settings.out) or ""
 
@@ -85,7 +91,8 @@ class Membership:
         worker type; keeps the head free), or every alive node if none has it."""
         import ray
 
-        alive = [n for n in ray.nodes() if n["Alive"]]
+        draining = draining_nodes()
+        alive = [n for n in ray.nodes() if n["Alive"] and n["NodeID"] not in draining]
         tagged = [n for n in alive if n.get("Resources", {}).get("agent", 0) > 0]
         return sorted(n["NodeID"] for n in (tagged or alive))
 
@@ -107,8 +114,6 @@ class Membership:
         self.live[name] = Member(actor, node)
 
     def start(self) -> None:
-        import ray
-
         from raycrawl import metrics
 
         metrics.bind_crawl(self.crawl_id or None)
@@ -120,14 +125,15 @@ class Membership:
         budgets = self._budgets(list(placed))
         for name, node in placed.items():
             self._spawn(name, node, budgets[name])
-        try:
-            ray.get([m.actor.start.remote() for m in self.live.values()])
-        except ray.exceptions.RayTaskError as exc:
-            raise _said(exc) from None
-        for m in self.live.values():
-            m.run = m.actor.run.remote()
+        started = self._each(list(self.live), "start")
+        if not started:
+            raise UserError("no agent could start: their nodes are gone (Ray still listed them)")
+        for name in started:
+            self.live[name].run = self.live[name].actor.run.remote()
         self._export()
-        log.info("agents %s on %d nodes", sorted(placed), len(set(placed.values())))
+        log.info("agents %s on %d nodes", sorted(started), len({placed[n] for n in started}))
+        if failed := [n for n in placed if n not in started]:  # a node lost just before (Ray lists it a while)
+            self.rebalance(failed, [])
 
     def _export(self, left: list[str] = (), joined: list[str] = ()) -> None:
         from raycrawl import metrics
@@ -157,31 +163,74 @@ class Membership:
                 except ray.exceptions.RayError as exc:
                     if storage_failure(exc) is not None:  # not a death: the whole crawl must stop
                         raise
+                    if isinstance(exc, ray.exceptions.ActorUnavailableError):
+                        # Out of reach for now (a network blip, a restart): not dead until Ray says
+                        # so or its lease lapses (_silent); its loop goes on, ask for its outcome.
+                        log.warning("agent %s out of reach: %s", name, str(exc).splitlines()[0][:200])
+                        self.live[name].run = self.live[name].actor.outcome.remote()
+                        continue
                     if isinstance(exc, ray.exceptions.RayTaskError):  # its loop raised: a bug, say where
                         log.error("agent %s failed; its hosts go to the others:\n%s", name, exc)
                     else:
                         log.warning("agent %s died: %s", name, str(exc).splitlines()[0])
                     dead.append(name)
             joined: list[str] = []
-            if self.s.elastic and time.time() >= next_poll:
+            leaving: list[str] = []
+            if time.time() >= next_poll:
                 next_poll = time.time() + POLL
-                used = {m.node for m in self.live.values()}
-                joined = [n for n in self.agent_nodes() if n not in used]
+                dead += self._silent([n for n in running.values() if n not in dead])
+                leaving = self._drained([n for n in running.values() if n not in dead])
+                if self.s.elastic:  # (a node whose agent died is no newcomer, whatever Ray says yet)
+                    used = {m.node for m in self.live.values()} | self.lost_nodes
+                    joined = [n for n in self.agent_nodes() if n not in used]
             if any(r["stopped"] == "frontier empty" for r in self.results.values()):
                 # An agent saw the whole crawl idle: it is ending, and nothing was left to take over.
                 for d in dead:
                     self.results[d] = {"agent": d, "pages": 0, "stopped": "died"}
                 continue
-            if dead or joined:
-                self.rebalance(dead, joined)
+            if dead or joined or leaving:
+                self.rebalance(dead, joined, leaving)
 
-    def rebalance(self, dead: list[str], joined: list[str]) -> None:
-        """Stop the world, move shards to (joined) or away from (dead) agents, resume. A joining
-        agent's actors start before the pause (starting Ray workers takes seconds): it owns no
-        shard and may fetch nothing until its share is moved to it."""
+    def _silent(self, names: list[str]) -> list[str]:
+        """Agents whose lease lapsed more than LEASE_SILENCE ago: their node is gone (or cut off).
+        Not while Redis itself may be why (it restarted less than a lease and that ago: nobody
+        could renew), nor when every agent fell silent at once (Redis out of their reach is likelier
+        than every node gone: Ray's own verdict decides then)."""
+        if not names or self.f.r.info("server")["uptime_in_seconds"] < LEASE_TTL + LEASE_SILENCE:
+            return []
+        silent = []
+        for name in names:
+            lapsed = RedisFrontier(self.f.r, self.s.redis_prefix, view=name).lease_lapsed()
+            if lapsed is not None and lapsed > LEASE_SILENCE:
+                silent.append((name, lapsed))
+        if len(silent) == len([n for n in self.live if n not in self.results]):
+            return []
+        for name, lapsed in silent:
+            log.warning("agent %s died: its lease lapsed %.0f s ago (its node is gone or cut off)", name, lapsed)
+        return [name for name, _ in silent]
+
+    def _drained(self, names: list[str]) -> list[str]:
+        """Agents on nodes Ray drains (``ray drain-node``; Ray's autoscaler on a spot VM's
+        preemption notice): they leave before their node goes."""
+        draining = draining_nodes()
+        return [n for n in names if self.live[n].node in draining]
+
+    def rebalance(self, dead: list[str], joined: list[str], leaving: list[str] = ()) -> None:
+        """Stop the world, move shards to (joined) or away from (dead, leaving) agents, resume. A
+        joining agent's actors start before the pause (starting Ray workers takes seconds): it
+        owns no shard and may fetch nothing until its share is moved to it. A leaving agent is
+        paused like the others (it commits everything it fetched), puts its shards away as any
+        agent that gives shards does, and ends once the others took them: nothing of it is
+        fetched again."""
         import ray
 
         survivors = [n for n in self.live if n not in dead and n not in self.results]
+        # The dead first, the world still running: waiting out a dead agent's lease (up to TTL)
+        # stops nobody, and its hosts stay with its fenced view until they move below.
+        t_dead = time.time()
+        for d in dead:
+            self._bury(d)
+        buried = time.time() - t_dead
         new = {self._new_name(): node for node in joined}
         for name, node in new.items():
             self._spawn(name, node, 0 if self.s.max_pages else None)
@@ -191,10 +240,11 @@ class Membership:
         t0 = time.time()
         paused = self._each(survivors, "pause")
         stopped = time.time()
-        dead = dead + [n for n in survivors if n not in paused]  # died meanwhile
-        survivors = [n for n in survivors if n in paused]
-        for d in dead:
+        late = [n for n in survivors if n not in paused]  # died meanwhile
+        for d in late:
             self._bury(d)
+        dead = dead + late
+        survivors = [n for n in survivors if n in paused]
         if not all(paused.values()):  # an agent's loop ended meanwhile: the crawl is ending, change nothing
             log.warning("membership: the crawl ended while %s joined; nothing moved", sorted(new) or "nobody")
             budgets = self._budgets(survivors)
@@ -202,7 +252,11 @@ class Membership:
             for n in new:
                 ray.kill(self.live.pop(n).actor)
             return
-        names = survivors + list(new)
+        leaving = [n for n in leaving if n in survivors]
+        if leaving and not [n for n in survivors if n not in leaving] + list(new):
+            log.warning("membership: %s drained, but no other agent can take its shards; it stays", leaving)
+            leaving = []
+        names = [n for n in survivors if n not in leaving] + list(new)
         if not names:
             raise UserError("every agent died (their nodes left or crashed); --resume continues the crawl")
         old = self.shards
@@ -216,26 +270,54 @@ class Membership:
         self._each(names, "resume", lambda n: (self.shards, budgets[n]))
         for n in new:
             self.live[n].run = self.live[n].actor.run.remote()
-        event = {"time": time.time(), "joined": sorted(new), "left": sorted(dead), "hosts_moved": moved,
+        for n in leaving:
+            self._see_off(n)
+        event = {"time": time.time(), "joined": sorted(new), "left": sorted([*dead, *leaving]),
+                 "drained": sorted(leaving), "hosts_moved": moved,
                  "shards_moved": sum(old.get(s) != a for s, a in self.shards.items()),
-                 "pause_s": round(time.time() - t0, 2), "stop_s": round(stopped - t0, 2)}
+                 "pause_s": round(time.time() - t0, 2), "stop_s": round(stopped - t0, 2), "bury_s": round(buried, 2)}
         self.events.append(event)
-        self._export(left=dead, joined=list(new))
+        self._export(left=[*dead, *leaving], joined=list(new))
         log.warning("membership: %s", event)
+
+    def _see_off(self, name: str) -> None:
+        """End an agent that gave all its shards away (its node drains): its loop returns, its
+        directory's other files go to the store (close), then its actors."""
+        import ray
+
+        m = self.live[name]
+        result = {"agent": name, "pages": 0}
+        try:
+            ray.get(m.actor.leave.remote(self.shards))
+            result = ray.get(m.run, timeout=120)
+            ray.get(m.actor.close.remote(), timeout=120)
+        except ray.exceptions.RayError as exc:  # its node went before the deadline: nothing was in flight
+            log.warning("agent %s: its node went while it left (%s)", name, str(exc).splitlines()[0])
+        ray.kill(m.actor)
+        del self.live[name]
+        self.results[name] = {**result, "stopped": "left"}
 
     def _each(self, names: list[str], method: str, args=lambda n: ()) -> dict[str, Any]:
         """Call ``method`` on each named agent; the answers of those that did not die meanwhile."""
         import ray
 
-        refs = {n: getattr(self.live[n].actor, method).remote(*args(n)) for n in names}
+        pending = {n: getattr(self.live[n].actor, method).remote(*args(n)) for n in names}
         out = {}
-        for n, ref in refs.items():
-            try:
-                out[n] = ray.get(ref)
-            except ray.exceptions.RayError as exc:  # died, or its node vanished before it started
-                if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(exc.cause, UserError):
-                    raise _said(exc) from None  # (a shard it cannot have, a store that refuses)
-                log.warning("agent %s lost during a membership change (%s): %s", n, method, str(exc).splitlines()[0])
+        while pending:
+            ready, _ = ray.wait(list(pending.values()), num_returns=len(pending), timeout=POLL)
+            for n, ref in [(n, ref) for n, ref in pending.items() if ref in ready]:
+                del pending[n]
+                try:
+                    out[n] = ray.get(ref)
+                except ray.exceptions.RayError as exc:  # died, or its node vanished before it started
+                    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(exc.cause, UserError):
+                        raise _said(exc) from None  # (a shard it cannot have, a store that refuses)
+                    log.warning("agent %s lost during a membership change (%s): %s", n, method,
+                                str(exc).splitlines()[0])
+            # A node lost without a trace: Ray would answer for it only after its heartbeats (a minute)
+            for n in self._silent([n for n in pending if n in self.live]):
+                log.warning("agent %s lost during a membership change (%s)", n, method)
+                del pending[n]
         return out
 
     def _bury(self, name: str) -> None:
@@ -245,9 +327,13 @@ class Membership:
         import ray
 
         m = self.live.pop(name)
+        self.lost_nodes.add(m.node)
+        view = RedisFrontier(self.f.r, self.s.redis_prefix, view=name)
         self.results[name] = {"agent": name, "pages": 0, "stopped": "died"}
         ray.kill(m.actor, no_restart=True)
-        deadline = time.time() + 60
+        # Shards in a shared OUT: wait until its sieve closed their files. Without one its files are
+        # on its own disk, which Ray may not know lost for a minute: the fence is what matters.
+        deadline = time.time() + (5 if self.s.agent_dir else 60)
         sieve = sieve_actor_name(self.s.redis_prefix, name)
         while time.time() < deadline:
             try:
@@ -259,7 +345,6 @@ class Membership:
         if not agent_workers_gone(own, name):
             log.warning("agent %s: a fetcher of it may still hold %s; its hosts are taken over anyway",
                         name, layout(Path(own)).workers)
-        view = RedisFrontier(self.f.r, self.s.redis_prefix, view=name)
         fenced = self._fence(view)
         # Its requests all began before the fence and end within the longest fetch: its in-flight
         # hosts and IPs are due a full delay after that (a request may still be on the wire).
@@ -303,6 +388,14 @@ class Membership:
         return said
 
 
+def draining_nodes() -> dict[str, int]:
+    """Node id -> deadline (ms, 0: none) of the nodes Ray drains. (A private API of Ray's, which Ray
+    Data and Serve read the same way; nothing public tells a drain yet.)"""
+    from ray._private.state import state
+
+    return state.get_draining_nodes()
+
+
 def _said(exc: Exception) -> Exception:
     """A user error an agent raised (a RayTaskError around it), as the one line it says."""
     cause = getattr(exc, "cause", None)
@@ -315,6 +408,9 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
     other's sieves."""
     lead = Agent(settings, redis_url, name=AGENT0)
     begin(lead.out, lead.f, lead.s)  # clear or recover the Redis state once, for every agent
+    # (a resumed run's agents are named afresh: the shards the last run's agents still held are orphans)
+    if settings.resume and settings.agent_dir is not None and (orphaned := orphan_holders(lead.f)):
+        log.warning("resuming: shards %s are taken over from their checkpoints and logs", orphaned)
     m = Membership(settings, redis_url)
     started = time.time()
     try:
@@ -324,7 +420,7 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
         unfinished = m.close()
     elapsed = time.time() - started
     per_agent = [m.results[n] for n in sorted(m.results, key=lambda n: int(n[5:]))]
-    ended = [r["stopped"] for r in per_agent if r["stopped"] != "died"]
+    ended = [r["stopped"] for r in per_agent if r["stopped"] not in ("died", "left")]
     stopped = ("frontier empty" if ended and all(s == "frontier empty" for s in ended)
                else next((s for s in ("interrupted", "stopped") if s in ended), "budget spent"))
     report = build_report(m.f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),

@@ -57,7 +57,8 @@ class StoreWriter:
         closed = self.shipper.closed if self.shipper else None
         self.warc = WarcStore(layout(Path(crawl_dir)).warc, f"{prefix}-{writer}" if prefix else writer, max_file_bytes,
                               info=info, on_closed=closed)
-        self.links = LinkRecordWriter(crawl_dir, writer, on_closed=closed)
+        stored = [k.rsplit("/", 1)[-1] for k in self.shipper.store.listing("links/")] if self.shipper else []
+        self.links = LinkRecordWriter(crawl_dir, writer, on_closed=closed, elsewhere=stored)
         self.ship_seconds = ship_seconds if self.shipper is not None else 0.0
         self.piece = 1  # the piece being written
         self.piece_began: float | None = None  # when its first batch was written (None: empty)

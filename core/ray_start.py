@@ -32,6 +32,9 @@ FORWARDED_ENV = ("RAYCRAWL_REDIS_WAIT", "RAYCRAWL_LOG_LEVEL", "RAYCRAWL_MALLOC_T
                  "RAYCRAWL_HEAP_EVERY")
 
 
+GCS_GONE = 5  # seconds a local crawl waits for its own GCS to answer again
+
+
 def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool = False,
               attempts: int = 3, dashboard: bool = False) -> bool:
     """Start (or join) Ray unless this process already did; True if this call started it (the
@@ -48,7 +51,11 @@ def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool
         # about ten actor calls a batch, so its GCS grew linearly to ~190 MB over 1M pages
         # (benchmarks/soak.py). 10,000 keeps the dashboard's recent task history and bounds it.
         os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", str(TASK_EVENTS_IN_GCS))
-    local = {"num_cpus": num_cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1"}
+    # A local Ray's GCS is this crawl's own child: gone, it is not coming back. Ray's default 60 s of
+    # reconnecting kept a crawl whose every process got SIGTERM (systemd's control-group stop,
+    # `timeout`) alive a minute after it had committed what it could (measured: 61 s, now ~5).
+    local = {"num_cpus": num_cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
+             "_system_config": {"gcs_rpc_server_reconnect_timeout_s": GCS_GONE}}
     joined = {}
     forwarded = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     if address and forwarded and "RAY_JOB_CONFIG_JSON_ENV_VAR" not in os.environ:

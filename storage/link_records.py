@@ -132,16 +132,22 @@ class LinkRecordWriter:
     """Appends batches of records; rotates files every ``records_per_file`` records."""
 
     def __init__(self, crawl_dir: str | Path, writer: str = "agent0", records_per_file: int = 200_000,
-                 on_closed: Callable[[Path], None] | None = None) -> None:
-        """``on_closed(path)`` is called with each file once it is complete (rotated or closed)."""
+                 on_closed: Callable[[Path], None] | None = None, elsewhere: Iterable[str] = ()) -> None:
+        """``on_closed(path)`` is called with each file once it is complete (rotated or closed);
+        ``elsewhere``: names of files of this crawl kept elsewhere (an object store's), which a new
+        file's name must not take."""
         self.on_closed = on_closed
         self.dir = Path(crawl_dir) / LINKS_SUBDIR
         self.dir.mkdir(parents=True, exist_ok=True)
         self.writer = writer
         self.records_per_file = records_per_file
-        existing = sorted(self.dir.glob(f"{writer}-*{SUFFIX}"))
-        # On resume, start a new file rather than appending after a possibly torn tail.
-        self.seq = int(existing[-1].name[len(writer) + 1 : -len(SUFFIX)]) + 1 if existing else 0
+        # On resume, start a new file rather than appending after a possibly torn tail; and after
+        # every file of this writer's name, here or in the store (an agent of the same name on
+        # another machine, a run ago, wrote some: reusing a name would overwrite its records).
+        names = [*(p.name for p in self.dir.glob(f"{writer}-*{SUFFIX}")), *elsewhere]
+        seqs = [int(n[len(writer) + 1 : -len(SUFFIX)]) for n in names
+                if n.startswith(writer + "-") and n.endswith(SUFFIX) and n[len(writer) + 1 : -len(SUFFIX)].isdigit()]
+        self.seq = max(seqs) + 1 if seqs else 0
         self.in_file = 0
         self.count = 0
 

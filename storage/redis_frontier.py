@@ -279,6 +279,16 @@ class RedisFrontier:
         before), else the seconds its lease still runs (nothing changed)."""
         return float(self._scripts["fence"](args=[self.v]))
 
+    def lease_lapsed(self) -> float | None:
+        """Seconds since this view's lease ran out by Redis's clock; None while it runs or if it
+        never ran (an agent whose fetch actors have not started yet)."""
+        lease = float(self.r.get(self.v + "lease") or 0)
+        if not lease:
+            return None
+        secs, micros = self.r.time()
+        lapsed = secs + micros / 1e6 - lease
+        return lapsed if lapsed > 0 else None
+
     def clear_fences(self) -> None:
         """A new run (``--resume``) names its agents afresh: the last run's leases and fences go."""
         keys = [v + k for v in self.views() for k in ("lease", "fenced")]

@@ -47,6 +47,10 @@ from raycrawl.storage.redis_frontier import RedisFrontier
 log = logging.getLogger(__name__)
 
 IN_STORE = "store"
+# ``orphan HOLDER``: a shard whose holder belonged to an earlier run (``--resume`` after an agent
+# died or the run stopped short). The same agent on the same directory keeps its copy; anyone else
+# (or it, its directory gone with its node) takes it over from its checkpoint and log.
+ORPHAN = "orphan"
 
 
 def _in_store(home: bytes | None) -> tuple[int, int] | None:
@@ -88,9 +92,15 @@ class ShardHandoff:
         if not shards:
             return Brought(0, [])
         homes = dict(zip(shards, self.f.r.hmget(self.key, [str(s) for s in shards]), strict=True))
+        reclaimed = [s for s, h in homes.items()  # the last run's holder on this very directory: its own
+                     if h is not None and h.decode() == f"{ORPHAN} {self.holder}" and self._local_sieve(s).is_dir()]
+        if reclaimed:
+            self.f.r.hset(self.key, mapping={str(s): self.holder for s in reclaimed})
+            homes.update({s: self.holder.encode() for s in reclaimed})
         foreign = {s: h.decode() for s, h in homes.items()
                    if h is not None and _in_store(h) is None and h.decode() != self.holder}
-        dead = {s for s, h in foreign.items() if self.f.is_fenced(h.partition("@")[0])}
+        dead = {s for s, h in foreign.items()
+                if h.startswith(ORPHAN + " ") or self.f.is_fenced(h.partition("@")[0])}
         foreign = {s: h for s, h in foreign.items() if s not in dead}
         mine_lost = [s for s, h in homes.items() if h is not None and h.decode() == self.holder
                      and not self._local_sieve(s).is_dir()]
@@ -254,6 +264,34 @@ def shard_files(out: Path, shard: int, queues: list[Path]) -> dict[str, Path]:
              for p in (sorted(root.rglob("*")) if root.is_dir() else ()) if p.is_file()}
     files.update({f"virtualizer/{shard:02d}/{p.name}": p for p in queues if p.is_file()})
     return files
+
+
+def orphan_holders(f: RedisFrontier) -> list[int]:
+    """A new run (``--resume``) names its agents afresh: shards still held by the last run's agents
+    (an agent died, or the run stopped short of putting them away) become orphans, taken over from
+    their checkpoints and logs by whoever gets them."""
+    key = f.key("shome")
+    held = {int(s): h.decode() for s, h in f.r.hgetall(key).items()
+            if _in_store(h) is None and not h.startswith(ORPHAN.encode())}
+    if held:
+        f.r.hset(key, mapping={str(s): f"{ORPHAN} {h}" for s, h in held.items()})
+    return sorted(held)
+
+
+def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
+    """What the store lacks of the shards put away (checked before a ``--resume``, whatever node is
+    gone): each must be there at the count and bytes its put-away confirmed. (A shard an agent still
+    held is checked when it is brought: its holder's directory may have it.)"""
+    homes = {int(s): _in_store(h) for s, h in f.r.hgetall(f.key("shome")).items()}
+    homes = {s: expected for s, expected in homes.items() if expected is not None}
+    if not homes:
+        return []
+    held: dict[int, list[int]] = {}
+    for part in ("sieve/", "virtualizer/"):
+        for k, size in store.listing(part).items():
+            held.setdefault(_shard_key(k)[0], []).append(size)
+    return [f"shard {s}: {len(held.get(s, []))} of its {files} files ({sum(held.get(s, []))} of {size} bytes)"
+            for s, (files, size) in sorted(homes.items()) if (len(held.get(s, [])), sum(held.get(s, []))) != (files, size)]
 
 
 def counted(key: str) -> bool:

@@ -20,25 +20,27 @@ ENV = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret", 
 
 
 class MotoS3:
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1") -> None:
+        """``host``: the address it listens on (a bridge's, for machines in network namespaces)."""
         self.port = port or free_port()
+        self.host = host
         self.proc: subprocess.Popen | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def env(self) -> dict[str, str]:
         return {**ENV, "AWS_ENDPOINT_URL": self.endpoint}
 
     def start(self) -> MotoS3:
         server = Path(sys.executable).parent / "moto_server"
-        self.proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(self.port)],
+        self.proc = subprocess.Popen([str(server), "-H", self.host, "-p", str(self.port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 30
         while True:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                socket.create_connection((self.host, self.port), timeout=1).close()
                 break
             except OSError:
                 if time.time() > deadline or self.proc.poll() is not None:

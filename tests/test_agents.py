@@ -512,36 +512,6 @@ def test_node_joins_mid_crawl_without_a_shared_out(web_and_baseline) -> None:
 
 
 @pytest.mark.slow
-def test_lost_node_without_a_shared_out_is_taken_over(web_and_baseline) -> None:
-    """--agent-dir and --out-store on two agent nodes; agent1's node is lost mid-crawl, its disk with
-    it. agent0 takes agent1's shards over from their last checkpoint in the store and their logs in
-    Redis, and the crawl ends as the one-agent crawl does: its pages, 0 host, IP and robots
-    violations, nothing fetched twice but what Redis held in flight at the loss (which includes
-    agent1's batches not yet in the store: a page counts as done only once its piece is there).
-    Every page websim served is in a WARC file in the store."""
-    from archive_check import served_pages, stored_pages
-    from s3_server import BUCKET, MotoS3, environ
-
-    web, one, config, tmp = web_and_baseline
-    out, agents = tmp / "lost", tmp / "lost-agents"
-    with MotoS3() as s3:
-        env = {**environ(s3), "RAYCRAWL_STORE_CACHE": str(tmp / "lost-cache")}
-        proc, requests, manifest = crawl_slice(
-            web, [*crawl_args(web, out, config), "--elastic", "--out-store", f"s3://{BUCKET}/lost",
-                  "--agent-dir", str(agents), "--ship-seconds", "1", "--checkpoint-seconds", "3"],
-            2, tmp, change="leave", agent_nodes=True, after=100, env=env)
-        assert "CHANGED leave" in proc.stdout, proc.stderr[-3000:]
-        stored = s3.objects("lost")
-    rep = check_against_baseline(one, out, requests, manifest, may_refetch=in_flight_at_faults(proc))
-    (event,) = rep["membership"]
-    assert event["left"] == ["agent1"] and event["joined"] == [], event
-    assert {a["agent"]: a["stopped"] for a in rep["agents"]} == {"agent0": "frontier empty", "agent1": "died"}
-    served, in_store = served_pages(web, requests), stored_pages(stored, tmp / "lost-warcs")
-    assert served and served <= in_store, sorted(served - in_store)[:5]
-    assert [k for k in stored if k.startswith("warc/") and "agent1" in k]  # agent1 shipped pieces before
-
-
-@pytest.mark.slow
 def test_node_leaves_mid_crawl(web_and_baseline) -> None:
     """--elastic on two agent nodes; agent1's node is removed mid-crawl: agent0 takes over its
     shards from Redis and the shared sieve directory. Only URLs in flight at the death are fetched

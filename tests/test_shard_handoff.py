@@ -16,7 +16,7 @@ from raycrawl.storage import shard_log
 from raycrawl.storage.crawl_dir import virtual_queue
 from raycrawl.storage.out_store import OutStore
 from raycrawl.storage.redis_frontier import RedisFrontier
-from raycrawl.storage.shard_handoff import ShardHandoff
+from raycrawl.storage.shard_handoff import ShardHandoff, missing_from_store, orphan_holders
 
 
 @pytest.fixture
@@ -125,4 +125,41 @@ def test_a_store_that_refuses_keeps_the_shard(s3, redis_url, tmp_path) -> None:
     b = _agent(OutStore(f"s3://{BUCKET}/crawl"), client, tmp_path, "agent1")
     with pytest.raises(UserError, match=r"shard 2: the object store .* holds 0 of its 1 files"):
         b.bring([2])
+    client.close()
+
+
+def test_a_resumed_crawl_takes_the_last_runs_shards_over(s3, redis_url, tmp_path) -> None:
+    """--resume names agents afresh: a shard the last run's agent still held (it died, or the run
+    stopped short) is kept by that agent on that very directory, and taken over from its last
+    checkpoint and log by anyone else. Before that, the store must hold every shard put away as
+    its put-away left it."""
+    client = connect(redis_url)
+    store = OutStore(f"s3://{BUCKET}/crawl")
+    f = RedisFrontier(client, "rc:", register=False)
+    a, b = (_agent(store, client, tmp_path, n) for n in ("agent0", "agent1"))
+    host = _host_of_shard(7)
+    a.bring([7, 8])
+    (a.out / "sieve" / "07" / "queue-0").write_bytes(b"http://x/1\n" * 10)
+    (a.out / "sieve" / "08" / "queue-0").write_bytes(b"http://y/1\n")
+    assert a.put_away([7, 8]) == 2
+    assert missing_from_store(f, store) == []
+    b.bring([7])  # the last run's agent1 holds 7, logs a spill, and dies with the run
+    (b.out / "sieve" / "07" / "queue-0").write_bytes(b"newer")
+    f.log_shards({7: [shard_log.spilled(host, 0, ["/z"])]})
+    assert orphan_holders(f) == [7]
+    assert orphan_holders(f) == []  # (once)
+    # agent1 again, on the same directory: its own copy
+    assert b.bring([7]).taken_over == []
+    assert (b.out / "sieve" / "07" / "queue-0").read_bytes() == b"newer"
+    # anyone else: the put-away state (its last checkpoint) and the log's spill
+    assert orphan_holders(f) == [7]
+    c = _agent(store, client, tmp_path, "agent2")
+    got = c.bring([7])
+    assert got.taken_over == [7]
+    assert (c.out / "sieve" / "07" / "queue-0").read_bytes() == b"http://x/1\n" * 10
+    assert virtual_queue(c.out / "virtualizer", host).read_bytes() == b"/z\n"
+    # a shard put away whose files left the store: the resume is refused before anything starts
+    s3.client().delete_object(Bucket=BUCKET, Key="crawl/sieve/08/queue-0")
+    (missing,) = missing_from_store(f, store)
+    assert missing.startswith("shard 8: 0 of its 1 files"), missing
     client.close()

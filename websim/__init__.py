@@ -35,13 +35,17 @@ class Websim:
     def __init__(self, hosts: int = 50, ips: int = 5, seed: int = 1, epoch: int = 0, out_dir: str | Path = "websim-out",
                  pages_per_host_mean: float = 25.0, port: int = 0, slow_delay: float | None = None,
                  prerender: bool = False, start_timeout: float = 120.0, clean: bool = False,
-                 change_rates: bool = False, https_hosts: int = 0, requisites: bool = False) -> None:
+                 change_rates: bool = False, https_hosts: int = 0, requisites: bool = False,
+                 net: str = "127.0", wrap: list[str] = ()) -> None:
         """``https_hosts``: that many popular hosts answer https too (websim.server); ``requisites``:
-        pages need images, stylesheets, scripts and a font (WebModel._add_requisites)."""
+        pages need images, stylesheets, scripts and a font (WebModel._add_requisites); ``net``: the
+        /16 it serves on (``--net``); ``wrap``: a command the server runs under (``ip netns exec
+        NAME``, which execs it: the process stays the server's)."""
         self.params = {"hosts": hosts, "ips": ips, "seed": seed, "epoch": epoch,
                        "pages_per_host_mean": pages_per_host_mean, "port": port, "slow_delay": slow_delay,
                        "prerender": prerender, "clean": clean, "change_rates": change_rates,
-                       "https_hosts": https_hosts, "requisites": requisites}
+                       "https_hosts": https_hosts, "requisites": requisites, "net": net}
+        self.wrap = list(wrap)
         self.out_dir = Path(out_dir)
         self.start_timeout = start_timeout
         self._proc: subprocess.Popen | None = None
@@ -57,7 +61,7 @@ class Websim:
         ready.unlink(missing_ok=True)
         p = self.params
         # -P: the working directory is not put on the path (a checkout's folders never shadow the package)
-        cmd = [sys.executable, "-P", "-m", "raycrawl", "websim", "serve", "--hosts", str(p["hosts"]), "--ips", str(p["ips"]),
+        cmd = [*self.wrap, sys.executable, "-P", "-m", "raycrawl", "websim", "serve", "--net", p["net"], "--hosts", str(p["hosts"]), "--ips", str(p["ips"]),
                "--seed", str(p["seed"]), "--epoch", str(p["epoch"]), "--pages-per-host-mean",
                str(p["pages_per_host_mean"]), "--port", str(p["port"]), "--out", str(self.out_dir),
                "--ready-file", str(ready), "--quiet"]

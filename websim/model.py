@@ -131,10 +131,28 @@ def repeat_segment(model: WebModel, host: Host) -> str:
     return f"{words[5]}/{words[6]}/"
 
 
-def ip_address(i: int) -> str:
-    """The i-th served loopback address: 127.0.1.1, 127.0.1.2, ... (254 per /24, from 127.0.1.0/24)."""
+# The /16 the served addresses come from: loopback, or (``--net``) a private network a test made
+# of its own, where the crawler runs in other network namespaces (tests/netns_cluster.py).
+LOOPBACK_NET = "127.0"
+
+
+def ip_address(i: int, net: str = LOOPBACK_NET) -> str:
+    """The i-th served address: 127.0.1.1, 127.0.1.2, ... (254 per /24, from NET.1.0/24 on)."""
     assert 0 <= i < 254 * 254
-    return f"127.0.{1 + i // 254}.{1 + i % 254}"
+    return f"{net}.{1 + i // 254}.{1 + i % 254}"
+
+
+def check_net(net: str) -> str:
+    """``net`` ("A.B") names a /16 of loopback or of private addresses (never the internet's)."""
+    import ipaddress
+
+    try:
+        network = ipaddress.ip_network(f"{net}.0.0/16")
+    except ValueError:
+        raise ValueError(f"not the first two numbers of an IPv4 /16: {net!r}") from None
+    if not (network.is_loopback or network.is_private):
+        raise ValueError(f"{network} is neither loopback nor private: websim serves no other network")
+    return net
 
 
 class WebModel:
@@ -152,24 +170,27 @@ class WebModel:
         self.clean = False
         self.change_rates = False
         self.requisites = False
+        self.net = LOOPBACK_NET
 
     # ------------------------------------------------------------------ public
     @classmethod
     def generate(cls, hosts: int = 1000, ips: int = 100, seed: int = 7, epoch: int = 0,
                  pages_per_host_mean: float = 25.0, clean: bool = False, change_rates: bool = False,
-                 requisites: bool = False) -> WebModel:
+                 requisites: bool = False, net: str = LOOPBACK_NET) -> WebModel:
         """The web for these parameters (same arguments, same web). ``clean``: a web for measuring
         throughput — plain hosts only (no traps, faults, spam or mirrors), robots.txt allowing
         everything with no Crawl-delay, no special resources and no browser cases.
         ``change_rates``: each page changes with a chance per epoch of its own (module doc).
         ``requisites``: pages need images, stylesheets, scripts and a font to be shown
-        (:meth:`_add_requisites`); the rest of the web is the same as without."""
+        (:meth:`_add_requisites`); the rest of the web is the same as without. ``net``: the /16 its
+        addresses come from (:func:`ip_address`); the pages are the same on every one."""
         if hosts < 1 or ips < 1 or epoch < 0 or pages_per_host_mean < 1:
             raise ValueError("hosts, ips and pages_per_host_mean must be >= 1 and epoch >= 0")
         if ips > 254 * 254:
             raise ValueError("at most 64516 loopback addresses")
         model = cls(hosts, ips, seed, epoch, pages_per_host_mean, build_vocabulary(seed))
         model.clean, model.change_rates, model.requisites = clean, change_rates, requisites
+        model.net = check_net(net)
         model._build()
         if requisites:
             model._add_requisites()
@@ -240,7 +261,7 @@ class WebModel:
             delay = None
             if robots not in ("missing", "error_5xx", "garbage") and rng.random() < 0.12 and not self.clean:
                 delay = rng.choice((0.25, 0.5, 1.0))
-            ip = DEAD_IP if role == "dead" else ip_address(ip_of[i] % self.n_ips)
+            ip = DEAD_IP if role == "dead" else ip_address(ip_of[i] % self.n_ips, self.net)
             host = Host(i, name, ip, topic, role, robots, delay)
             self.hosts.append(host)
             self.by_name[name] = host

@@ -103,7 +103,7 @@ class WebsimServer:
         self._flusher: asyncio.Task | None = None
         self._repeat: dict[str, str] = {}
         self._bomb: asyncio.Future | None = None
-        self.ips = [ip_address(i) for i in range(model.n_ips)]
+        self.ips = [ip_address(i, model.net) for i in range(model.n_ips)]
 
     @property
     def paths(self) -> dict[str, Path]:

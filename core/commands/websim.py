@@ -17,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser("serve", help="serve a synthetic web on loopback until Ctrl-C")
     s.add_argument("--hosts", type=int, default=1000, help="number of hosts (default 1000)")
     s.add_argument("--ips", type=int, default=100, help="loopback addresses 127.0.1.1... to spread them over (default 100)")
+    s.add_argument("--net", default="127.0", metavar="A.B",
+                   help="serve on A.B.1.1... instead of 127.0.1.1...: a private /16 whose addresses are on this "
+                        "machine's interfaces (tests/netns_cluster.py puts them in a network namespace)")
     s.add_argument("--seed", type=int, default=7, help="generation seed (default 7)")
     s.add_argument("--epoch", type=int, default=0, help="version of the web: K applies K rounds of changes (default 0)")
     s.add_argument("--pages-per-host-mean", type=float, default=25.0, help="mean pages per plain host (default 25)")
@@ -74,8 +77,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--https must be >= 0")
     if not 0 <= args.port < 65536 or not 0 <= args.dns_port < 65536:
         raise UserError("--port/--dns-port must be in 0..65535")
-    model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
-                              args.change_rates, args.requisites)
+    try:
+        model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
+                                  args.change_rates, args.requisites, args.net)
+    except ValueError as exc:  # (the other arguments were checked above)
+        raise UserError(f"--net: {exc}") from None
 
     def announce(info: dict) -> None:
         if args.quiet:
