@@ -118,10 +118,12 @@ class Machine:
             time.sleep(0.1)
         return True
 
-    def lose(self) -> None:
-        """The VM is gone: its cable cut (nothing answers, not even a reset), every process killed
-        at once, its disk with it."""
-        ip("link", "set", self.veth, "down")
+    def lose(self, cut: bool = True) -> None:
+        """The VM is gone: its cable cut (nothing answers, not even a reset: Ray sees it by missed
+        heartbeats only, a minute later), every process killed at once, its disk with it.
+        ``cut=False``: its address still answers with resets (a VM whose processes died)."""
+        if cut:
+            ip("link", "set", self.veth, "down")
         self.signal(signal.SIGKILL)
         self.wait_empty(30)
         shutil.rmtree(self.dir / "agent-dir", ignore_errors=True)
