@@ -13,7 +13,6 @@ page is archived in full — and never declares one falsely.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -22,9 +21,6 @@ import numpy as np
 from raycrawl.actors.link_router import LinkRouter
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.storage.dedup_store import DedupShards, adds_by_shard, claims_by_shard, shard_of_key
-
-log = logging.getLogger(__name__)
-
 
 Ask = Callable[[str, dict[int, Any]], "list[Any] | None"]
 
