@@ -86,12 +86,12 @@ class Membership:
 
     # --- placement -----------------------------------------------------------------------------------
     @staticmethod
-    def agent_nodes() -> list[str]:
+    def agent_nodes(draining: dict[str, int] | None = None) -> list[str]:
         """Alive nodes that hold agents: those with the ``agent`` resource (ray_cluster.yaml's
         worker type; keeps the head free), or every alive node if none has it."""
         import ray
 
-        draining = draining_nodes()
+        draining = draining_nodes() if draining is None else draining
         alive = [n for n in ray.nodes() if n["Alive"] and n["NodeID"] not in draining]
         tagged = [n for n in alive if n.get("Resources", {}).get("agent", 0) > 0]
         return sorted(n["NodeID"] for n in (tagged or alive))
@@ -179,10 +179,11 @@ class Membership:
             if time.time() >= next_poll:
                 next_poll = time.time() + POLL
                 dead += self._silent([n for n in running.values() if n not in dead])
-                leaving = self._drained([n for n in running.values() if n not in dead])
+                draining = draining_nodes()  # (one question to Ray a poll, for leavers and joiners)
+                leaving = [n for n in running.values() if n not in dead and self.live[n].node in draining]
                 if self.s.elastic:  # (a node whose agent died is no newcomer, whatever Ray says yet)
                     used = {m.node for m in self.live.values()} | self.lost_nodes
-                    joined = [n for n in self.agent_nodes() if n not in used]
+                    joined = [n for n in self.agent_nodes(draining) if n not in used]
             if any(r["stopped"] == "frontier empty" for r in self.results.values()):
                 # An agent saw the whole crawl idle: it is ending, and nothing was left to take over.
                 for d in dead:
@@ -208,12 +209,6 @@ class Membership:
         for name, lapsed in silent:
             log.warning("agent %s died: its lease lapsed %.0f s ago (its node is gone or cut off)", name, lapsed)
         return [name for name, _ in silent]
-
-    def _drained(self, names: list[str]) -> list[str]:
-        """Agents on nodes Ray drains (``ray drain-node``; Ray's autoscaler on a spot VM's
-        preemption notice): they leave before their node goes."""
-        draining = draining_nodes()
-        return [n for n in names if self.live[n].node in draining]
 
     def rebalance(self, dead: list[str], joined: list[str], leaving: list[str] = ()) -> None:
         """Stop the world, move shards to (joined) or away from (dead, leaving) agents, resume. A
