@@ -195,6 +195,8 @@ class Agent:
                 next_metrics = time.time() + METRICS_INTERVAL
                 if committer.deferred:  # a peer that was silent may answer again (LinkRouter.ask_peers)
                     committer.retry_deferred()
+                if orphans := self.f.claim_failing(self.s.batch):  # a dead agent's, or a crashed run's
+                    committer.record_failures(orphans, budgeted=False)
                 run_id = self.client.info("server")["run_id"]
                 if run_id != self.redis_run_id:
                     # Redis restarted: an acquire whose reply was lost left hosts busy for no fetcher.

@@ -23,7 +23,6 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from raycrawl import metrics
@@ -57,7 +56,6 @@ class Held:
     counters: Counter[str]
     latencies: list[float]
     since: float  # time.monotonic() when held
-    after: Callable[[], None] | None = None  # called once committed
 
 
 @dataclass
@@ -172,17 +170,14 @@ class BatchCommitter:
             else:
                 self.deferred.append(d)
 
-    def commit_stored(self, stored: Stored, keys: list[str], counters: Counter[str], latencies: list[float],
-                      after: Callable[[], None] | None = None) -> None:
-        """Commit a stored batch (then call ``after``) now, or once the piece holding it is in the
+    def commit_stored(self, stored: Stored, keys: list[str], counters: Counter[str], latencies: list[float]) -> None:
+        """Commit a stored batch now, or once the piece holding it is in the
         object store; and every held batch whose piece is there by now. Commits keep the order of
         the batches."""
         if stored.piece and (self.held or stored.piece > max(self.shipped, stored.shipped)):
-            self.held.append(Held(stored.piece, keys, counters, latencies, time.monotonic(), after))
+            self.held.append(Held(stored.piece, keys, counters, latencies, time.monotonic()))
         else:
             self.commit(keys, counters, latencies)
-            if after is not None:
-                after()
         self._commit_shipped(stored.shipped)
 
     def _commit_shipped(self, shipped: int) -> None:
@@ -190,8 +185,6 @@ class BatchCommitter:
         while self.held and self.held[0].piece <= self.shipped:
             h = self.held.pop(0)
             self.commit(h.keys, h.counters, h.latencies)
-            if h.after is not None:
-                h.after()
 
     def ship(self, force: bool, timeout: float = SHIP_PATIENCE) -> None:
         """Have the store writer close and upload its piece now, then commit what it held: when
@@ -220,22 +213,21 @@ class BatchCommitter:
         self.pages += counters["pages"]
         metrics.record_batch(self.router.name, counters, latencies)
 
-    def record_failures(self, failed: list[tuple[str, str]]) -> None:
-        """URLs the distributor could not schedule (DNS failure, forbidden network): an error link
-        record each, committed like visits."""
+    def record_failures(self, failed: list[tuple[str, str]], budgeted: bool = True) -> None:
+        """URLs the distributor could not schedule (DNS failure, forbidden network), or orphans
+        claimed from a dead agent (``budgeted`` False: its budget counted them): an error link
+        record each, committed like visits. Each is in ``P failing`` (the distributor's step put
+        it there) until that commit, so a death before it leaves it for another agent to record."""
         import ray
 
-        if self.crew.budgeted:  # failures count against the page budget like fetched pages
+        if budgeted and self.crew.budgeted:  # failures count against the page budget like fetched pages
             ray.get(self.crew.fetchers[0].consume_budget.remote(len(failed)))
         now = time.time()
         records = [LinkRecord(url, time=now, error=kind, epoch=self.epoch) for url, kind in failed]
-        # Noted first, so that a crash between the records and their commit is seen as in flight
-        # by the resume's consistency check (storage/crawl_check.py), not as a Redis that lost writes.
-        self.f.note_failing(dict(failed))
         stored = ray.get(self.crew.store.write_batch.remote([(FetchResult(url=r.url, ip=""), None, r) for r in records]))
         counters = Counter({"pages": len(records), "status:0": len(records)})
         counters.update(f"error:{kind}" for _, kind in failed)
-        self.commit_stored(stored, [], counters, [], after=lambda: self.f.forget_failing([url for url, _ in failed]))
+        self.commit_stored(stored, [url for url, _ in failed], counters, [])
 
 
 def get_all(refs: list) -> list:

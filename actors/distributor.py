@@ -167,6 +167,7 @@ class Distributor:
             res.queued += len(keep)
         # Even a batch that queued nothing moves the offsets: those URLs were dealt with.
         self.f.add(groups, pipe=pipe)
+        self.f.note_failing(res.failed, pipe=pipe)  # in flight with the offsets' move: never lost between
         pipe.mset({self.f.k.sieve_offset(q): off for q, off in new_offsets.items()})
         self.virt.sync()  # the spills' bytes on disk before Redis names their ends
         pipe.execute()

@@ -318,7 +318,8 @@ class Membership:
     def _bury(self, name: str) -> None:
         """A dead agent: wait until its actors are gone (they share its fate: Ray kills the actors
         an actor created when it dies), fence it once its lease lapsed (actors/lease.py), then put
-        its in-flight URLs back, due after its last request can have ended."""
+        its in-flight URLs back, due after its last request can have ended, and its unrecorded failures
+        for the others to record."""
         import ray
 
         m = self.live.pop(name)
@@ -347,7 +348,9 @@ class Membership:
         n = view.recover_view(fenced + longest_fetch(self.s), *p)
         self.f.commit([], {"recovered": n}, by_view=False)
         self.recovered += n
-        log.warning("agent %s: %d in-flight URLs put back", name, n)
+        # Its failures (DNS, forbidden network) not yet recorded: their records went with its node.
+        orphans = view.orphan_failing()
+        log.warning("agent %s: %d in-flight URLs put back, %d failures left for others to record", name, n, orphans)
 
     @staticmethod
     def _fence(view: RedisFrontier) -> float:

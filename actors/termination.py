@@ -34,10 +34,10 @@ class Termination:
         marks = self.f.idle_marks(agents)
         if not all(m == b"done" or m == act for m in marks):
             return False
-        # In flight = acquired and not yet committed, also when a fetcher holds the result in its
+        # In flight = acquired and not yet committed (failures: recorded, not committed), also when a fetcher holds the result in its
         # buffer after releasing the host (the caller's idle statuses may be that old).
         c = self.f.counts()
-        quiet = c["hosts_busy"] == c["inflight"] == 0 and act == self.f.activity()
+        quiet = c["hosts_busy"] == c["inflight"] == c["failing"] == 0 and act == self.f.activity()
         # URLs still queued that belong to agents whose budget share is spent wait for a --resume:
         # everyone else is idle with nothing of its own, so the crawl's budget is spent too.
         self.budget_ended = any(m == b"done" for m in marks)

@@ -237,12 +237,14 @@ def new_crawl_id(out: str | Path) -> str:
 def begin(out: Path, frontier: RedisFrontier, settings: Settings) -> None:
     """Start the crawl in ``out`` and its Redis: a new one (refused where a crawl is held: --resume
     or another --out), or a resumed one (the driver verified it first): its in-flight URLs go back
-    to their visit states, every host and IP waiting a full delay."""
+    to their visit states, every host and IP waiting a full delay; its unrecorded failures go to
+    whichever agent claims them."""
     if settings.resume:
         frontier.clear_idle()
         frontier.clear_fences()
         requeued = frontier.recover(time.time(), settings.host_delay, settings.ip_delay)
-        log.warning("resuming: %d in-flight URLs put back in their visit states", requeued)
+        orphans = frontier.orphan_failing(every_view=True)
+        log.warning("resuming: %d in-flight URLs put back in their visit states, %d failures to record", requeued, orphans)
         return
     if (layout(out).sieve).exists() or frontier.has_crawl():
         raise UserError(f"{out} already holds a crawl: pass --resume to continue it, or choose another --out")

@@ -40,7 +40,10 @@ key                  type    content
 ``P ibusy``          set     IPs with a request in flight (by any agent)
 ``P inflight``       hash    "<host> <entry>" → host, acquired but not yet committed (re-queued by
                              recover)
-``P failing``        hash    URL → error kind, failures being recorded but not yet committed
+``P failing``        hash    URL → ``V<tab>kind``: a failure (DNS, forbidden network) view ``V`` is
+                             recording, from the distributor step that took it from the sieve to
+                             the commit of its record; ``<tab>kind``: an orphan, its agent dead or
+                             the crawl crashed, for any agent to claim and record
                              (storage/crawl_check.py counts them as in flight)
 ``P queued``         string  number of paths in all visit states
 ``P hcount``         hash    host → URLs ever scheduled (for max-urls-per-host; in a periodic crawl,
@@ -157,7 +160,7 @@ class RedisFrontier:
             name: LuaScript(client, "".join((LUA_DIR / f"{part}.lua").read_text()
                                             for part in (*FRAGMENTS.get(name, ()), name)))
             for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit", "borrow",
-                         "lease", "fence")
+                         "lease", "fence", "claim_failing", "orphan_failing")
         }
         if register:
             self.register()
@@ -352,9 +355,9 @@ class RedisFrontier:
 
     def confirm_resume(self, unconfirmed: int) -> None:
         """The resume goes ahead: ``unconfirmed`` URLs fetched but never committed are allowed to be
-        fetched again; failures being recorded at the stop are among them."""
+        fetched again; failures being recorded at the stop are among them (recorded again:
+        :meth:`orphan_failing`)."""
         self.r.hset(self.k.meta, "unconfirmed", unconfirmed)
-        self.r.delete(self.k.failing)
 
     def consent_refetch(self, unconfirmed: int) -> None:
         """The user accepts fetching ``unconfirmed`` archived URLs again (raycrawl check --repair)."""
@@ -369,12 +372,21 @@ class RedisFrontier:
         inflight, failing, unconfirmed = pipe.execute()
         return int(inflight) + int(failing), int(unconfirmed or 0)
 
-    def note_failing(self, failed: dict[str, str]) -> None:
-        """URL → error kind: failures about to be recorded (counted as in flight until committed)."""
-        self.r.hset(self.k.failing, mapping=failed)
+    def note_failing(self, failed: list[tuple[str, str]], pipe: redis.client.Pipeline | None = None) -> None:
+        """(URL, error kind): failures this view is about to record, in flight until the commit of
+        their records (which forgets them: commit.lua)."""
+        if failed:
+            (pipe or self.r).hset(self.k.failing, mapping={u: f"{self.v}\t{kind}" for u, kind in failed})
 
-    def forget_failing(self, urls: list[str]) -> None:
-        self.r.hdel(self.k.failing, *urls)
+    def orphan_failing(self, every_view: bool = False) -> int:
+        """The failures this view (``every_view``: any view, a resumed crawl) was recording have no
+        one to record them: orphans, for :meth:`claim_failing`. Returns how many."""
+        return int(self._scripts["orphan_failing"](args=[self.p, "" if every_view else self.v]))
+
+    def claim_failing(self, n: int) -> list[tuple[str, str]]:
+        """Up to ``n`` orphan failures, (URL, kind), now this view's to record."""
+        raw = self._scripts["claim_failing"](args=[self.p, self.v, n])
+        return [(raw[i].decode(), raw[i + 1].decode()) for i in range(0, len(raw), 2)]
 
     def activity(self) -> bytes:
         """The commit counter (distributed termination: see actors/agent.py ``_all_idle``)."""
@@ -546,14 +558,15 @@ class RedisFrontier:
         pipe.hlen(self.key("hostip"))
         pipe.hlen(self.key("hbusy"))
         pipe.hlen(self.key("inflight"))
+        pipe.hlen(self.key("failing"))
         for v in views:
             pipe.zcard(v + "wb")
             pipe.hvals(v + "virt")
             pipe.scard(v + "active")
-        queued, hosts, busy, inflight, *per_view = pipe.execute()
+        queued, hosts, busy, inflight, failing, *per_view = pipe.execute()
         ready_ips, virt, front = per_view[0::3], per_view[1::3], per_view[2::3]
         return {"queued": int(queued or 0), "hosts": hosts, "front": sum(front), "ips_waiting": sum(ready_ips),
-                "hosts_busy": busy, "inflight": inflight,
+                "hosts_busy": busy, "inflight": inflight, "failing": failing,
                 "virtualized": sum(int(x) for vals in virt for x in vals), "agents": len(views)}
 
     def stats(self) -> dict[str, int]:
@@ -579,9 +592,9 @@ class RedisFrontier:
         return self.r.llen(self.key("vs:") + host)
 
     def idle(self) -> bool:
-        """No URL in any visit state and nothing in flight."""
+        """No URL in any visit state and nothing in flight (no failure being recorded either)."""
         c = self.counts()
-        return c["queued"] == 0 and c["hosts_busy"] == 0 and c["inflight"] == 0
+        return c["queued"] == 0 and c["hosts_busy"] == 0 and c["inflight"] == 0 and c["failing"] == 0
 
     def clear(self) -> None:
         """Delete every key of this crawl (a fresh, non-resumed crawl)."""

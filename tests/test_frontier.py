@@ -67,6 +67,42 @@ def test_distribution_with_virtualizer(client, tmp_path) -> None:
     assert not list(virt.dir.glob("*.q")), "drained virtual queues are deleted"
 
 
+def test_failures_of_a_dead_agent_are_recorded_by_another_once(client, tmp_path) -> None:
+    """The distributor's step moves the sieve's offsets past URLs it cannot schedule (no DNS
+    answer, a forbidden network) and, in the same transaction, marks them failing for its agent.
+    That agent dies before the commit of their records: they become orphans, which exactly one
+    other agent claims; its commit of their records forgets them. A crawl resumed after a crash
+    orphans every view's."""
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+    client.flushall()
+    stream = [f"http://gone{i % 3}.test/p{i}" for i in range(30)] + [f"http://far.test/q{i}" for i in range(5)]
+    sieve = SieveShards(tmp_path / "sieve", range(SHARDS), batch_size=200)
+    sieve.enqueue(stream)
+    wb = Workbench(client, "t:", Politeness(host_delay=0, ip_delay=0), view="a")
+    dist = Distributor(wb, Virtualizer(tmp_path / "virt", wb.frontier, budget=6), front_size=1000, batch=100,
+                       allows=lambda ip: ip.startswith("127."))
+    failed = []
+    while not sieve.exhausted(wb.frontier.sieve_offsets(dist.queues)):
+        failed += dist.step(sieve.read_front, lambda names: {n: "10.0.0.1" if n == "far.test" else None for n in names}).failed
+    expected = {(u, "forbidden-network" if "far" in u else "dns") for u in stream}
+    assert set(failed) == expected
+    a, b, c = (RedisFrontier(client, "t:", view=v) for v in "abc")
+    assert a.counts()["failing"] == len(stream)
+    assert b.claim_failing(100) == [], "a's failures are a's while it lives"
+    assert a.orphan_failing() == len(stream)  # a died
+    got = b.claim_failing(20) + b.claim_failing(100)
+    assert sorted(got) == sorted(expected) and c.claim_failing(100) == []
+    assert b.orphan_failing() == len(stream)  # b died before its commit: c records them
+    mine = c.claim_failing(100)
+    assert sorted(mine) == sorted(expected)
+    c.commit([u for u, _ in mine[:10]], {"pages": 10})
+    assert c.counts()["failing"] == len(stream) - 10
+    assert a.orphan_failing(every_view=True) == len(stream) - 10  # a crash, then --resume
+    c.commit([u for u, _ in b.claim_failing(100)], {"pages": len(stream) - 10})
+    assert c.counts()["failing"] == 0 and not c.claim_failing(100)
+
+
 def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path) -> None:
     """Redis restarts (AOF flushed) between the distributor's read of the sieve and its transaction:
     the retrying client reconnects, the WATCH on the shard offsets is lost, so the step is dropped
