@@ -14,6 +14,7 @@ from typing import Any
 
 from raycrawl.actors import named
 from raycrawl.actors.agent import Agent
+from raycrawl.actors.periodic import fetch_due
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run, layout
 from raycrawl.storage.out_store import OutStore
@@ -50,6 +51,8 @@ def actor_class():
                     from raycrawl.storage.dedup_index import FILE
 
                     self.handoff.store.get(FILE, self.handoff.out / FILE)
+                if self.agent.epoch:  # a pass of a periodic crawl: the driver put its due file there
+                    fetch_due(self.handoff.store, self.handoff.out, self.agent.epoch)
             self.agent.start(replay=dead)
 
         def run(self) -> dict[str, Any]:

@@ -194,7 +194,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 if settings.revisit:
                     from raycrawl.actors.periodic import begin_pass
 
-                    begin_pass(out, RedisFrontier(client, settings.redis_prefix, register=False), settings)
+                    begin_pass(out, RedisFrontier(client, settings.redis_prefix, register=False), settings,
+                               store if settings.agent_dir is not None else None)
         if settings.dedup_index:  # read once, before the agents open it (storage/dedup_index.py)
             from raycrawl.storage.dedup_index import FILE, build
 

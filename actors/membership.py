@@ -423,7 +423,7 @@ def run_agents(settings: Settings, redis_url: str) -> dict[str, Any]:
                else next((s for s in ("interrupted", "stopped") if s in ended), "budget spent"))
     report = build_report(m.f.stats(), elapsed=elapsed, run_pages=sum(r["pages"] for r in per_agent),
                           stopped=stopped, frontier=m.f.counts(),
-                          extra={"agents": per_agent, "membership": m.events})
+                          extra={"agents": per_agent, "membership": m.events, "pass": m.f.epoch()})
     write_report(layout(Path(settings.out)).report, report)
     if unfinished:  # the crawl is not whole anywhere a reader looks: say so, --resume finishes it
         raise UserError(f"{unfinished[0]}; --resume once it answers finishes the upload")

@@ -25,8 +25,10 @@ from pathlib import Path
 from raycrawl.atomic import replace_bytes
 from raycrawl.policies.revisit import due
 from raycrawl.settings import Settings
-from raycrawl.storage.crawl_dir import layout
+from raycrawl.storage.crawl_dir import PARTS, layout
 from raycrawl.storage.crawl_epochs import histories
+from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX
+from raycrawl.storage.out_store import OutStore
 from raycrawl.storage.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
@@ -36,11 +38,24 @@ def due_path(out: Path, epoch: int) -> Path:
     return layout(out).revisit / f"pass-{epoch}.tsv"
 
 
-def begin_pass(out: Path, f: RedisFrontier, settings: Settings) -> dict[str, int]:
-    """Plan and begin the next pass over the crawl in ``out``; returns (and logs) what it planned."""
+def due_key(epoch: int) -> str:
+    """The due file's key in the object store (agents without a shared out take it from there)."""
+    return f"{PARTS['revisit']}/pass-{epoch}.tsv"
+
+
+def begin_pass(out: Path, f: RedisFrontier, settings: Settings, store: OutStore | None = None) -> dict[str, int]:
+    """Plan and begin the next pass over the crawl in ``out``; returns (and logs) what it planned.
+    With ``store`` (agents without a shared out, ``--agent-dir``) the histories come from the link
+    records in the store, and the due file goes there before the pass number reaches Redis."""
     epoch = f.epoch() + 1
     rows, priors, known = [], {}, 0
-    for url, h in histories(out).items():
+    links = _links_from(store, out) if store is not None else out
+    seen = histories(links)
+    if store is not None:
+        import shutil
+
+        shutil.rmtree(links, ignore_errors=True)
+    for url, h in seen.items():
         if not h.visits:
             continue  # never answered (DNS, connection, robots): nothing to revisit
         known += 1
@@ -51,11 +66,30 @@ def begin_pass(out: Path, f: RedisFrontier, settings: Settings) -> dict[str, int
     path = due_path(out, epoch)
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_bytes(path, "".join(rows).encode())
+    if store is not None:
+        store.put(path, due_key(epoch))
     f.begin_pass(epoch, priors)
     plan = {"pass": epoch, "due": len(rows), "conditional": len(priors), "known": known}
     log.warning("pass %d: %d of %d pages due (%d with validators for a conditional GET)",
                 epoch, len(rows), known, len(priors))
     return plan
+
+
+def _links_from(store: OutStore, out: Path) -> Path:
+    """A directory holding a copy of every link record file in the store (the agents' pieces)."""
+    import shutil
+
+    copy = out / ".pass-links"
+    shutil.rmtree(copy, ignore_errors=True)
+    for key in store.listing(LINKS_SUBDIR + "/"):
+        if key.endswith(SUFFIX):
+            store.get(key, copy / key)
+    return copy
+
+
+def fetch_due(store: OutStore, out: Path, epoch: int) -> None:
+    """An agent without a shared out: the pass's due file from the store into its directory."""
+    store.get(due_key(epoch), due_path(out, epoch))
 
 
 def read_due(out: Path, epoch: int) -> tuple[list[str], list[int]]:

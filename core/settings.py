@@ -266,13 +266,9 @@ class Settings:
             from raycrawl.argtypes import check_store_url
 
             check_store_url(self.out_store, "out_store")
-        if self.agent_dir is not None:
-            if self.out_store is None:
-                raise UserError("agent_dir needs out_store: the object store is where agents without a shared "
-                                "out meet (their files, and the shards that move between them)")
-            if self.revisit:
-                raise UserError("agent_dir cannot be combined with revisit yet: a pass's files are read from "
-                                "out by every agent")
+        if self.agent_dir is not None and self.out_store is None:
+            raise UserError("agent_dir needs out_store: the object store is where agents without a shared "
+                            "out meet (their files, and the shards that move between them)")
         if self.resolve and self.dns_server:
             raise UserError("--resolve and --dns-server are mutually exclusive")
         if self.resolve and not Path(self.resolve).is_file():

@@ -22,12 +22,8 @@ What must agree, and why it can be checked:
   (``pages``); and every URL with a record is committed, or was in flight at a crash, so the
   URLs with a record but no commit are at most those in Redis's in-flight set plus those left
   over from earlier resumes (``P meta`` ``unconfirmed``) plus one distributor batch (failures
-  recorded just before their counters), plus those fetched in the last :data:`AOF_LAG` seconds
-  before the newest record: a machine crash takes the AOF's unsynced tail (appendfsync everysec),
-  whose acquires named URLs a record can already hold (a commit's WAITAOF makes every write before
-  it durable, the acquires of its pages included, but a record is stored before its commit). A
-  Redis that lost more writes (an AOF cut or restored from an old copy) has fewer commits than
-  that: refused.
+  recorded just before their counters). A Redis that lost writes (an AOF cut or restored from an
+  old copy) has fewer commits than that: refused.
 
 Repairs (``raycrawl check OUT --repair``) are offered only where the crawl's own files hold the
 truth: a sieve shard's ``meta.json`` and fingerprint file are rebuilt from its queue (every URL
@@ -51,10 +47,6 @@ from raycrawl.storage.dedup_store import FILE as DEDUP_FILE
 from raycrawl.storage.dedup_store import DedupShard, DedupStoreError
 from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX, read_link_file
 from raycrawl.storage.sieve_store import ShardFiles, SieveStore, fingerprint
-
-AOF_LAG = 3.0
-"""Seconds of Redis writes a machine crash can take: appendfsync everysec, a write postponed while
-the previous fsync runs (up to 2 s), and a second of clock skew between the agents' machines."""
 
 START_OVER = "or start over in a new --out (the archive already in OUT stays readable)"
 
@@ -80,7 +72,6 @@ class ArchiveScan:
     """What the link records say was fetched."""
     records: int = 0
     urls: int = 0  # distinct
-    recent: int = 0  # distinct URLs of the records of the last AOF_LAG seconds
     damages: list[Damage] = field(default_factory=list)
 
 
@@ -192,7 +183,6 @@ def sieve_offsets_damage(sieve_root: Path, offsets: dict[int, int]) -> list[Dama
 def scan_archive(out: Path) -> ArchiveScan:
     scan = ArchiveScan()
     fps: list[int] = []
-    times: list[float] = []
     furthest: dict[str, int] = {}  # WARC file → last offset a record points at
     past_end: dict[str, int] = {}
     warc_dir = layout(out).warc
@@ -201,7 +191,6 @@ def scan_archive(out: Path) -> ArchiveScan:
         for rec in read_link_file(path):
             scan.records += 1
             fps.append(fingerprint(rec.url))
-            times.append(rec.time)
             if rec.warc:
                 name, offset = rec.warc
                 if name not in sizes:
@@ -211,9 +200,6 @@ def scan_archive(out: Path) -> ArchiveScan:
                 elif offset > furthest.get(name, -1):
                     furthest[name] = offset
     scan.urls = len(np.unique(np.array(fps, dtype=np.uint64)))
-    if times:
-        at = np.array(times)
-        scan.recent = len(np.unique(np.array(fps, dtype=np.uint64)[at >= at.max() - AOF_LAG]))
     for name, n in sorted(past_end.items()):
         what = "is missing" if sizes[name] < 0 else f"is cut at byte {sizes[name]}"
         scan.damages.append(Damage(warc_dir / name, f"{what}: {n} stored page(s) the link records point to are gone"))
@@ -241,7 +227,7 @@ def counts_damage(out: Path, scan: ArchiveScan, committed: int, in_flight: int, 
     if scan.records < committed:
         return [Damage(out / LINKS_SUBDIR, f"holds {scan.records} link records, but Redis committed {committed} "
                                            "pages: link records were lost (a file cut or deleted?)")]
-    allowed = in_flight + unconfirmed + scan.recent
+    allowed = in_flight + unconfirmed
     if scan.urls - committed > allowed:
         lost = scan.urls - committed - allowed
         return [Damage(layout(out).redis, f"Redis is behind the archive: {scan.urls - committed} fetched URLs have no "

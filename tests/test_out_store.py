@@ -298,3 +298,50 @@ def test_agents_without_a_shared_out_use_a_dedup_index(store_ray, tmp_path) -> N
     for h in revisits:
         assert h.get_header("WARC-Payload-Digest") == payloads[h.get_header("WARC-Refers-To-Target-URI"),
                                                                h.get_header("WARC-Refers-To-Date")[:19]]
+
+
+@pytest.mark.slow
+def test_agents_without_a_shared_out_revisit(store_ray, tmp_path) -> None:
+    """--revisit with --agent-dir: the driver plans the pass from the link records in the store (no
+    agent's file is on its disk) and puts the due file there; each agent takes it into its own
+    directory. Against websim moved to its next epoch (same port, same URLs): every page of pass 0
+    asked again, a 304 exactly for the HTML pages the manifest says did not change, a full response
+    for those that changed, a 404 for those removed — as the link records in the store say."""
+    from raycrawl.redis_server import free_port
+    from raycrawl.storage.link_records import iter_link_records
+    from raycrawl.urls import canonicalize
+    from raycrawl.websim import Websim
+
+    out, agents, port = tmp_path / "crawl", tmp_path / "agents", free_port()
+    store = f"s3://{BUCKET}/rv"
+    params = {"hosts": 8, "ips": 2, "seed": 3, "pages_per_host_mean": 6, "change_rates": True, "clean": True}
+    with MotoS3(store_ray[0]) as s3:
+        env = _on(store_ray, s3, RAYCRAWL_STORE_CACHE=str(tmp_path / "cache"))
+        for epoch in (0, 1):
+            with Websim(**params, epoch=epoch, port=port, out_dir=tmp_path / f"web{epoch}") as web:
+                extra = ["--revisit"] if epoch else []
+                r = _cli(*_crawl_args(web, out, "--agents", "2", "--out-store", store, "--agent-dir", str(agents),
+                                      *extra), env=env)
+                assert r.returncode == 0, r.stderr[-3000:]
+                assert web.audit(0.05, 0.0).ok, web.audit(0.05, 0.0).summary()
+                asked = {canonicalize(f"http://{q.host}{q.target}") for q in web.requests()}
+                manifest = web.manifest
+        stored = s3.objects("rv")
+    links = tmp_path / "stored"
+    for key, data in stored.items():
+        if key.startswith("links/"):
+            (links / key).parent.mkdir(parents=True, exist_ok=True)
+            (links / key).write_bytes(data)
+    records = list(iter_link_records(links))
+    pass0 = {r.url for r in records if r.epoch == 0 and r.status == 200}
+    by_url = {r.url: r for r in records if r.epoch == 1}
+    assert pass0 and pass0 <= asked, sorted(pass0 - asked)[:5]
+    html = {u for u in pass0 if manifest.pages[u]["kind"] == "html"}
+    changed = {u for u in html if 1 in manifest.pages[u]["changed"]}
+    gone = {u for u in html if manifest.pages[u]["removed_in"] == 1}
+    assert changed and html - changed - gone
+    for url in html:
+        expect = 404 if url in gone else 200 if url in changed else 304
+        assert by_url[url].status == expect, (url, by_url[url].status, manifest.pages[url]["changed"])
+        assert (by_url[url].revisit_of is not None) == (expect == 304)
+    assert json.loads(stored["report.json"])["pass"] == 1
