@@ -251,7 +251,9 @@ def main() -> None:
 
     from raycrawl.websim import Websim
 
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    # (an earlier commit's code first when benchmarks/code_at.py's PYTHONPATH is given)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled",
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}
     ua = "raycrawl/0.1 (+http://raycrawl.test/bot)"
     names = args.only.split(",")
     runs: dict[str, list[dict]] = {n: [] for n in names}
