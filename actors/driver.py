@@ -18,6 +18,7 @@ import redis
 
 from raycrawl.actors.agent import Agent
 from raycrawl.actors.heartbeat import Heartbeat
+from raycrawl.atomic import replace_bytes
 from raycrawl.errors import UserError
 from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.progress import Progress
@@ -182,7 +183,8 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     with (CrawlDirLock(out), _checked(settings),
           redis_url_for(settings.redis_url, layout(out).redis, supervise=True, password=password) as url):
         # `raycrawl status --out DIR` finds the running crawl's Redis here (its password it is given).
-        (layout(out).redis_url).write_text(scrub(url) + "\n")
+        # (whole or absent: a reader polling for it — `raycrawl status --out` — never sees it half written)
+        replace_bytes(layout(out).redis_url, (scrub(url) + "\n").encode())
         if settings.resume:  # before Ray starts: a refusal costs a second, not a cluster
             with connect(url) as client:
                 verify_resume(out, RedisFrontier(client, settings.redis_prefix),
