@@ -65,10 +65,6 @@ class Crew:
         self.fetchers = [fetch_actor.options(name=f"raycrawl-fetch-{tag}-{i}", scheduling_strategy=here).remote(
                              s, redis_url, b, name)
                          for i, b in enumerate(split_budget(budget, s.fetch_actors))]
-        # The first request needs the sieve and the fetchers only: the actors that handle its answer
-        # are made once those run, so their start (a worker process each, its imports) does not take
-        # the cores from the ones it waits on (benchmarks/startup.py).
-        ray.get([f.start.remote() for f in self.fetchers])
         self.parser = parser.actor_class().options(name=f"raycrawl-parser-{tag}",
                                                    scheduling_strategy=here).remote(s.user_agent, s.focus)
         self.store = store_writer.actor_class().options(name=f"raycrawl-store-{tag}", scheduling_strategy=here).remote(
@@ -77,6 +73,7 @@ class Crew:
         if s.summaries_at_crawl:
             self.summary_writer = summary_writer.actor_class().options(
                 name=f"raycrawl-summary-{tag}", scheduling_strategy=here).remote(str(out), name)
+        ray.get([f.start.remote() for f in self.fetchers])
 
     def drain(self, max_items: int) -> tuple[list[Outcome], list[dict]]:
         """Finished visits from every fetch actor, and their statuses (raises RayActorError when

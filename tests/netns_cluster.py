@@ -124,8 +124,12 @@ class Machine:
         ``cut=False``: its address still answers with resets (a VM whose processes died)."""
         if cut:
             ip("link", "set", self.veth, "down")
-        self.signal(signal.SIGKILL)
-        self.wait_empty(30)
+        # Again until none is left: a process forked between the listing and the kill survives one.
+        deadline = time.monotonic() + 30
+        while self.signal(signal.SIGKILL):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: processes outlived SIGKILL for 30 s: {self.pids()}")
+            time.sleep(0.05)
         shutil.rmtree(self.dir / "agent-dir", ignore_errors=True)
         self.gone = True
 
@@ -142,7 +146,9 @@ class Machine:
             time.sleep(0.2)
         took = time.monotonic() - t0
         self.signal(signal.SIGTERM)
-        self.wait_empty(30)
+        if not self.wait_empty(30):
+            raise RuntimeError(f"{self.name}: processes outlived SIGTERM for 30 s: {self.pids()}")
+        self.gone = True  # (the VM shut down)
         return took
 
     def node_id(self) -> str:
