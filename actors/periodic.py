@@ -27,7 +27,7 @@ from raycrawl.policies.revisit import due
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import PARTS, layout
 from raycrawl.storage.crawl_epochs import histories
-from raycrawl.storage.link_records import LINKS_SUBDIR, SUFFIX
+from raycrawl.storage.link_records import LINKS_SUBDIR
 from raycrawl.storage.out_store import OutStore
 from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -81,9 +81,7 @@ def _links_from(store: OutStore, out: Path) -> Path:
 
     copy = out / ".pass-links"
     shutil.rmtree(copy, ignore_errors=True)
-    for key in store.listing(LINKS_SUBDIR + "/"):
-        if key.endswith(SUFFIX):
-            store.get(key, copy / key)
+    store.sync_down(copy, under=LINKS_SUBDIR + "/")
     return copy
 
 

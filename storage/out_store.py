@@ -163,13 +163,13 @@ class OutStore:
                 time.sleep(pause)
         return done, size
 
-    def sync_down(self, local: Path, skip: tuple[str, ...] = ()) -> int:
-        """Make ``local`` hold every object of the store at its size but a running crawl's own
-        state (:data:`LOCAL_ONLY`: the sieve shards and virtual queues that move between agents
-        through the store, storage/shard_handoff.py) and the parts named in ``skip``; files
-        downloaded."""
+    def sync_down(self, local: Path, skip: tuple[str, ...] = (), under: str | None = None) -> int:
+        """Make ``local`` hold every object of the store (``under``: of that part, e.g. ``"links/"``)
+        at its size but a running crawl's own state (:data:`LOCAL_ONLY`: the sieve shards and
+        virtual queues that move between agents through the store, storage/shard_handoff.py) and
+        the parts named in ``skip``; files downloaded."""
         n = 0
-        for key, size in self.listing().items():
+        for key, size in self.listing(under).items():
             path = local / key
             if ".." in Path(key).parts:
                 raise StoreError(f"the object store {self.url} holds an unsafe key: {key!r}")
