@@ -81,20 +81,23 @@ class Membership:
         self.events: list[dict[str, Any]] = []
         self.recovered = 0
         self.lost_nodes: set[str] = set()
+        self.tagged = False  # a node with the ``agent`` resource was seen
         self._count = 0
         self.crawl_id = read_crawl_id(settings.out) or ""
 
     # --- placement -----------------------------------------------------------------------------------
-    @staticmethod
-    def agent_nodes(draining: dict[str, int] | None = None) -> list[str]:
+    def agent_nodes(self, draining: dict[str, int] | None = None) -> list[str]:
         """Alive nodes that hold agents: those with the ``agent`` resource (ray_cluster.yaml's
-        worker type; keeps the head free), or every alive node if none has it."""
+        worker type; keeps the head free), or every alive node if no node ever had it. (Once one
+        had it, the head stays free even when every agent node is gone: the crawl stops, to be
+        resumed on new ones, rather than crawl from the head.)"""
         import ray
 
         draining = draining_nodes() if draining is None else draining
         alive = [n for n in ray.nodes() if n["Alive"] and n["NodeID"] not in draining]
         tagged = [n for n in alive if n.get("Resources", {}).get("agent", 0) > 0]
-        return sorted(n["NodeID"] for n in (tagged or alive))
+        self.tagged = self.tagged or bool(tagged)
+        return sorted(n["NodeID"] for n in (tagged if self.tagged else alive))
 
     def _new_name(self) -> str:
         name = f"agent{self._count}"

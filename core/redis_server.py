@@ -94,6 +94,7 @@ class EmbeddedRedis:
         self.supervise = supervise
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        self.aof_failed = False  # it exited on a failed AOF write (a full disk): see _watch
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -139,6 +140,9 @@ class EmbeddedRedis:
             "--logfile", "redis.log",
             "--pidfile", "redis.pid",  # for operators (and fault tests) who need to find it
             *self.options,
+            # (after a failed AOF write: a next one refused with MISCONF, the crawl's one-line
+            # stop, instead of an exit at each write and a restart loop: see _watch)
+            *(("--appendfsync", "everysec") if self.aof_failed else ()),
         ]
         # In a session of its own, so a terminal's Ctrl-C (SIGINT to the foreground process group)
         # does not kill it under the crawl that is shutting down cleanly; and killed when the
@@ -208,6 +212,13 @@ class EmbeddedRedis:
             died = time.monotonic()
             log.warning("embedded Redis (%s) exited with %s; restarting it from its AOF in %s; the crawl "
                         "pauses meanwhile", scrub(self.url), proc.returncode, self.data_dir)
+            if not self.aof_failed and "AOF" in (why := _log_tail(self.data_dir)) and "Exiting" in why:
+                # Under appendfsync always a write the disk refused cannot be answered, so the
+                # server exits (it was not answered: nothing acknowledged is lost). Restarted the
+                # same way it would exit again at the next write, for as long as the disk is full.
+                self.aof_failed = True
+                log.warning("embedded Redis could not write its AOF (%s); restarted with appendfsync everysec, "
+                            "it refuses writes while that lasts (the crawl stops; --resume after freeing space)", why)
             backoff = 0.5
             while not self._stopping.is_set():
                 try:

@@ -7,6 +7,8 @@ same ``EVALSHA`` to the restarted server. The pipeline fails, and a ``MULTI`` tr
 Redis does not roll back, so the transaction's other commands apply without the script. A refill of
 a virtual queue moved its offset on disk and never put the URLs in the visit state; they were lost.
 So in a pipeline the script goes as ``EVAL`` with its source, which a restarted server runs as is.
+Called directly, a server that restarted again between the reload and the second ``EVALSHA`` (one
+that exits at each write: a full disk) answers ``NOSCRIPT`` twice; then it too gets the source.
 """
 
 from __future__ import annotations
@@ -27,4 +29,7 @@ class LuaScript:
         """Run on ``client`` (default: the client it was made with); in a pipeline, queue it there."""
         if isinstance(client, redis.client.Pipeline):
             return client.eval(self.source, len(keys), *keys, *args)
-        return self._script(keys=list(keys), args=list(args), client=client)
+        try:
+            return self._script(keys=list(keys), args=list(args), client=client)
+        except redis.exceptions.NoScriptError:
+            return (client or self._script.registered_client).eval(self.source, len(keys), *keys, *args)

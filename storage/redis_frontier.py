@@ -20,8 +20,8 @@ key                  type    content
 ``P shards``         hash    shard → agent that owns it (actors/membership.py; absent: agent0)
 ``P shome``          hash    shard → where its sieve and virtual queues are, with ``agent_dir``:
                              ``store`` or the holder ``agent@host:dir`` (storage/shard_handoff.py)
-``P sckpt``          hash    shard → ``FILES BYTES`` of its last checkpoint in the object store,
-                             with ``agent_dir`` (storage/shard_handoff.py)
+``P sckpt``          hash    shard → its last checkpoint in the object store, with ``agent_dir``:
+                             a JSON object, store key → bytes (storage/shard_handoff.py)
 ``P slog:<shard>``   list    what changed in the shard since that checkpoint (storage/shard_log.py)
 ``P commit:<token>`` string  a commit already applied (10 minutes: retried commits apply once)
 ``V ent:<ip>``       zset    workbench entry of an IP in one view: the agent's idle hosts on that IP
@@ -85,6 +85,7 @@ agents whose hosts live on it — IP politeness holds across agents (BUbiNG's is
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -160,7 +161,7 @@ class RedisFrontier:
             name: LuaScript(client, "".join((LUA_DIR / f"{part}.lua").read_text()
                                             for part in (*FRAGMENTS.get(name, ()), name)))
             for name in ("acquire", "release", "add", "recover", "recover_view", "move", "commit", "borrow",
-                         "lease", "fence", "claim_failing", "orphan_failing")
+                         "lease", "fence", "claim_failing", "orphan_failing", "checkpoint")
         }
         if register:
             self.register()
@@ -495,23 +496,20 @@ class RedisFrontier:
             pipe.llen(self.shard_log_key(shard))
         return dict(zip(shards, pipe.execute(), strict=True))
 
-    def checkpointed(self, shard: int, files: int, size: int, logged: int | None) -> None:
-        """A checkpoint of ``shard`` holding ``files`` files of ``size`` bytes is in the store, with
-        the first ``logged`` entries of its log (None: all; the shard was put away), which go."""
-        with self.r.pipeline(transaction=True) as pipe:
-            pipe.hset(self.key("sckpt"), str(shard), f"{files} {size}")
-            if logged is None:
-                pipe.delete(self.shard_log_key(shard))
-            else:
-                pipe.ltrim(self.shard_log_key(shard), logged, -1)
-            pipe.execute()
+    def checkpointed(self, shard: int, manifest: dict[str, int], logged: int | None, home: str = "") -> bool:
+        """The state of ``shard`` is in the store under ``manifest``'s keys (key → bytes), with the
+        first ``logged`` entries of its log (None: all; the shard was put away), which go; ``home``:
+        its new ``P shome`` value, set at once. False (nothing written) once this view is fenced."""
+        return bool(self._scripts["checkpoint"](args=[
+            self.p, self.v, str(shard), json.dumps(manifest, sort_keys=True, separators=(",", ":")),
+            -1 if logged is None else logged, home]))
 
-    def checkpoints(self, shards: list[int]) -> dict[int, tuple[int, int] | None]:
-        """(files, bytes) of each shard's last checkpoint, or None."""
+    def checkpoints(self, shards: list[int]) -> dict[int, dict[str, int] | None]:
+        """Each shard's last checkpoint (store key → bytes), or None."""
         if not shards:
             return {}
         vals = self.r.hmget(self.key("sckpt"), [str(s) for s in shards])
-        return {s: (tuple(int(x) for x in v.split()) if v else None) for s, v in zip(shards, vals, strict=True)}
+        return {s: (json.loads(v) if v else None) for s, v in zip(shards, vals, strict=True)}
 
     def is_fenced(self, agent: str) -> bool:
         return bool(self.r.exists(self.view_prefix(agent) + "fenced"))

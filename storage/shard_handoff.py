@@ -21,7 +21,7 @@ keys every ``checkpoint_seconds`` (:class:`ShardCheckpoints`: its files, but the
 and everything done to it since is in its log in Redis (storage/shard_log.py). When the holder
 dies (fenced: actors/lease.py), the agent taking the shard brings the checkpoint, applies the
 log's virtual-queue spills here and the sieve's entries in its sieve actor, and has the dead
-holder's last acknowledged state. ``P sckpt`` says what the last checkpoint (or put-away) holds;
+holder's last acknowledged state. ``P sckpt`` names the last checkpoint's (or put-away's) keys;
 the duplicate store comes from the last put-away, if any (older claims only: a duplicate of a page
 claimed since is archived in full, never wrongly marked).
 """
@@ -29,6 +29,7 @@ claimed since is archived in full, never wrongly marked).
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import socket
 import time
@@ -51,6 +52,9 @@ IN_STORE = "store"
 # died or the run stopped short). The same agent on the same directory keeps its copy; anyone else
 # (or it, its directory gone with its node) takes it over from its checkpoint and log.
 ORPHAN = "orphan"
+# A checkpoint's files are uploaded under keys of their own (``sieve/NN/name~ck<ns>``), never over
+# the files of the checkpoint Redis names (``P sckpt``): see :meth:`ShardCheckpoints._one`.
+_CHECKPOINT = re.compile(r"~ck[0-9a-f]+$")
 
 
 def _in_store(home: bytes | None) -> tuple[int, int] | None:
@@ -119,17 +123,28 @@ class ShardHandoff:
         checkpoints = self.f.checkpoints(sorted(dead))
         n = 0
         if from_store:
-            keys = {k: size for part in ("sieve/", "virtualizer/") for k, size in self.store.listing(part).items()
-                    if _shard_key(k)[0] in from_store}
+            listed = {k: size for part in ("sieve/", "virtualizer/") for k, size in self.store.listing(part).items()
+                      if _shard_key(k)[0] in from_store}
+            fetch: dict[str, int] = {}
             for s in sorted(from_store):
-                expected = _in_store(homes[s]) if s not in dead else checkpoints[s]
-                held = [size for k, size in keys.items() if _shard_key(k)[0] == s and (s not in dead or counted(k))]
-                if expected is not None and (len(held), sum(held)) != expected:
-                    files, size = expected
-                    raise UserError(f"shard {s}: the object store {self.store.url} holds {len(held)} of its "
-                                    f"{files} files ({sum(held)} of {size} bytes): its sieve is lost from the store")
-            for key in keys:
+                plain = {k: size for k, size in listed.items() if _shard_key(k)[0] == s and not _CHECKPOINT.search(k)}
+                if s in dead:  # its last checkpoint, exactly, and the duplicate store of its last put-away
+                    manifest = checkpoints[s] or {}
+                    there = [k for k, size in manifest.items() if listed.get(k) == size]
+                    if len(there) != len(manifest):
+                        raise UserError(f"shard {s}: the object store {self.store.url} holds {len(there)} of the "
+                                        f"{len(manifest)} files of its last checkpoint: its sieve is lost from the store")
+                    fetch.update(manifest)
+                    fetch.update({k: size for k, size in plain.items() if not counted(k)})
+                    continue
+                files, size = _in_store(homes[s]) or (0, 0)
+                if (len(plain), sum(plain.values())) != (files, size):
+                    raise UserError(f"shard {s}: the object store {self.store.url} holds {len(plain)} of its "
+                                    f"{files} files ({sum(plain.values())} of {size} bytes): its sieve is lost from the store")
+                fetch.update(plain)
+            for key in fetch:
                 shard, name = _shard_key(key)
+                name = _CHECKPOINT.sub("", name)
                 target = self._local_sieve(shard) / name if key.startswith("sieve/") else layout(self.out).virtualizer / name
                 self.store.get(key, target)
                 n += 1
@@ -172,18 +187,20 @@ class ShardHandoff:
         if unconfirmed:
             raise StoreError(f"the object store {self.store.url} does not list {unconfirmed[0]} at its size "
                              f"after the upload; the shard stays in {self.out}")
-        self.store.delete([k for k in held if k not in files and _shard_key(k)[0] in shards])
         totals = {s: [0, 0] for s in shards}
-        checked = {s: [0, 0] for s in shards}  # what a takeover finds (the duplicate store aside)
+        manifests: dict[int, dict[str, int]] = {s: {} for s in shards}  # what a takeover brings (dedup store aside)
         for key, path in files.items():
-            totals[_shard_key(key)[0]][0] += 1
-            totals[_shard_key(key)[0]][1] += path.stat().st_size
+            shard, size = _shard_key(key)[0], path.stat().st_size
+            totals[shard][0] += 1
+            totals[shard][1] += size
             if counted(key):
-                checked[_shard_key(key)[0]][0] += 1
-                checked[_shard_key(key)[0]][1] += path.stat().st_size
-        self.f.r.hset(self.key, mapping={str(s): f"{IN_STORE} {n} {size}" for s, (n, size) in totals.items()})
-        for s, (n, size) in checked.items():  # the shards' state is whole in the store: their logs go
-            self.f.checkpointed(s, n, size, None)
+                manifests[shard][key] = size
+        for s, (n, size) in totals.items():  # the shards' state is whole in the store: their logs go
+            if not self.f.checkpointed(s, manifests[s], None, home=f"{IN_STORE} {n} {size}"):
+                raise StoreError(f"shard {s} not put away: this agent was declared departed, and the agents "
+                                 "taking its shards over read its last checkpoint")
+        # (only now: until Redis named the new files, the last checkpoint's were the shards' state)
+        self.store.delete([k for k in held if k not in files and _shard_key(k)[0] in shards])
         for s in shards:
             shutil.rmtree(self._local_sieve(s), ignore_errors=True)
         for key, path in files.items():
@@ -196,8 +213,9 @@ class ShardHandoff:
 class ShardCheckpoints:
     """The sieve actor's side of shards outliving their holder: every ``interval`` seconds, each
     owned shard whose log grew is checkpointed — its sieve files and its hosts' virtual queues
-    uploaded (those changed since the last upload), confirmed by the store's listing, older keys of
-    the shard deleted — and the log entries the checkpoint holds are dropped from Redis. Runs
+    uploaded under new keys (those changed since the last upload), confirmed by the store's listing,
+    named in Redis with the log entries it holds dropped (one script, refused once the holder is
+    fenced), and only then the keys it replaced deleted. Runs
     between the sieve actor's calls, so the sieve's files hold still; a virtual queue may grow
     meanwhile (the agent's spills), and then the spill's log entry, kept, is applied on top. A
     store that refuses is tried again at the next interval (the logs grow meanwhile)."""
@@ -205,7 +223,7 @@ class ShardCheckpoints:
     def __init__(self, store: OutStore, frontier: RedisFrontier, out: Path, interval: float) -> None:
         self.store, self.f, self.out, self.interval = store, frontier, Path(out), interval
         self.next = time.monotonic() + interval
-        self.sent: dict[str, tuple[int, int]] = {}  # key → (size, mtime) of its last upload
+        self.sent: dict[str, tuple[int, int, str]] = {}  # key → (size, mtime, store key) of its last upload
 
     def due(self) -> bool:
         return time.monotonic() >= self.next
@@ -227,24 +245,30 @@ class ShardCheckpoints:
         return len(logged)
 
     def _one(self, shard: int, queues: list[Path], logged: int, held: dict[str, int]) -> None:
+        """Upload what changed under new keys, have Redis name the whole set, then delete what it
+        replaced: a holder dying at any point leaves the last checkpoint Redis names whole."""
         files = {k: p for k, p in shard_files(self.out, shard, queues).items()
                  if counted(k) and not k.endswith(".tmp")}
-        sizes = {}
+        suffix = f"~ck{time.time_ns():x}"
+        manifest: dict[str, int] = {}
         for key, path in files.items():
             st = path.stat()
-            if self.sent.get(key) == (st.st_size, st.st_mtime_ns) and held.get(key) == st.st_size:
-                sizes[key] = st.st_size
+            size, mtime, stored = self.sent.get(key, (-1, 0, ""))
+            if (size, mtime) == (st.st_size, st.st_mtime_ns) and held.get(stored) == size:
+                manifest[stored] = size
                 continue
             data = path.read_bytes()  # (a virtual queue may grow meanwhile: what was read is what counts)
-            self.store.put_bytes(data, key)
-            sizes[key] = len(data)
-            self.sent[key] = (len(data), st.st_mtime_ns) if len(data) == st.st_size else (-1, 0)
+            self.store.put_bytes(data, key + suffix)
+            manifest[key + suffix] = len(data)
+            self.sent[key] = ((len(data), st.st_mtime_ns) if len(data) == st.st_size else (-1, 0)) + (key + suffix,)
         listed = {**self.store.listing(f"sieve/{shard:02d}/"), **self.store.listing(f"virtualizer/{shard:02d}/")}
-        wrong = [k for k, size in sizes.items() if listed.get(k) != size]
+        wrong = [k for k, size in manifest.items() if listed.get(k) != size]
         if wrong:
             raise StoreError(f"the object store {self.store.url} does not list {wrong[0]} at its size after the upload")
-        self.store.delete([k for k in listed if k not in sizes and counted(k)])
-        self.f.checkpointed(shard, len(sizes), sum(sizes.values()), logged)
+        if not self.f.checkpointed(shard, manifest, logged):
+            log.warning("shard %d: checkpoint not recorded: this agent was declared departed", shard)
+            return
+        self.store.delete([k for k in listed if k not in manifest and counted(k)])
 
 
 def virtual_queues(frontier: RedisFrontier, out: Path, shards: set[int]) -> dict[int, list[Path]]:
@@ -289,7 +313,8 @@ def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
     held: dict[int, list[int]] = {}
     for part in ("sieve/", "virtualizer/"):
         for k, size in store.listing(part).items():
-            held.setdefault(_shard_key(k)[0], []).append(size)
+            if not _CHECKPOINT.search(k):  # (a checkpoint's files are not the put-away's)
+                held.setdefault(_shard_key(k)[0], []).append(size)
     return [f"shard {s}: {len(held.get(s, []))} of its {files} files ({sum(held.get(s, []))} of {size} bytes)"
             for s, (files, size) in sorted(homes.items()) if (len(held.get(s, [])), sum(held.get(s, []))) != (files, size)]
 

@@ -204,3 +204,46 @@ def test_embedded_redis_waits_while_a_large_aof_loads(tmp_path: Path, caplog) ->
         assert redis_py.Redis.from_url(slow.url).dbsize() == 30_000
     finally:
         slow.stop()
+
+
+def test_a_full_disk_under_the_embedded_redis_is_a_refusal_not_a_restart_loop(tmp_path: Path) -> None:
+    """Under ``appendfsync always`` Valkey exits when the disk refuses an AOF write (it cannot
+    answer it). The supervisor restarts it once, so that the next write is refused with MISCONF
+    (the crawl's one-line stop, core/stops.py) instead of an exit at every write, and a script
+    call sees that refusal, not NOSCRIPT from one restart too many. Nothing it answered under
+    ``always`` is lost (one write answered after the restart may be: the disk still full, it is
+    not on disk, which a resume's consistency check reports, docs/crawling.md)."""
+    from raycrawl.redis_server import EmbeddedRedis, connect
+    from raycrawl.stops import storage_failure
+    from raycrawl.storage.redis_frontier import RedisFrontier
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)], capture_output=True, text=True)
+    if mount.returncode != 0:  # a real full disk is the point: no stand-in
+        pytest.fail(f"this test mounts a tmpfs (needs root): {mount.stderr.strip()}")
+    server = EmbeddedRedis(disk / "redis", supervise=True)
+    try:
+        server.start()
+        f = RedisFrontier(connect(server.url, wait=30), "t:", view="agent0")
+        answered: list[str] = []
+        with pytest.raises(redis.RedisError) as failed:
+            for i in range(10_000):
+                f.add([(f"h{i}.test", "127.0.0.2", ["/" + "x" * 2000])])  # a script, as the crawl writes
+                if not server.restarts:
+                    answered.append(f"h{i}.test")
+        stop = storage_failure(failed.value)
+        assert stop is not None and "MISCONF" in str(stop), repr(failed.value)
+        assert server.aof_failed and server.proc is not None and server.proc.poll() is None
+        f.r.close()
+    finally:
+        server.stop()
+        subprocess.run(["mount", "-o", "remount,size=50m", str(disk)], check=True)
+    again = EmbeddedRedis(disk / "redis").start()  # (appendfsync always again)
+    try:
+        f = RedisFrontier(connect(again.url), "t:", view="agent0")
+        assert answered and all(f.r.exists(f.k.visit_state(h)) for h in answered)
+        assert f.r.config_get("appendfsync") == {"appendfsync": "always"}
+    finally:
+        again.stop()
+        subprocess.run(["umount", str(disk)], check=False)

@@ -16,7 +16,7 @@ from raycrawl.storage import shard_log
 from raycrawl.storage.crawl_dir import virtual_queue
 from raycrawl.storage.out_store import OutStore
 from raycrawl.storage.redis_frontier import RedisFrontier
-from raycrawl.storage.shard_handoff import ShardHandoff, missing_from_store, orphan_holders
+from raycrawl.storage.shard_handoff import ShardCheckpoints, ShardHandoff, missing_from_store, orphan_holders
 
 
 @pytest.fixture
@@ -162,4 +162,49 @@ def test_a_resumed_crawl_takes_the_last_runs_shards_over(s3, redis_url, tmp_path
     s3.client().delete_object(Bucket=BUCKET, Key="crawl/sieve/08/queue-0")
     (missing,) = missing_from_store(f, store)
     assert missing.startswith("shard 8: 0 of its 1 files"), missing
+    client.close()
+
+
+def test_a_checkpoint_cut_short_leaves_the_last_one_whole(s3, redis_url, tmp_path) -> None:
+    """A holder's checkpoints go under new keys, which Redis names in one step: a holder that dies
+    after its uploads but before Redis named them (here fenced meanwhile, so the naming is refused)
+    leaves the checkpoint before it whole, not a mix of two, and deletes nothing."""
+    client = connect(redis_url)
+    store = OutStore(f"s3://{BUCKET}/crawl")
+    f = RedisFrontier(client, "rc:", view="agent0", register=False)
+    a = ShardHandoff(store, f, tmp_path / "agent0", f"agent0@here:{tmp_path / 'agent0'}")
+    a.bring([3])
+    sieve3 = a.out / "sieve" / "03"
+
+    def state(queue: bytes, fps: bytes, url: str) -> None:
+        (sieve3 / "queue-0").write_bytes(queue)
+        if not (sieve3 / "fps").exists() or (sieve3 / "fps").read_bytes() != fps:  # (untouched otherwise)
+            (sieve3 / "fps").write_bytes(fps)
+        f.log_shards({3: [shard_log.enqueued([url], [0])]})
+
+    def stored() -> dict[str, bytes]:
+        return {k: v for k, v in s3.objects("crawl").items() if k.startswith("sieve/03/")}
+
+    checkpoints = ShardCheckpoints(store, f, a.out, interval=0)
+    state(b"http://x/1\n", b"A", "http://x/1")
+    assert checkpoints.run([3]) == 1 and client.llen("rc:slog:3") == 0
+    first = stored()
+    assert sorted(k.split("~")[0] for k in first) == ["sieve/03/fps", "sieve/03/queue-0"]
+    # the next one uploads what changed, under a key of its own; what it replaced goes after
+    state(b"http://x/1\nhttp://x/2\n", b"A", "http://x/2")
+    assert checkpoints.run([3]) == 1
+    second = stored()
+    assert len(second) == 2 and [k for k in second if k.startswith("sieve/03/fps")] == \
+        [k for k in first if k.startswith("sieve/03/fps")]
+    assert set(second.values()) == {b"A", b"http://x/1\nhttp://x/2\n"}
+    # the third's uploads land, but its holder was declared departed before Redis named them
+    state(b"http://x/1\nhttp://x/2\nhttp://x/3\n", b"AB", "http://x/3")
+    client.set("rc:v:agent0:fenced", "1")
+    checkpoints.run([3])
+    assert len(stored()) == 4 and set(second.items()) <= set(stored().items())
+    # the agent taking it over brings exactly the second checkpoint, and the log since
+    c = _agent(store, client, tmp_path, "agent2")
+    assert c.bring([3]).taken_over == [3]
+    assert _files(c.out / "sieve" / "03") == {"fps": b"A", "queue-0": b"http://x/1\nhttp://x/2\n"}
+    assert [e.urls for e in shard_log.parse(f.shard_logs([3])[3])] == [["http://x/3"]]
     client.close()
