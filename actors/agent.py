@@ -281,6 +281,8 @@ class Agent:
         self.resumed.clear()
         self.paused.clear()
         self.pause_requested.clear()
+        if self.stop_requested.is_set():  # (the crawl stops while this agent was paused)
+            return
         self.committer.retry_deferred()
         self.crew.start_fetchers(self._take_share(self.next_budget if self.s.max_pages else None))
 

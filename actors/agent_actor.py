@@ -81,6 +81,12 @@ def actor_class():
         def resume(self, shards: dict[int, str], budget: int | None) -> None:
             self.agent.resume(shards, budget)
 
+        def stop(self) -> None:
+            """End its loop at the next batch boundary, paused or not (the crawl stops: another
+            agent failed, or the driver did)."""
+            self.agent.stop_requested.set()
+            self.agent.resumed.set()
+
         def leave(self, shards: dict[int, str]) -> None:
             """Paused, its shards given away: end its loop (with the new map it owns nothing, so
             close() puts nothing more away)."""

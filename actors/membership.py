@@ -58,6 +58,7 @@ FENCE_PATIENCE = 6 * LEASE_TTL
 # TTL + this, where Ray's missed heartbeats took 60-70 s (measured, tests/netns_cluster.py). Its
 # fetch actors stopped at the lapse; a TTL more covers one restarting (Ray restarts it in seconds).
 LEASE_SILENCE = LEASE_TTL
+STOP_WAIT = 60  # seconds for running agents to end their loops when the crawl stops
 
 
 @dataclass
@@ -373,6 +374,13 @@ class Membership:
         a store that refused their shards or files, which stay in their directories)."""
         import ray
 
+        # Agents still running (the crawl stops because one failed, or the driver did) end their
+        # loops first: closing an agent ends its sieve, which its own loop and the others' still ask.
+        running = [m.run for name, m in self.live.items() if name not in self.results and m.run is not None]
+        if running:
+            for name in self.live:
+                self.live[name].actor.stop.remote()
+            ray.wait(running, num_returns=len(running), timeout=STOP_WAIT)
         refs = {name: m.actor.close.remote() for name, m in self.live.items()}
         said = []
         for name, ref in refs.items():

@@ -2,7 +2,7 @@
 in network namespaces of their own, Ray started with ``ray start`` as ray_cluster.yaml starts VMs,
 the crawl submitted with ``ray job submit``, Redis with a password, S3 through moto's server, each
 agent on its own disk (``--agent-dir``). One agent node drains and leaves (a spot VM's preemption
-notice), then one is lost (SIGKILL to every process of it, its cable cut, its disk deleted): each
+notice) and a new one joins, then one is lost (SIGKILL to every process of it, its cable cut, its disk deleted): each
 time the crawl goes on to the end with no one's help, with the one-agent crawl's pages, 0 host, IP
 and robots.txt violations, every page websim served in a WARC file in the store, and nothing
 fetched twice but what Redis held in flight at the loss (nothing at all for a drained node)."""
@@ -49,13 +49,13 @@ def politeness(config) -> list[str]:
 
 
 def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int = 100, resume: bool = False,
-                     ok: bool = True) -> dict:
+                     ok: bool = True, join: bool = False, extra: tuple[str, ...] = ()) -> dict:
     """Submit the cloud recipe's crawl; once it has committed ``after`` pages, freeze Redis's
     writes, note what it holds in flight, then ``drain`` an agent's node, ``lose`` one, or
-    ``lose-all``, thaw. Returns what the test checks."""
+    ``lose-all``, thaw; ``join``: then a new agent node joins. Returns what the test checks."""
     web.flush_log()
     n0 = len(web.requests())
-    args = [*m.crawl_args(web, name), *politeness(config), "--ship-seconds", "1", "--checkpoint-seconds", "3"]
+    args = [*m.crawl_args(web, name), *politeness(config), "--ship-seconds", "1", "--checkpoint-seconds", "3", *extra]
     log = m.base / f"{name}{'-resumed' if resume else ''}.log"
     r = m.redis_client()
     if not resume:
@@ -82,11 +82,16 @@ def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int
                         lost.lose(cut=fault != "lose-all")
             finally:
                 r.execute_command("CLIENT", "UNPAUSE")
+            if join:
+                joined_at = int(r.hget("rc:stats", "pages") or 0)
+                m.add_agent()
     text = log.read_text(errors="replace")
     assert (job.returncode == 0 and "succeeded" in text) == ok, text[-4000:]
     assert hit is not None or not fault, "the crawl ended before the fault"
     web.flush_log()
     out = m.head.dir / name
+    if join:
+        assert int(r.hget("rc:stats", "pages") or 0) > joined_at, "the crawl ended before the join"
     return {"requests": web.requests()[n0:], "inflight": inflight, "log": text, "out": out,
             "report": json.loads((out / "report.json").read_text()) if ok else None}
 
@@ -99,18 +104,23 @@ def stored_everything(m: Machines, web, requests, name: str, work) -> None:
     assert served and served <= in_store, sorted(served - in_store)[:5]
 
 
-def test_a_drained_node_leaves_and_nothing_is_fetched_twice(machines, tmp_path) -> None:
+def test_a_drained_node_leaves_then_a_new_one_joins_and_nothing_is_fetched_twice(machines, tmp_path) -> None:
     """A spot VM's preemption notice (``ray drain-node``, then SIGTERM to every process of the
-    node): its agent leaves before its node goes, and nothing of it is fetched again."""
+    node): its agent leaves before its node goes, and nothing of it is fetched again. Then a new
+    agent node joins (``ray start``) mid-crawl and takes shards through the store: it fetches, and
+    still nothing is fetched twice. (IP delay 0.3 s: the 4-IP web lasts past the join, ~30 s.)"""
     m, web, one, config = machines
-    got = crawl_with_fault(m, web, config, "drained", "drain")
+    got = crawl_with_fault(m, web, config, "drained", "drain", after=40, join=True, extra=("--ip-delay", "0.3"))
     rep = check_against_baseline(one, got["out"], got["requests"], web.manifest, may_refetch=set())
-    (event,) = rep["membership"]
-    assert event["drained"] == event["left"] and len(event["left"]) == 1 and event["joined"] == [], event
-    assert sorted(a["stopped"] for a in rep["agents"]) == ["frontier empty", "left"], rep["agents"]
+    drained, joined = rep["membership"]
+    assert drained["drained"] == drained["left"] and len(drained["left"]) == 1 and drained["joined"] == [], drained
+    assert len(joined["joined"]) == 1 and joined["left"] == [] and joined["hosts_moved"] > 0, joined
+    stopped = {a["agent"]: a for a in rep["agents"]}
+    assert stopped[drained["left"][0]]["stopped"] == "left", rep["agents"]
+    assert stopped[joined["joined"][0]]["pages"] > 0, rep["agents"]
     stored_everything(m, web, got["requests"], "drained", tmp_path / "warcs")
     assert "Traceback" not in got["log"], got["log"][-3000:]
-    m.add_agent()  # (its machine is gone: the next test has two agent nodes again)
+    assert len(m.agents()) == 2  # (the next test's two agent nodes)
 
 
 def test_a_lost_node_is_taken_over(machines, tmp_path) -> None:
