@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -43,7 +44,18 @@ from raycrawl.text import page_text
 
 log = logging.getLogger(__name__)
 
-SHIP_PATIENCE = 60.0  # seconds a forced ship waits for the object store before going on without it
+
+
+def _store_wait() -> float:
+    """Seconds a forced ship waits for the object store before the agent stops without it:
+    ``RAYCRAWL_STORE_WAIT`` (forwarded to a joined cluster's actors: core/ray_start.py), else 60."""
+    try:
+        return max(1.0, float(os.environ.get("RAYCRAWL_STORE_WAIT", "60")))
+    except ValueError:
+        return 60.0
+
+
+SHIP_PATIENCE = _store_wait()
 
 
 @dataclass

@@ -28,7 +28,7 @@ TASK_EVENTS_IN_GCS = 10_000
 
 # What the crawl's actors read from their environment: forwarded to a joined cluster's workers.
 # Never a secret here (a job's runtime_env shows in the dashboard and the GCS).
-FORWARDED_ENV = ("RAYCRAWL_REDIS_WAIT", "RAYCRAWL_LOG_LEVEL", "RAYCRAWL_MALLOC_TRIM", "RAYCRAWL_HEAP_DIR",
+FORWARDED_ENV = ("RAYCRAWL_REDIS_WAIT", "RAYCRAWL_STORE_WAIT", "RAYCRAWL_LOG_LEVEL", "RAYCRAWL_MALLOC_TRIM", "RAYCRAWL_HEAP_DIR",
                  "RAYCRAWL_HEAP_EVERY")
 
 

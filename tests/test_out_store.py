@@ -159,8 +159,9 @@ def _crawl_while_the_store_goes_away(web, s3: MotoS3, args: list[str], env: dict
     """``raycrawl crawl ARGS``, the S3 server killed once websim has answered 10 requests: the crawl
     must stop with one line (exit 2, no traceback) naming the store and --resume. The server is then
     started again, empty (moto keeps objects in memory)."""
+    # (the agents wait 10 s for the store at the end, not the default minute: RAYCRAWL_STORE_WAIT)
     proc = subprocess.Popen([sys.executable, "-m", "raycrawl", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, env={**env, "RAY_AUTH_MODE": "disabled"})
+                            text=True, cwd=ROOT, env={**env, "RAY_AUTH_MODE": "disabled", "RAYCRAWL_STORE_WAIT": "10"})
     deadline = time.time() + 120
     while len(web.requests()) < 10 and time.time() < deadline:
         time.sleep(0.1)
