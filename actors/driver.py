@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from raycrawl.actors.agent import Agent
 from raycrawl.actors.heartbeat import Heartbeat
 from raycrawl.atomic import replace_bytes
 from raycrawl.errors import UserError
@@ -161,25 +162,11 @@ def _write_timeline(out: Path) -> None:
         log.warning("crawl-timeline.png not written (%s)", exc)
 
 
-def warm_imports() -> threading.Thread:
-    """Import Ray and the agent's modules on a thread (~1 s of CPU) while the command parses its
-    arguments, takes the directory's lock and starts Redis, which mostly wait: run_crawl finds them
-    imported (benchmarks/startup.py)."""
-
-    def imports() -> None:
-        with contextlib.suppress(Exception):  # (the main thread's own import then says what is wrong)
-            import ray  # noqa: F401
-
-            import raycrawl.actors.agent  # noqa: F401
-
-    thread = threading.Thread(target=imports, name="warm-imports", daemon=True)
-    thread.start()
-    return thread
-
-
 def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run a whole crawl: Redis (embedded under ``out/redis`` unless ``redis_url``), Ray (local unless
     ``address``), the agent. Returns the report (also written to ``out/report.json``)."""
+    import ray
+
     from raycrawl.credentials import scrub
     from raycrawl.ray_start import dashboard_url, start_ray
     from raycrawl.redis_server import redis_url_for
@@ -219,11 +206,6 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 store.put(out / FILE, FILE)
         # `raycrawl status` tells from this heartbeat that the crawl runs (its state may outlive it
         # in an external Redis: actors/heartbeat.py); only now, as a refused --resume writes nothing.
-        # (Ray and the agent's modules are imported by then, in the background: see warm_imports)
-        import ray
-
-        from raycrawl.actors.agent import Agent
-
         heartbeat, started_ray = Heartbeat(url, settings.redis_prefix, "driver").start(), False
         try:
             started_ray = start_ray(settings.address, log_to_driver=True, dashboard=settings.dashboard)

@@ -117,10 +117,8 @@ def settings_from_args(args: argparse.Namespace):
 def handle(args: argparse.Namespace) -> int:
     import json
 
-    from raycrawl.actors.driver import run_crawl, warm_imports
-
-    warm_imports()
     from raycrawl import heap_watch, malloc_trim
+    from raycrawl.actors.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.report import format_report
 
