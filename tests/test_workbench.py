@@ -211,6 +211,26 @@ def test_recover_view_requeues_only_that_agents_in_flight(client) -> None:
     assert a0.acquire(1e9, 10)[0] == []  # a0's host is still in flight: not handed out again
 
 
+def test_recover_view_frees_a_host_committed_but_not_released(client) -> None:
+    """The agent commits a visit's outcome (its in-flight entry goes) while its fetch actor releases
+    the host at its next round: an agent whose node died in between left the host, and its IP,
+    busy with nothing in flight. recover_view frees and delays them (a crawl once never ended on
+    it: benchmarks/machines.py, a node lost late), and leaves another agent's busy host alone."""
+    pol = Politeness(host_delay=2.0, ip_delay=0.5)
+    a0, a1 = Workbench(client, "t:", pol, view="a0"), Workbench(client, "t:", pol, view="a1")
+    a0.add_urls(["http://x.test/1"], {"x.test": "127.0.0.2"})
+    a1.add_urls(["http://y.test/1", "http://y.test/2"], {"y.test": "127.0.0.3"})
+    assert len(a0.acquire(100.0, 10)[0]) == 1
+    (y,), _ = a1.acquire(100.0, 10)
+    a1.frontier.commit([inflight_key(y[0], y[2])], {"pages": 1})  # committed; the release never came
+    assert client.hkeys("t:inflight") == [b"x.test /1"] and client.hexists("t:hbusy", "y.test")
+    assert a1.recover_view(100.5) == 0  # nothing was in flight...
+    assert client.hkeys("t:hbusy") == [b"x.test"] and client.smembers("t:ibusy") == {b"127.0.0.2"}  # ...y.test freed
+    assert a1.acquire(100.5 + pol.host_delay - 0.01, 10)[0] == []  # a full delay from the recovery
+    got, _ = a1.acquire(100.5 + pol.host_delay, 10)
+    assert [url_of(h, p) for h, _, p in got] == ["http://y.test/2"]
+
+
 def test_borrow_is_polite_released_like_an_acquire_and_freed_by_recover_view(client) -> None:
     """A robots.txt redirect hop to another host borrows it (storage/lua/borrow.lua): only when the
     host and its IP are due, never twice at once; a release moves its next fetch; and if the

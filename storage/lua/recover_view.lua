@@ -2,7 +2,8 @@
 -- fetchers were stopped and their results committed first, so every in-flight URL of hosts owned
 -- by this view belongs to the dead ones). Put those URLs back at the front of their visit states,
 -- free their hosts and IPs, and delay both a full delay from now (the requests may have reached the
--- servers; they ended at the latest when the processes died, before now).
+-- servers; they ended at the latest when the processes died, before now). Hosts of the view still
+-- busy with nothing in flight (committed, not yet released) are freed and delayed the same way.
 -- ARGV: prefix P, view V, now, host_delay, ip_delay (delay_host_and_ip: _delay.lua).  Returns the number of URLs put back.
 local P, V = ARGV[1], ARGV[2]
 local now, host_delay, ip_delay = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -47,6 +48,25 @@ for i = 1, #borrowed, 2 do
       end
       freed[ip] = true
     end
+  end
+end
+-- hosts of this view still marked busy with nothing in flight: a visit whose outcome the agent
+-- committed (the commit drops the in-flight entry) but whose host the dead fetch actor had not yet
+-- released (the fetch loop releases at its next round, apart from the commit). Nobody else would
+-- ever free them, and their IP would stay busy for every agent (a crawl that never ended).
+local busy = redis.call('HGETALL', P .. 'hbusy')
+for i = 1, #busy, 2 do
+  local host, ip = busy[i], busy[i + 1]
+  local borrower = redis.call('HGET', P .. 'borrowed', host)
+  if redis.call('HGET', P .. 'howner', host) == V and (not borrower or borrower == V) then
+    redis.call('HDEL', P .. 'hbusy', host)
+    redis.call('SREM', P .. 'ibusy', ip)
+    delay_host_and_ip(P, host, ip, now, host_delay, ip_delay)
+    if redis.call('LLEN', P .. 'vs:' .. host) > 0 then
+      redis.call('SADD', V .. 'active', host)
+      redis.call('ZADD', V .. 'ent:' .. ip, tonumber(redis.call('HGET', P .. 'hnext', host)), host)
+    end
+    freed[ip] = true
   end
 end
 for ip, _ in pairs(freed) do
