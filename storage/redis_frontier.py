@@ -502,7 +502,7 @@ class RedisFrontier:
         its new ``P shome`` value, set at once. False (nothing written) once this view is fenced."""
         return bool(self._scripts["checkpoint"](args=[
             self.p, self.v, str(shard), json.dumps(manifest, sort_keys=True, separators=(",", ":")),
-            -1 if logged is None else logged, home]))
+            -1 if logged is None else logged, home, self.shard_log_key(shard)]))
 
     def checkpoints(self, shards: list[int]) -> dict[int, dict[str, int] | None]:
         """Each shard's last checkpoint (store key → bytes), or None."""
