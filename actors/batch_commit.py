@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -34,7 +35,6 @@ from raycrawl.actors.visit_batch import decide, exact_duplicates
 from raycrawl.actors.visit_stage import Findings, Outcome, Stages
 from raycrawl.errors import CrawlStop
 from raycrawl.exchange import FetchResult, VisitKind
-from raycrawl.ray_start import env_seconds
 from raycrawl.sitemaps import is_sitemap
 from raycrawl.storage.crawl_pages import is_page
 from raycrawl.storage.link_records import LinkRecord
@@ -45,9 +45,17 @@ from raycrawl.text import page_text
 log = logging.getLogger(__name__)
 
 
-# Seconds a forced ship waits for the object store before the agent stops without it:
-# ``RAYCRAWL_STORE_WAIT`` (forwarded to a joined cluster's actors: core/ray_start.py), else 60.
-SHIP_PATIENCE = env_seconds("RAYCRAWL_STORE_WAIT", 60.0, least=1.0)
+
+def _store_wait() -> float:
+    """Seconds a forced ship waits for the object store before the agent stops without it:
+    ``RAYCRAWL_STORE_WAIT`` (forwarded to a joined cluster's actors: core/ray_start.py), else 60."""
+    try:
+        return max(1.0, float(os.environ.get("RAYCRAWL_STORE_WAIT", "60")))
+    except ValueError:
+        return 60.0
+
+
+SHIP_PATIENCE = _store_wait()
 
 
 @dataclass

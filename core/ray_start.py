@@ -32,15 +32,6 @@ FORWARDED_ENV = ("RAYCRAWL_REDIS_WAIT", "RAYCRAWL_STORE_WAIT", "RAYCRAWL_LOG_LEV
                  "RAYCRAWL_HEAP_EVERY")
 
 
-def env_seconds(name: str, default: float, least: float = 0.0) -> float:
-    """Seconds from the environment variable ``name`` (one of FORWARDED_ENV, read by actors too),
-    at least ``least``; ``default`` when unset or not a number."""
-    try:
-        return max(least, float(os.environ.get(name, default)))
-    except ValueError:
-        return default
-
-
 GCS_GONE = 5  # seconds a local crawl waits for its own GCS to answer again
 
 

@@ -27,7 +27,6 @@ from redis.retry import Retry
 
 from raycrawl.credentials import remember, scrub, url_password, with_password
 from raycrawl.errors import UserError
-from raycrawl.ray_start import env_seconds
 
 log = logging.getLogger(__name__)
 
@@ -357,10 +356,17 @@ def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False
         yield server.url
 
 
-# How long a crawl waits for its Redis to come back (a restart, an AOF reload) before it stops:
-# ``RAYCRAWL_REDIS_WAIT`` seconds (inherited by a local cluster's actors, forwarded to a joined
-# cluster's: core/ray_start.py), else 300.
-REDIS_WAIT = env_seconds("RAYCRAWL_REDIS_WAIT", 300.0)
+def _redis_wait() -> float:
+    """How long a crawl waits for its Redis to come back (a restart, an AOF reload) before it
+    stops: ``RAYCRAWL_REDIS_WAIT`` seconds (inherited by a local cluster's actors, forwarded to a joined
+    cluster's: core/ray_start.py), else 300."""
+    try:
+        return max(0.0, float(os.environ.get("RAYCRAWL_REDIS_WAIT", "300")))
+    except ValueError:
+        return 300.0
+
+
+REDIS_WAIT = _redis_wait()
 
 
 class RedisLost(redis.ConnectionError):
