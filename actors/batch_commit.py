@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from raycrawl.actors.link_router import LinkRouter
 from raycrawl.actors.store_writer import Stored
 from raycrawl.actors.visit_batch import decide, exact_duplicates
 from raycrawl.actors.visit_stage import Findings, Outcome, Stages
+from raycrawl.env import env_seconds
 from raycrawl.errors import CrawlStop
 from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.sitemaps import is_sitemap
@@ -44,18 +44,8 @@ from raycrawl.text import page_text
 
 log = logging.getLogger(__name__)
 
-
-
-def _store_wait() -> float:
-    """Seconds a forced ship waits for the object store before the agent stops without it:
-    ``RAYCRAWL_STORE_WAIT`` (forwarded to a joined cluster's actors: core/ray_start.py), else 60."""
-    try:
-        return max(1.0, float(os.environ.get("RAYCRAWL_STORE_WAIT", "60")))
-    except ValueError:
-        return 60.0
-
-
-SHIP_PATIENCE = _store_wait()
+# Seconds a forced ship waits for the object store before the agent stops without it.
+SHIP_PATIENCE = env_seconds("RAYCRAWL_STORE_WAIT", 60.0, floor=1.0)
 
 
 @dataclass

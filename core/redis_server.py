@@ -26,6 +26,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from raycrawl.credentials import remember, scrub, url_password, with_password
+from raycrawl.env import env_seconds
 from raycrawl.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -356,17 +357,8 @@ def redis_url_for(url: str | None, data_dir: str | Path, supervise: bool = False
         yield server.url
 
 
-def _redis_wait() -> float:
-    """How long a crawl waits for its Redis to come back (a restart, an AOF reload) before it
-    stops: ``RAYCRAWL_REDIS_WAIT`` seconds (inherited by a local cluster's actors, forwarded to a joined
-    cluster's: core/ray_start.py), else 300."""
-    try:
-        return max(0.0, float(os.environ.get("RAYCRAWL_REDIS_WAIT", "300")))
-    except ValueError:
-        return 300.0
-
-
-REDIS_WAIT = _redis_wait()
+# How long a crawl waits for its Redis to come back (a restart, an AOF reload) before it stops.
+REDIS_WAIT = env_seconds("RAYCRAWL_REDIS_WAIT", 300.0, floor=0.0)
 
 
 class RedisLost(redis.ConnectionError):

@@ -509,7 +509,7 @@ class RedisFrontier:
         if not shards:
             return {}
         vals = self.r.hmget(self.key("sckpt"), [str(s) for s in shards])
-        return {s: (json.loads(v) if v else None) for s, v in zip(shards, vals, strict=True)}
+        return {s: _manifest(s, v) for s, v in zip(shards, vals, strict=True)}
 
     def is_fenced(self, agent: str) -> bool:
         return bool(self.r.exists(self.view_prefix(agent) + "fenced"))
@@ -605,3 +605,18 @@ class RedisFrontier:
             if cursor == 0:
                 break
         self.register()
+
+
+def _manifest(shard: int, value: bytes | None) -> dict[str, int] | None:
+    """A ``P sckpt`` value; a crawl begun before checkpoints were named by manifest holds
+    "FILES BYTES" there, which cannot say which store keys are the shard's."""
+    if not value:
+        return None
+    try:
+        manifest = json.loads(value)
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise UserError(f"shard {shard}'s checkpoint record in Redis ({value[:40]!r}) is not a list of store keys:"
+                        " this crawl was begun by an older raycrawl; finish it with that version, or start anew")
+    return manifest

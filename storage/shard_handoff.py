@@ -88,6 +88,15 @@ class ShardHandoff:
     def _virtual_queues(self, shards: set[int]) -> dict[int, list[Path]]:
         return virtual_queues(self.f, self.out, shards)
 
+    def _fenced(self, shards: set[int]) -> bool:
+        """A holder declared departed puts nothing away: the agents that took its shards over hold
+        them, from its last checkpoint and log. Its directory is left as it is."""
+        if not self.f.is_fenced(self.holder.partition("@")[0]):
+            return False
+        log.warning("shards %s not put away: this agent was declared departed, and the agents that took them "
+                    "over read its last checkpoint and log", sorted(shards))
+        return True
+
     def bring(self, shards: Iterable[int]) -> Brought:
         """Make this agent's directory hold the latest state of ``shards``: what was downloaded, and
         the shards taken over from a dead holder, whose sieve logs the caller's sieve actor must
@@ -177,6 +186,8 @@ class ShardHandoff:
         shards = set(shards)
         if not shards:
             return 0
+        if self._fenced(shards):
+            return 0
         files: dict[str, Path] = {}
         for s, queues in self._virtual_queues(shards).items():
             files.update(shard_files(self.out, s, queues))
@@ -197,8 +208,8 @@ class ShardHandoff:
                 manifests[shard][key] = size
         for s, (n, size) in totals.items():  # the shards' state is whole in the store: their logs go
             if not self.f.checkpointed(s, manifests[s], None, home=f"{IN_STORE} {n} {size}"):
-                raise StoreError(f"shard {s} not put away: this agent was declared departed, and the agents "
-                                 "taking its shards over read its last checkpoint")
+                self._fenced(shards)  # (declared departed during the upload: refused, and said so)
+                return 0
         # (only now: until Redis named the new files, the last checkpoint's were the shards' state)
         self.store.delete([k for k in held if k not in files and _shard_key(k)[0] in shards])
         for s in shards:
@@ -306,6 +317,7 @@ def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
     """What the store lacks of the shards put away (checked before a ``--resume``, whatever node is
     gone): each must be there at the count and bytes its put-away confirmed. (A shard an agent still
     held is checked when it is brought: its holder's directory may have it.)"""
+    f.checkpoints(sorted(int(s) for s in f.r.hkeys(f.key("sckpt"))))  # (refuses records it cannot read)
     homes = {int(s): _in_store(h) for s, h in f.r.hgetall(f.key("shome")).items()}
     homes = {s: expected for s, expected in homes.items() if expected is not None}
     if not homes:

@@ -86,6 +86,10 @@ def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path)
     assert got.taken_over == [5] and got.files == 3
     assert _files(c.out / "sieve" / "05") == before
     assert virtual_queue(c.out / "virtualizer", host).read_bytes() == b"/a\n/b\n/c\n"
+    # the departed holder, closing late, puts nothing away over its successor's state, and says so
+    stored = s3.objects("crawl")
+    assert b.put_away([5]) == 0
+    assert s3.objects("crawl") == stored and (b.out / "sieve" / "05").is_dir()
     client.delete("rc:v:agent1:fenced")
     client.hset("rc:shome", "5", b.holder)
     # the holder itself, restarted on the same directory (a --resume), keeps its newer local copy
@@ -162,6 +166,10 @@ def test_a_resumed_crawl_takes_the_last_runs_shards_over(s3, redis_url, tmp_path
     s3.client().delete_object(Bucket=BUCKET, Key="crawl/sieve/08/queue-0")
     (missing,) = missing_from_store(f, store)
     assert missing.startswith("shard 8: 0 of its 1 files"), missing
+    # a checkpoint record of an older raycrawl ("FILES BYTES", no keys): refused in one line, not read
+    client.hset("rc:sckpt", "9", "3 1024")
+    with pytest.raises(UserError, match="shard 9's checkpoint record .* older raycrawl"):
+        missing_from_store(f, store)
     client.close()
 
 
