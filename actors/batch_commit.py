@@ -40,7 +40,6 @@ from raycrawl.storage.crawl_pages import is_page
 from raycrawl.storage.link_records import LinkRecord
 from raycrawl.storage.redis_frontier import RedisFrontier
 from raycrawl.storage.warc import sha1_b32, warc_date
-from raycrawl.text import page_text
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +111,9 @@ class BatchCommitter:
                     and (stages.parses(o.fr) or is_sitemap(o.fr.ctype, o.fr.body))]
         parsing = None
         if to_parse and stages.sketch is not None:  # the near-duplicate sketches too, off the agent's cycle
-            parsing = crew.parser.parse_and_sketch.remote(to_parse, *stages.sketch)
+            parsing = crew.worker.parse_and_sketch.remote(to_parse, *stages.sketch)
         elif to_parse:
-            parsing = crew.parser.parse_batch.remote(to_parse)
+            parsing = crew.worker.parse_batch.remote(to_parse)
         self.finish()
         found = Findings(parsed_urls=[fr.url for fr in to_parse])
         results = []
@@ -136,16 +135,11 @@ class BatchCommitter:
         stages.find(found)
         decision = decide(outcomes, found, stages)
         stages.settle()
-        refs = [crew.store.write_batch.remote(decision.items)]
-        if crew.summary_writer is not None:
-            # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py), spilled
-            # before the commit, as the parser's visible text (raycrawl.text.page_text): the writer
-            # does not parse the HTML again, and the bodies do not travel to it.
-            texts = [(o.fr.url, parsed[o.fr.url].text if o.fr.url in parsed else page_text(o.fr.body, o.fr.charset))
-                     for o in pages
-                     if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated, o.fr.url in found.dup_of)]
-            if texts:
-                refs.append(crew.summary_writer.spill.remote(texts))
+        # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py) have their
+        # summaries spilled with the write, from the texts the worker's parser kept.
+        summarise = [o.fr.url for o in pages if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated,
+                                                         o.fr.url in found.dup_of)] if crew.summaries else None
+        refs = [crew.worker.write_batch.remote(decision.items, summarise)]
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
         delivered = self.router.deliver(crew.sieve, decision.follow, decision.levels)
         self.written = Written(refs, [o.key for o in outcomes], decision.counters, decision.follow, decision.levels,
@@ -200,7 +194,7 @@ class BatchCommitter:
             return
         if self.stalled:  # (it did not answer before: a last short try)
             timeout = 5.0
-        stored = ray.get(self.crew.store.ship.remote(timeout))
+        stored = ray.get(self.crew.worker.ship.remote(timeout))
         self._commit_shipped(stored.shipped)
         if self.held and force:
             # Nothing else to do but wait for a store that does not answer: stop, with the held
@@ -226,7 +220,7 @@ class BatchCommitter:
             ray.get(self.crew.fetchers[0].consume_budget.remote(len(failed)))
         now = time.time()
         records = [LinkRecord(url, time=now, error=kind, epoch=self.epoch) for url, kind in failed]
-        stored = ray.get(self.crew.store.write_batch.remote([(FetchResult(url=r.url, ip=""), None, r) for r in records]))
+        stored = ray.get(self.crew.worker.write_batch.remote([(FetchResult(url=r.url, ip=""), None, r) for r in records]))
         counters = Counter({"pages": len(records), "status:0": len(records)})
         counters.update(f"error:{kind}" for _, kind in failed)
         self.commit_stored(stored, [url for url, _ in failed], counters, [])

@@ -1,8 +1,9 @@
 """An agent's crew: the Ray actors one agent runs on its own node (BUbiNG: an agent is one machine).
 
-Its sieve shards, fetch actors, parser, store writer and (with ``summaries_at_crawl``) summary
-writer, each built from its module's ``actor_class()`` and named after the agent, so that other
-agents find its sieve and the dashboard shows who is who. Every one restarts after a crash; the
+Its sieve shards, fetch actors and parsing worker (the parser, the store writer and, with
+``summaries_at_crawl``, the summary writer, in one process: actors/parsing_worker.py), each built
+from its module's ``actor_class()`` and named after the agent, so that other agents find its sieve
+and the dashboard shows who is who. Every one restarts after a crash; the
 agent recovers what a dead fetch actor held (``Agent._recover_fetchers``).
 """
 
@@ -46,7 +47,7 @@ class Crew:
     def __init__(self, settings: Settings, redis_url: str, name: str, budget: int | None) -> None:
         import ray
 
-        from raycrawl.actors import fetch_loop, parser, sieve_shards, store_writer, summary_writer
+        from raycrawl.actors import fetch_loop, parsing_worker, sieve_shards
         from raycrawl.actors.shingler import near_dup_meta
 
         s, tag = settings, f"{settings.redis_prefix}{name}"
@@ -65,14 +66,9 @@ class Crew:
         self.fetchers = [fetch_actor.options(name=f"raycrawl-fetch-{tag}-{i}", scheduling_strategy=here).remote(
                              s, redis_url, b, name)
                          for i, b in enumerate(split_budget(budget, s.fetch_actors))]
-        self.parser = parser.actor_class().options(name=f"raycrawl-parser-{tag}",
-                                                   scheduling_strategy=here).remote(s.user_agent, s.focus)
-        self.store = store_writer.actor_class().options(name=f"raycrawl-store-{tag}", scheduling_strategy=here).remote(
-            str(out), name, s)
-        self.summary_writer = None
-        if s.summaries_at_crawl:
-            self.summary_writer = summary_writer.actor_class().options(
-                name=f"raycrawl-summary-{tag}", scheduling_strategy=here).remote(str(out), name)
+        self.summaries = s.summaries_at_crawl
+        self.worker = parsing_worker.actor_class().options(
+            name=f"raycrawl-parsing-{tag}", scheduling_strategy=here).remote(str(out), name, s)
         ray.get([f.start.remote() for f in self.fetchers])
 
     def drain(self, max_items: int) -> tuple[list[Outcome], list[dict]]:
@@ -133,9 +129,7 @@ class Crew:
         """Close the stores and the sieve, then end every actor of the crew."""
         import ray
 
-        closing = [self.store.close.remote(), self.sieve.close.remote()]
-        if self.summary_writer is not None:
-            closing.append(self.summary_writer.close.remote())
+        closing = [self.worker.close.remote(), self.sieve.close.remote()]
         for ref in closing:  # each one's outcome read, so Ray reports no error as unhandled
             try:
                 ray.get(ref)
@@ -146,6 +140,5 @@ class Crew:
                     log.exception("agent shutdown incomplete")
             except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
                 log.exception("agent shutdown incomplete")
-        for actor in [*self.fetchers, self.parser, self.store, self.sieve, self.summary_writer]:
-            if actor is not None:
-                ray.kill(actor)
+        for actor in [*self.fetchers, self.worker, self.sieve]:
+            ray.kill(actor)

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from raycrawl.actors import named, per_batch
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.robots import ua_token
 from raycrawl.requisites import html_refs, stylesheet_refs
@@ -284,41 +283,33 @@ class Parser:
         result.embeds, result.sheets = _resolved(html_refs(tree), base, base_dir, enc)
 
 
-def actor_class():
-    """The Ray actor shell (built lazily so importing this module does not import Ray). Stateless:
-    Ray restarts it and retries the batch it was parsing."""
-    import ray
+class BatchParser:
+    """The parser's role in the parsing worker (actors/parsing_worker.py): batches of fetched
+    pages parsed, scored by a focused crawl's classifier, and sketched for near-duplicates. Holds
+    nothing between batches: a restarted worker parses a retried batch the same way."""
 
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+    def __init__(self, user_agent: str = "", focus: str | None = None) -> None:
+        self.parser = Parser(user_agent)
+        self.focus = None
+        if focus:
+            from raycrawl.policies.focus import FocusPolicy
 
-    @named
-    class ParserActor:
-        def __init__(self, user_agent: str = "", focus: str | None = None) -> None:
-            self.parser = Parser(user_agent)
-            self.focus = None
-            if focus:
-                from raycrawl.policies.focus import FocusPolicy
+            self.focus = FocusPolicy.load(focus)
 
-                self.focus = FocusPolicy.load(focus)
+    def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
+        results = [self.parser.parse(fr) for fr in batch]
+        if self.focus is not None:
+            score_pages(results, self.focus)
+        return results
 
-        @per_batch
-        def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
-            results = [self.parser.parse(fr) for fr in batch]
-            if self.focus is not None:
-                score_pages(results, self.focus)
-            return results
+    def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):  # noqa: ANN201
+        """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
+        (actors.shingler.sketch_texts, the index's parameters): sketching here, beside the
+        parse, keeps it off the agent's serial batch cycle."""
+        from raycrawl.actors.shingler import sketch_texts
 
-        @per_batch
-        def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):
-            """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
-            (actors.shingler.sketch_texts, the index's parameters): sketching here, beside the
-            parse, keeps it off the agent's serial batch cycle."""
-            from raycrawl.actors.shingler import sketch_texts
-
-            results = self.parse_batch(batch)
-            return results, *sketch_texts([r.text for r in results], num_perm, k, seed)
-
-    return ParserActor
+        results = self.parse_batch(batch)
+        return results, *sketch_texts([r.text for r in results], num_perm, k, seed)
 
 
 def score_pages(results: list[ParseResult], focus) -> None:

@@ -1,4 +1,5 @@
-"""The store writer: WARC records and link records of one agent, in one place (one actor).
+"""The store writer: WARC records and link records of one agent, in one place (a role of its
+parsing worker, actors/parsing_worker.py).
 
 The agent hands it finished visits with their link records already built; it writes the exchange
 (a response; a revisit only for a byte-identical payload) to the WARC store, puts the record's position in the record,
@@ -22,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raycrawl.actors import named, per_batch
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
-from raycrawl.storage.crawl_dir import join_run, layout
+from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LinkRecordWriter
 from raycrawl.storage.out_store import Shipper
 from raycrawl.storage.warc import WarcStore, warc_info
@@ -62,6 +62,12 @@ class StoreWriter:
         self.ship_seconds = ship_seconds if self.shipper is not None else 0.0
         self.piece = 1  # the piece being written
         self.piece_began: float | None = None  # when its first batch was written (None: empty)
+
+    @classmethod
+    def of_agent(cls, crawl_dir: str, writer: str, settings: Settings) -> StoreWriter:
+        """The store writer of agent ``writer``, as the crawl's settings ask."""
+        return cls(crawl_dir, writer, settings.warc_max_bytes, warc_info(settings, Path(crawl_dir).resolve().name),
+                   settings.warc_prefix, settings.out_store, settings.ship_seconds if settings.agent_dir else 0.0)
 
     def _end_piece(self) -> None:
         """Close the piece's files; they go to the store, the piece counted shipped after them."""
@@ -113,31 +119,3 @@ class StoreWriter:
         self.links.close()
         if self.shipper is not None:
             self.shipper.close()
-
-
-def actor_class():
-    """The Ray actor shell (built lazily so importing this module does not import Ray)."""
-    import ray
-
-    # Restarted after a crash, it writes new files (never after a torn tail) and Ray retries the
-    # batch; the agent commits only after the call returns, so nothing is lost.
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
-    @named
-    class StoreActor:
-        def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
-            self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
-            self.store = StoreWriter(crawl_dir, writer, settings.warc_max_bytes,
-                                     warc_info(settings, Path(crawl_dir).resolve().name), settings.warc_prefix,
-                                     settings.out_store, settings.ship_seconds if settings.agent_dir else 0.0)
-
-        @per_batch
-        def write_batch(self, items):
-            return self.store.write_batch(items)
-
-        def ship(self, timeout: float | None = None) -> Stored:
-            return self.store.ship(timeout)
-
-        def close(self) -> None:
-            self.store.close()
-
-    return StoreActor

@@ -10,7 +10,8 @@ frequency and filtered by document frequency only once the crawl is over. The fi
 (:meth:`SummaryWriter.finish`, or ``raycrawl summaries build``) reads every agent's spill files
 twice: term statistics first, then the archive (:func:`storage.summaries.build_archive`).
 
-``SummaryWriter`` is plain and synchronous; ``SummaryWriterActor`` is its thin Ray shell.
+``SummaryWriter`` is plain and synchronous; it is a role of the agent's parsing worker
+(actors/parsing_worker.py), which hands it the texts its parser extracted.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raycrawl import text
-from raycrawl.actors import named, per_batch
 from raycrawl.storage import summary_spill
-from raycrawl.storage.crawl_dir import join_run, layout
+from raycrawl.storage.crawl_dir import layout
 
 log = logging.getLogger(__name__)
 
@@ -83,37 +83,3 @@ class SummaryWriter:
             summary_spill.iter_spill(paths), layout(self.crawl_dir).summaries / summaries.DEFAULT_BASENAME,
             id_of, num_nodes, summaries.DEFAULT_MIN_DF if min_df is None else min_df, codes,
             records_again=lambda: summary_spill.iter_spill(paths))
-
-
-def actor_class():
-    """The Ray actor shell (created on demand so importing this module does not import Ray)."""
-    import ray
-
-    # Restarted after a crash, it spills to a new file and Ray retries the call: ``spill`` adds and
-    # flushes in one call, so a page is durable when an answer comes back (a retried batch may be
-    # spilled twice; the archive build keeps the first record of a URL).
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
-    @named
-    class SummaryWriterActor:
-        def __init__(self, crawl_dir: str, writer: str = "agent0", batch: int = 256) -> None:
-            self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
-            self.inner = SummaryWriter(crawl_dir, writer, batch)
-
-        @per_batch
-        def add_pages(self, pages: list[tuple[str, str]]) -> int:
-            return self.inner.add_pages(pages)
-
-        @per_batch
-        def spill(self, pages: list[tuple[str, str]]) -> int:
-            """Add pages and make them durable; returns pages spilled so far."""
-            self.inner.add_pages(pages)
-            return self.inner.flush()
-
-        @per_batch
-        def flush(self) -> int:
-            return self.inner.flush()
-
-        def close(self) -> None:
-            self.inner.close()
-
-    return SummaryWriterActor

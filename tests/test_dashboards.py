@@ -116,20 +116,23 @@ def test_ray_exports_the_names_the_dashboard_queries(tmp_path):
     assert wanted <= seen, f"not exported: {sorted(wanted - seen)}"
 
 
-def test_actors_read_well_in_the_ray_dashboard(ray_local):
+def test_actors_read_well_in_the_ray_dashboard(ray_local, tmp_path):
     """Class names without ``actor_class.<locals>.`` and a repr naming the agent (Ray shows both in
     its dashboard and prefixes the worker logs with the repr)."""
     import ray
 
-    from raycrawl.actors import agent_actor, fetch_loop, parser, sieve_shards, store_writer, summary_writer
+    from raycrawl.actors import agent_actor, fetch_loop, parsing_worker, sieve_shards
 
     names = [m.actor_class().__ray_metadata__.class_name
-             for m in (agent_actor, fetch_loop, parser, sieve_shards, store_writer, summary_writer)]
-    assert names == ["AgentActor", "FetchActor", "ParserActor", "SieveActor", "StoreActor", "SummaryWriterActor"]
-    actor = parser.actor_class().options(name="raycrawl-parser-rc:agent7").remote()
+             for m in (agent_actor, fetch_loop, parsing_worker, sieve_shards)]
+    assert names == ["AgentActor", "FetchActor", "ParsingWorkerActor", "SieveActor"]
+    from raycrawl.settings import Settings
+
+    actor = parsing_worker.actor_class().options(name="raycrawl-parsing-rc:agent7").remote(
+        str(tmp_path), "agent7", Settings(out=str(tmp_path)))
     try:
-        assert ray.get(actor.__ray_call__.remote(repr)) == "ParserActor(raycrawl-parser-rc:agent7)"
+        assert ray.get(actor.__ray_call__.remote(repr)) == "ParsingWorkerActor(raycrawl-parsing-rc:agent7)"
         table = ray._private.state.actors()  # the GCS's actor table, as the dashboard lists it
-        assert {a["ActorClassName"] for a in table.values() if a["Name"] == "raycrawl-parser-rc:agent7"} == {"ParserActor"}
+        assert {a["ActorClassName"] for a in table.values() if a["Name"] == "raycrawl-parsing-rc:agent7"} == {"ParsingWorkerActor"}
     finally:
         ray.kill(actor)

@@ -221,18 +221,6 @@ def test_only_2xx_html_or_text_is_parsed():
     assert Parser().parse(page(html)).digest == content_digest(visible_text(html))
 
 
-def test_parser_actor(ray_local):
-    import ray
-
-    from raycrawl.actors.parser import actor_class
-
-    actor = actor_class().remote()
-    pages = [page(f'<a href="/p{i}">x</a>') for i in range(5)]
-    out = ray.get(actor.parse_batch.remote(pages), timeout=60)
-    assert [r.links for r in out] == [Parser().parse(p).links for p in pages]
-    ray.kill(actor)
-
-
 def test_memoised_resolution_equals_direct_canonicalisation():
     """resolve_link (keyed by the base's directory) must agree with canonicalize(raw, base) everywhere."""
     from raycrawl.actors.parser import _directory, resolve_link

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from raycrawl import text
-from raycrawl.actors.summary_writer import SummaryWriter, actor_class, document_counts
+from raycrawl.actors.summary_writer import SummaryWriter, document_counts
 from raycrawl.storage.summaries import SummaryArchive
 
 PAGES = [(f"http://h{i % 3}.test/p{i}",
@@ -26,18 +24,15 @@ def test_document_counts_use_the_text_pipeline():
     assert document_counts(text.visible_text(b"<p>broken <b>markup")) == (2, {"broken": 1, "markup": 1})
 
 
-@pytest.mark.slow
-def test_two_agents_through_ray_then_finish(tmp_path, ray_local):
-    ray = ray_local
-    cls = actor_class()
-    agents = [cls.remote(str(tmp_path), f"agent{k}", 8) for k in range(2)]
+def test_two_agents_spill_then_finish(tmp_path):
+    """Two agents' writers (each in its agent's parsing worker, actors/parsing_worker.py) spill
+    half the pages each; the finishing pass reads both spills."""
+    agents = [SummaryWriter(tmp_path, f"agent{k}", 8) for k in range(2)]
     texts = [(url, text.visible_text(html)) for url, html in PAGES]  # as the parser hands them over
-    calls = [agents[k].add_pages.remote(texts[k::2]) for k in range(2)]
-    assert sum(ray.get(calls)) == len(PAGES)
-    assert ray.get([a.flush.remote() for a in agents]) == [30, 30]
-    ray.get([a.close.remote() for a in agents])
+    assert sum(agents[k].add_pages(texts[k::2]) for k in range(2)) == len(PAGES)
+    assert [a.flush() for a in agents] == [30, 30]
     for a in agents:
-        ray.kill(a)
+        a.close()
     urls = sorted(u for u, _ in PAGES) + ["http://h0.test/unfetched"]
     urls.sort()
     index = {u: i for i, u in enumerate(urls)}
