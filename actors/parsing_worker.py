@@ -37,7 +37,14 @@ class ParsingWorker:
     def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
         self.parser = BatchParser(settings.user_agent, settings.focus)
         self.store = StoreWriter.of_agent(crawl_dir, writer, settings)
-        self.summaries = SummaryWriter(crawl_dir, writer) if settings.summaries_at_crawl else None
+        self.summaries = None
+        if settings.summaries_at_crawl:
+            shipper = self.store.shipper
+            elsewhere = [k.rsplit("/", 1)[-1] for k in shipper.store.listing("summaries/")] if shipper else []
+            self.summaries = SummaryWriter(crawl_dir, writer, on_closed=shipper.closed if shipper else None,
+                                           elsewhere=elsewhere)
+            if self.store.ship_seconds:  # a piece holds the summaries of its pages too
+                self.store.piece_files.append(self.summaries.spill.roll)
         self.texts: dict[str, str] = {}
 
     def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:

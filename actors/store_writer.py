@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ class StoreWriter:
         self.links = LinkRecordWriter(crawl_dir, writer, on_closed=closed, elsewhere=stored)
         self.ship_seconds = ship_seconds if self.shipper is not None else 0.0
         self.piece = 1  # the piece being written
+        self.piece_files: list[Callable[[], None]] = []  # other writers' files of a piece: each completes its own
         self.piece_began: float | None = None  # when its first batch was written (None: empty)
 
     @classmethod
@@ -73,6 +75,8 @@ class StoreWriter:
         """Close the piece's files; they go to the store, the piece counted shipped after them."""
         self.warc.close()
         self.links.close()
+        for complete in self.piece_files:
+            complete()
         self.shipper.piece_done(self.piece)
         self.piece += 1
         self.piece_began = None

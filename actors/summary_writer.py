@@ -43,9 +43,12 @@ class SummaryWriter:
     text gives ℓ = 0, s = 0); nothing is lost once :meth:`flush` returns.
     """
 
-    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", batch: int = 256) -> None:
+    def __init__(self, crawl_dir: str | Path, writer: str = "agent0", batch: int = 256,
+                 on_closed: Callable[[Path], None] | None = None, elsewhere: Iterable[str] = ()) -> None:
+        """``on_closed``, ``elsewhere``: as :class:`storage.summary_spill.SpillWriter`'s."""
         self.crawl_dir = Path(crawl_dir)
-        self.spill = summary_spill.SpillWriter(layout(self.crawl_dir).summaries / summary_spill.SPILL_SUBDIR, writer, batch)
+        self.spill = summary_spill.SpillWriter(layout(self.crawl_dir).summaries / summary_spill.SPILL_SUBDIR, writer,
+                                               batch, on_closed, elsewhere)
         self.pages = 0
 
     def add_page(self, url: str, visible: str) -> int:

@@ -78,7 +78,7 @@ class Settings:
         "``out`` keeps Redis, the report and a copy of everything but the WARC files: "
         "docs/crawling.md, \"Several agents without a shared OUT\".")
     ship_seconds: float = knob(5.0, IO,
-        "With ``agent_dir``: seconds of WARC and link records an agent gathers in one piece before "
+        "With ``agent_dir``: seconds of WARC, link and summary records an agent gathers in one piece before "
         "closing it and uploading it to ``out_store``; a page counts as done (committed in Redis) only "
         "once its piece is in the store, so a node lost for good costs at most the pages of its last "
         "pieces, fetched again by the others. 0: one piece per WARC file (pages counted when written).")

@@ -11,7 +11,7 @@ its processes do not import the archive's numba decoder (~0.3 s a process).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from raycrawl import durable
@@ -24,17 +24,29 @@ SPILL_SUFFIX = ".spill.gz"
 
 
 class SpillWriter:
-    """Appends per-document term counts to a spill file, one gzip member per batch."""
+    """Appends per-document term counts to a spill file, one gzip member per batch; a new file
+    after each :meth:`roll`."""
 
-    def __init__(self, spill_dir: str | Path, writer: str = "agent0", batch: int = 256) -> None:
+    def __init__(self, spill_dir: str | Path, writer: str = "agent0", batch: int = 256,
+                 on_closed: Callable[[Path], None] | None = None, elsewhere: Iterable[str] = ()) -> None:
+        """``on_closed(path)``: called with each file once complete (rolled or closed);
+        ``elsewhere``: names of this crawl's spill files kept elsewhere (an object store's), which a
+        new file's name must not take (an agent of the same name wrote them on another machine)."""
         self.dir = Path(spill_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        existing = sorted(self.dir.glob(f"{writer}-*{SPILL_SUFFIX}"))
-        seq = int(existing[-1].name[len(writer) + 1 : -len(SPILL_SUFFIX)]) + 1 if existing else 0
-        self.path = self.dir / f"{writer}-{seq:05d}{SPILL_SUFFIX}"
+        self.writer, self.on_closed = writer, on_closed
+        names = [*(p.name for p in self.dir.glob(f"{writer}-*{SPILL_SUFFIX}")), *elsewhere]
+        seqs = [int(seq) for n in names if n.startswith(writer + "-") and n.endswith(SPILL_SUFFIX)
+                and (seq := n[len(writer) + 1 : -len(SPILL_SUFFIX)]).isdigit()]
+        self.seq = max(seqs) + 1 if seqs else 0
         self.batch = batch
         self._pending: list[dict] = []
         self.count = 0
+        self.in_file = 0
+
+    @property
+    def path(self) -> Path:
+        return self.dir / f"{self.writer}-{self.seq:05d}{SPILL_SUFFIX}"
 
     def add(self, url: str, length: int, counts: dict[str, int]) -> None:
         self._pending.append({"url": url, "length": int(length), "terms": counts})
@@ -53,10 +65,20 @@ class SpillWriter:
         payload = b"".join(packer.pack(r) for r in self._pending)
         durable.append(self.path, gzip.compress(payload, compresslevel=3))  # before the batch's commit
         self.count += len(self._pending)
+        self.in_file += len(self._pending)
         self._pending.clear()
 
-    def close(self) -> None:
+    def roll(self) -> None:
+        """Complete the file in progress (handed to ``on_closed``); the next batch starts a new one."""
         self.flush()
+        if self.in_file:
+            if self.on_closed is not None:
+                self.on_closed(self.path)
+            self.seq += 1
+            self.in_file = 0
+
+    def close(self) -> None:
+        self.roll()
 
 
 def spill_paths(crawl_or_spill_dir: str | Path) -> list[Path]:

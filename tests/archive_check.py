@@ -37,6 +37,23 @@ def stored_pages(objects: dict[str, bytes], work: Path) -> set[str]:
             for _, _, rec in iter_records(work, WarcRecordType.response | WarcRecordType.revisit)}
 
 
+def unsummarised_pages(objects: dict[str, bytes], work: Path) -> set[str]:
+    """The pages of a stored crawl (whole 200 HTML responses, not duplicates: storage/crawl_pages.py)
+    per its stored link records, whose summary is in none of its stored spill files."""
+    from raycrawl.actors.parser import HTML_TYPES
+    from raycrawl.storage.link_records import iter_link_records
+    from raycrawl.storage.summary_spill import iter_spill, spill_paths
+
+    for key, data in objects.items():
+        if key.startswith(("links/", "summaries/spill/")):
+            (work / key).parent.mkdir(parents=True, exist_ok=True)
+            (work / key).write_bytes(data)
+    kept = {r.url for r in iter_link_records(work)
+            if r.status == 200 and r.ctype in HTML_TYPES and not r.dup_of and not r.error}
+    assert kept, "no page in the stored link records"
+    return kept - {r["url"] for r in iter_spill(spill_paths(work))}
+
+
 def read_archive(warc_dir: Path) -> tuple[dict[str, list[dict]], list[dict]]:
     """(responses by target URI, revisits) of every WARC file; warcio checks every digest."""
     responses: dict[str, list[dict]] = defaultdict(list)

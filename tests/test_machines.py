@@ -97,11 +97,15 @@ def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int
 
 
 def stored_everything(m: Machines, web, requests, name: str, work) -> None:
-    from archive_check import served_pages, stored_pages
+    """Every page served is in a stored WARC, and every page stored has its summary stored."""
+    from archive_check import served_pages, stored_pages, unsummarised_pages
 
+    objects = m.s3.objects(name)
     served = served_pages(web, requests)
-    in_store = stored_pages(m.s3.objects(name), work)
+    in_store = stored_pages(objects, work)
     assert served and served <= in_store, sorted(served - in_store)[:5]
+    missing = unsummarised_pages(objects, work / "records")
+    assert not missing, sorted(missing)[:5]
 
 
 def test_a_drained_node_leaves_then_a_new_one_joins_and_nothing_is_fetched_twice(machines, tmp_path) -> None:

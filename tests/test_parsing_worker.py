@@ -85,3 +85,37 @@ def test_a_write_without_its_parse_spills_the_same_summaries(tmp_path) -> None:
     fresh.write_batch(items(batch), urls)
     fresh.close()
     assert spilled(tmp_path / "one") == spilled(tmp_path / "two") and len(spilled(tmp_path / "one")) == 6
+
+
+def test_without_a_shared_out_a_piece_carries_its_summaries(monkeypatch, tmp_path) -> None:
+    """With --agent-dir the spill files travel in the store writer's pieces: once a piece is in
+    the object store (what the agent waits for before it commits), so are its pages' summaries."""
+    from s3_server import BUCKET, MotoS3, set_env
+
+    with MotoS3() as s3:
+        set_env(monkeypatch, s3)
+        out = tmp_path / "agent"
+        settings = Settings(out=str(out), agent_dir=str(tmp_path), out_store=f"s3://{BUCKET}/crawl", ship_seconds=60)
+        worker = ParsingWorker(str(out), "agent0", settings)
+        shipped = []
+        for piece, tag in enumerate(("d", "e"), 1):
+            batch = pages(3, tag)
+            worker.parse_batch(batch)
+            assert worker.write_batch(items(batch), [fr.url for fr in batch]).piece == piece
+            stored = worker.ship(timeout=30)
+            assert stored.in_store
+            shipped += batch
+            objects = s3.objects("crawl")
+            spills = {k: v for k, v in objects.items() if k.startswith("summaries/spill/")}
+            work = tmp_path / f"read-{tag}"
+            for k, v in spills.items():
+                (work / k).parent.mkdir(parents=True, exist_ok=True)
+                (work / k).write_bytes(v)
+            assert set(spilled(work)) == {fr.url for fr in shipped}
+        worker.close()
+        # an agent of the same name on another machine (a resume) never takes a stored file's name
+        again = ParsingWorker(str(tmp_path / "elsewhere"), "agent0",
+                              Settings(out=str(tmp_path / "elsewhere"), agent_dir=str(tmp_path),
+                                       out_store=f"s3://{BUCKET}/crawl", ship_seconds=60))
+        assert again.summaries.spill.path.name not in {k.rsplit("/", 1)[-1] for k in s3.objects("crawl")}
+        again.close()
