@@ -74,6 +74,7 @@ class Distributor:
         self.allows = allows
         self.shards: list[int] = list(range(SHARDS))  # the shards whose sieve output this distributor reads
         self.levels, self.bias, self.focused = levels, bias, focused
+        self.fenced = False  # (said once a fence)
 
     @property
     def queues(self) -> list[int]:
@@ -107,14 +108,18 @@ class Distributor:
             try:
                 return self._from_sieve(pipe, read_sieve, resolve, res, self.required_front - front)
             except redis.WatchError:
-                log.warning("distributor: Redis connection lost during a step; the step is dropped")
+                if not self._is_fenced(self.f.r):
+                    log.warning("distributor: Redis connection lost during a step; the step is dropped")
                 return StepResult(refilled=res.refilled)
 
     def _from_sieve(self, pipe, read_sieve, resolve, res: StepResult, room: int) -> StepResult:
         queues = self.queues
-        keys = [self.f.k.sieve_offset(q) for q in queues]
-        if keys:
-            pipe.watch(*keys)
+        # A view declared departed (fence.lua) queues nothing: its shards' successors distribute
+        # them from their own offsets, which this step would move. Watched with the offsets, so a
+        # fence set before the transaction runs drops the step too.
+        pipe.watch(self.f.vkey("fenced"), *[self.f.k.sieve_offset(q) for q in queues])
+        if self._is_fenced(pipe):
+            return res
         offsets = self.f.sieve_offsets(queues, client=pipe)
         urls, levels, qids, ends = read_sieve(offsets, self.batch, self.levels, self.bias)
         if not urls:
@@ -172,6 +177,13 @@ class Distributor:
         self.virt.sync()  # the spills' bytes on disk before Redis names their ends
         pipe.execute()
         return res
+
+    def _is_fenced(self, client) -> bool:  # noqa: ANN001 - a Redis client or a watching pipeline
+        fenced = bool(client.exists(self.f.vkey("fenced")))
+        if fenced and not self.fenced:
+            log.warning("distributor: this agent was declared departed; it distributes nothing more")
+        self.fenced = fenced
+        return fenced
 
     def _front_cut(self, urls: list[str], room: int) -> int:
         """How many of ``urls`` to take so that at most ``room`` hosts not in the front join it."""

@@ -94,7 +94,10 @@ class Virtualizer:
         twice (the URLs queued twice); the next step refills again from the offset Redis holds."""
         with self.f.r.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(self.f.k.voff)
+                fence = self.f.vkey("fenced")  # (a view declared departed refills nothing: actors/distributor.py)
+                pipe.watch(self.f.k.voff, fence)
+                if pipe.exists(fence):
+                    return 0
                 off = int(pipe.hget(self.f.k.voff, host) or 0)
                 end = int(pipe.hget(self.f.k.vend, host) or 0)
                 paths: list[str] = []

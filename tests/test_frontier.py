@@ -103,6 +103,29 @@ def test_failures_of_a_dead_agent_are_recorded_by_another_once(client, tmp_path)
     assert c.counts()["failing"] == 0 and not c.claim_failing(100)
 
 
+def test_a_fenced_view_distributes_nothing(client, tmp_path) -> None:
+    """An agent declared departed (fence.lua) that still runs moves no sieve offset and queues no
+    URL, even when the fence lands during its step (between its read of the offsets and its
+    transaction): its shards' successors distribute those URLs from the offsets Redis holds."""
+    client.flushall()
+    sieve = SieveShards(tmp_path / "sieve", range(SHARDS), batch_size=200)
+    sieve.enqueue([f"http://h{i % 5}.test/p{i}" for i in range(50)])
+    wb = Workbench(client, "t:", Politeness(host_delay=0, ip_delay=0), view="a")
+    dist = Distributor(wb, Virtualizer(tmp_path / "virt", wb.frontier, budget=100), front_size=1000, batch=20)
+    before = wb.frontier.sieve_offsets(dist.queues)
+
+    def fenced_meanwhile(names):
+        client.set("t:v:a:fenced", "1")
+        return {n: "127.0.0.1" for n in names}
+
+    res = dist.step(sieve.read_front, fenced_meanwhile)
+    assert res.queued == 0 and wb.frontier.sieve_offsets(dist.queues) == before
+    assert dist.step(sieve.read_front, fenced_meanwhile).taken == 0  # fenced before the step
+    assert wb.frontier.sieve_offsets(dist.queues) == before and wb.frontier.counts()["queued"] == 0
+    client.delete("t:v:a:fenced")  # (the same view, not fenced: the URLs are there to distribute)
+    assert dist.step(sieve.read_front, lambda names: {n: "127.0.0.1" for n in names}).taken == 20
+
+
 def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path) -> None:
     """Redis restarts (AOF flushed) between the distributor's read of the sieve and its transaction:
     the retrying client reconnects, the WATCH on the shard offsets is lost, so the step is dropped
