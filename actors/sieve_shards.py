@@ -269,6 +269,11 @@ def actor_class():
             self.dedup = DedupShards(root, mine)
             if dedup_meta is not None:
                 self.dedup.set_meta(dedup_meta)
+            if self.checkpoints is not None and ray.get_runtime_context().was_current_actor_reconstructed:
+                # The crash may have cut a call between its files and its log entry (an enqueue's,
+                # a flush's): what the files hold now becomes the shards' checkpoint, so that a
+                # successor never replays a log that disagrees with them (Ray retries the call).
+                self.checkpoints.run(self.sieve.owned())
 
         def _checkpoint(self) -> None:
             if self.checkpoints is not None and self.checkpoints.due():

@@ -216,3 +216,33 @@ def test_a_checkpoint_cut_short_leaves_the_last_one_whole(s3, redis_url, tmp_pat
     assert _files(c.out / "sieve" / "03") == {"fps": b"A", "queue-0": b"http://x/1\nhttp://x/2\n"}
     assert [e.urls for e in shard_log.parse(f.shard_logs([3])[3])] == [["http://x/3"]]
     client.close()
+
+
+def test_a_restarted_sieve_actor_checkpoints_what_its_files_hold(s3, redis_url, ray_local, tmp_path) -> None:
+    """A sieve actor that crashed may have been cut between its files and its log entry (an
+    enqueue's, a flush's); restarted by Ray, it makes its files the shards' checkpoint at once, so
+    that a successor never replays a log that disagrees with them."""
+    import ray
+
+    from raycrawl.actors import sieve_shards
+
+    client = connect(redis_url)
+    f = RedisFrontier(client, "rc:", register=False)
+    f.set_shard_owners({s: "agent0" for s in range(64)})
+    root = tmp_path / "agent0" / "sieve"
+    actor = sieve_shards.actor_class().options(runtime_env={"env_vars": s3.env()}).remote(
+        str(root), redis_url, "rc:", "agent0", 100_000, 1000, None, f"s3://{BUCKET}/crawl", 3600.0)
+    try:
+        host = _host_of_shard(9)
+        assert ray.get(actor.enqueue.remote([f"http://{host}/a", f"http://{host}/b"]), timeout=60) == 2
+        assert f.shard_log_lengths([9]) == {9: 1} and f.checkpoints([9]) == {9: None}  # (next one in an hour)
+        ray.kill(actor, no_restart=False)
+        ray.get(actor.stats.remote(), timeout=120)  # (restarted)
+        assert f.shard_log_lengths([9]) == {9: 0}
+        manifest = f.checkpoints([9])[9]
+        stored = s3.objects("crawl")
+        assert manifest and all(len(stored[k]) == size for k, size in manifest.items())
+        ray.get(actor.close.remote(), timeout=60)
+    finally:
+        ray.kill(actor)
+        client.close()
