@@ -4,6 +4,7 @@ what the store holds is read back with boto3."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -237,7 +238,11 @@ def test_a_restarted_sieve_actor_checkpoints_what_its_files_hold(s3, redis_url, 
         assert ray.get(actor.enqueue.remote([f"http://{host}/a", f"http://{host}/b"]), timeout=60) == 2
         assert f.shard_log_lengths([9]) == {9: 1} and f.checkpoints([9]) == {9: None}  # (next one in an hour)
         ray.kill(actor, no_restart=False)
-        ray.get(actor.stats.remote(), timeout=120)  # (restarted)
+        deadline = time.monotonic() + 120  # (the kill is asynchronous: the old process may answer first)
+        while not ray.get(actor.__ray_call__.remote(lambda _: ray.get_runtime_context().was_current_actor_reconstructed),
+                          timeout=120):
+            assert time.monotonic() < deadline, "the sieve actor was not restarted"
+            time.sleep(0.2)
         assert f.shard_log_lengths([9]) == {9: 0}
         manifest = f.checkpoints([9])[9]
         stored = s3.objects("crawl")
