@@ -37,7 +37,7 @@ from raycrawl.policies.robots import ua_token
 from raycrawl.requisites import html_refs, stylesheet_refs
 from raycrawl.sitemaps import read_sitemap
 from raycrawl.storage.crawl_pages import HTML_TYPES
-from raycrawl.text import content_digest, decode_body, html_tree, looks_binary, visible_text
+from raycrawl.text import decode_body, digest_of_tokens, html_tree, looks_binary, tokens, visible_text
 from raycrawl.urls import C0_SPACE, canonicalize
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,9 @@ class ParseResult:
     digest: bytes | None = None  # raycrawl.text.content_digest of the visible text
     title: str = ""
     text: str = ""  # visible text (title first), whitespace-separated
+    # Its tokens (raycrawl.text.tokens), for the sketches and summaries made in the parser's own
+    # process (actors/parsing_worker.py), which sends None on.
+    words: list[str] | None = None
     noindex: bool = False
     nofollow: bool = False
     charset: str = ""  # the codec the body was decoded with ("" if not decoded)
@@ -217,7 +220,8 @@ class Parser:
         html, result.charset = decode_body(fr.body, fr.charset)
         if ctype in TEXT_TYPES:
             result.text = html
-            result.digest = content_digest(html)
+            result.words = tokens(html)
+            result.digest = digest_of_tokens(result.words)
             return result
         try:
             self._parse_html(html, result)
@@ -237,14 +241,15 @@ class Parser:
             attrs = meta.attributes
             name = (attrs.get("name") or "").strip().lower()
             if name in self.meta_names:
-                tokens = _robots_tokens(attrs.get("content") or "")
-                result.noindex |= bool(tokens & {"noindex", "none"})
-                result.nofollow |= bool(tokens & {"nofollow", "none"})
+                directives = _robots_tokens(attrs.get("content") or "")
+                result.noindex |= bool(directives & {"noindex", "none"})
+                result.nofollow |= bool(directives & {"nofollow", "none"})
             elif (attrs.get("http-equiv") or "").strip(_ASCII_WS).lower() == "refresh" and not refresh_seen:
                 refresh_seen = True  # only the first refresh meta counts
                 refresh = refresh_target(attrs.get("content") or "")
         result.text = visible_text(tree)
-        result.digest = content_digest(result.text)
+        result.words = tokens(result.text)
+        result.digest = digest_of_tokens(result.words)
         if result.nofollow:
             return
         enc = result.charset or None
@@ -306,18 +311,23 @@ class BatchParser:
         """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
         (actors.shingler.sketch_texts, the index's parameters): sketching here, beside the
         parse, keeps it off the agent's serial batch cycle."""
-        from raycrawl.actors.shingler import sketch_texts
+        from raycrawl.actors.shingler import sketch_token_lists
 
         results = self.parse_batch(batch)
-        return results, *sketch_texts([r.text for r in results], num_perm, k, seed)
+        return results, *sketch_token_lists([words_of(r) for r in results], num_perm, k, seed)
 
 
 def score_pages(results: list[ParseResult], focus) -> None:
     """A focused crawl's classifier score of each page, from the term counts of its visible text —
     the counts its summary holds (actors.summary_writer.document_counts), which is what
     ``raycrawl simulate`` scored the same page by."""
-    from raycrawl.actors.summary_writer import document_counts
+    from raycrawl.actors.summary_writer import counts_of_tokens
 
     for r in results:
         if not r.sitemap:  # a list of URLs, not a page: no score (its links keep its level)
-            r.score = focus.score_counts(document_counts(r.text)[1])
+            r.score = focus.score_counts(counts_of_tokens(words_of(r))[1])
+
+
+def words_of(result: ParseResult) -> list[str]:
+    """A parse result's tokens: kept by the parser, else (none kept) of its text."""
+    return result.words if result.words is not None else tokens(result.text)

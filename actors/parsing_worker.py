@@ -5,13 +5,17 @@ Each role keeps its own class (actors/parser.py ``BatchParser``, actors/store_wr
 actors/summary_writer.py); what they share is the process. A crew used to run each in a Ray actor
 of its own: three worker processes of ~1–1.5 s of CPU each to start (on two cores, what set the
 time to the first request), a page's visible text sent back to the agent and out again to the
-summary writer, and one more call per batch. Here the parser keeps the texts of the batch it
-parsed, and the write of that batch spills the summaries of the pages the agent names, from those
-texts, in the same call: stored and spilled before the call returns, so the agent commits after.
+summary writer, and one more call per batch. Here a page's text is tokenised once, by the parser:
+its content digest, its near-duplicate sketch and (kept here, not sent to the agent) its summary
+come from those tokens, and the write of a batch spills the summaries of the pages the agent
+names in the same call: stored and spilled before the call returns, so the agent commits after.
+Without a shared OUT the spill files go in the store writer's pieces (actors/store_writer.py): a
+page counted as done has its summary in the object store with its WARC record, and a lost node
+takes none with it.
 
-Calls run one at a time, in the order the agent sends them: the parse of a batch comes before its
-write, and the write before the next batch's parse. A worker restarted in between has lost the
-texts: the summaries are then made from the bodies the write carries (the same text,
+Parses run in the order the agent sends them, and writes in theirs; the agent sends a batch's
+write once it has the batch's parse. A worker restarted in between has lost the tokens: the
+summaries are then made from the bodies the write carries (the same text,
 ``raycrawl.text.page_text``), so a retried call loses nothing.
 """
 
@@ -20,19 +24,19 @@ from __future__ import annotations
 import logging
 
 from raycrawl.actors import named, per_batch
-from raycrawl.actors.parser import BatchParser, ParseResult
+from raycrawl.actors.parser import BatchParser, ParseResult, words_of
 from raycrawl.actors.store_writer import Stored, StoreWriter
-from raycrawl.actors.summary_writer import SummaryWriter
+from raycrawl.actors.summary_writer import SummaryWriter, counts_of_tokens
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run
-from raycrawl.text import page_text
+from raycrawl.text import page_text, tokens
 
 log = logging.getLogger(__name__)
 
 
 class ParsingWorker:
-    """The three roles, and the texts of the last batch parsed."""
+    """The three roles, and the tokens of the pages parsed and not yet written."""
 
     def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
         self.parser = BatchParser(settings.user_agent, settings.focus)
@@ -45,35 +49,40 @@ class ParsingWorker:
                                            elsewhere=elsewhere)
             if self.store.ship_seconds:  # a piece holds the summaries of its pages too
                 self.store.piece_files.append(self.summaries.spill.roll)
-        self.texts: dict[str, str] = {}
+        # The tokens of the texts parsed and not yet written, by fetch ((URL, its end): a URL
+        # fetched again in the next batch is another page).
+        self.words: dict[tuple[str, float], list[str]] = {}
 
     def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
         results = self.parser.parse_batch(batch)
-        self._keep(results)
+        self._keep(batch, results)
         return results
 
     def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):  # noqa: ANN201
         out = self.parser.parse_and_sketch(batch, num_perm, k, seed)
-        self._keep(out[0])
+        self._keep(batch, out[0])
         return out
 
-    def _keep(self, results: list[ParseResult]) -> None:
-        if self.summaries is not None:
-            self.texts = {r.url: r.text for r in results}
+    def _keep(self, batch: list[FetchResult], results: list[ParseResult]) -> None:
+        """Keep the tokens for the summaries; they do not travel to the agent."""
+        for fr, r in zip(batch, results, strict=True):
+            if self.summaries is not None:
+                self.words[(fr.url, fr.ended)] = words_of(r)
+            r.words = None
 
     def write_batch(self, items: list, summarise: list[str] | None = None) -> Stored:
         """Store ``items`` (:meth:`StoreWriter.write_batch`), and spill the summaries of the pages
         ``summarise`` names (URLs of items); both durable on return."""
         stored = self.store.write_batch(items)
-        if summarise and self.summaries is not None:
-            held, self.texts = self.texts, {}
-            if any(url not in held for url in summarise):  # (not parsed, or parsed before a restart)
-                fetched = {fr.url: fr for fr, _, _ in items}
-                held.update({url: page_text(fetched[url].body, fetched[url].charset)
-                             for url in summarise if url not in held})
-            texts = [(url, held[url]) for url in summarise]
-            self.summaries.add_pages(texts)
-            self.summaries.flush()
+        if self.summaries is not None:
+            fetched = {fr.url: (fr, self.words.pop((fr.url, fr.ended), None)) for fr, _, _ in items}
+            for url in summarise or ():
+                fr, words = fetched[url]
+                if words is None:  # (a page not parsed, or parsed before a restart of this worker)
+                    words = tokens(page_text(fr.body, fr.charset))
+                self.summaries.add_counts(url, *counts_of_tokens(words))
+            if summarise:
+                self.summaries.flush()
         return stored
 
     def ship(self, timeout: float | None = None) -> Stored:
@@ -91,28 +100,33 @@ def actor_class():  # noqa: ANN201 - a Ray actor class, built lazily
 
     # Restarted after a crash, its writers start new files (never after a torn tail) and Ray
     # retries the call; the agent commits only after a write returns, so nothing is lost.
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+    # Two threads: the parse of a batch may run while the last batch is written (its fsyncs and
+    # compression release the GIL), as when the roles had processes of their own; parses keep
+    # their order, and writes theirs. The agent sends a batch's write only once it has its parse.
+    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, concurrency_groups={"parse": 1, "write": 1})
     @named
     class ParsingWorkerActor:
         def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
             self.worker = ParsingWorker(crawl_dir, writer, settings)
 
-        @per_batch
+        @per_batch(group="parse")
         def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
             return self.worker.parse_batch(batch)
 
-        @per_batch
+        @per_batch(group="parse")
         def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):  # noqa: ANN202
             return self.worker.parse_and_sketch(batch, num_perm, k, seed)
 
-        @per_batch
+        @per_batch(group="write")
         def write_batch(self, items: list, summarise: list[str] | None = None) -> Stored:
             return self.worker.write_batch(items, summarise)
 
+        @ray.method(concurrency_group="write")
         def ship(self, timeout: float | None = None) -> Stored:
             return self.worker.ship(timeout)
 
+        @ray.method(concurrency_group="write")
         def close(self) -> None:
             self.worker.close()
 

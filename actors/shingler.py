@@ -125,7 +125,13 @@ def sketch_matrix(shingles: Sequence[np.ndarray], num_perm: int = DEFAULT_NUM_PE
 
 def sketch_texts(texts: Sequence[str], num_perm: int = DEFAULT_NUM_PERM, k: int = DEFAULT_K, seed: int = 1):
     """(sketches, non-empty mask) of visible texts."""
-    sh = [shingle_hashes(t, k) for t in texts]
+    return sketch_token_lists([tokens(t) for t in texts], num_perm, k, seed)
+
+
+def sketch_token_lists(token_lists: Sequence[Sequence[str]], num_perm: int = DEFAULT_NUM_PERM, k: int = DEFAULT_K,
+                       seed: int = 1):
+    """:func:`sketch_texts` of texts tokenised already (``raycrawl.text.tokens``)."""
+    sh = [shingle_hashes_of_tokens(words, k) for words in token_lists]
     return sketch_matrix(sh, num_perm, seed), np.array([len(s) > 0 for s in sh], dtype=bool)
 
 

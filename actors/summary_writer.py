@@ -17,7 +17,6 @@ twice: term statistics first, then the archive (:func:`storage.summaries.build_a
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -32,8 +31,12 @@ def document_counts(visible: str) -> tuple[int, dict[str, int]]:
     """(ℓ, {term: count}) of a document's visible text (``raycrawl.text.page_text``): ℓ = its
     length in words (tokens before stopword removal, as the paper's "document length in words"),
     counts over its stemmed terms."""
-    words = text.tokens(visible)
-    return len(words), dict(Counter(text.stems(words)))
+    return counts_of_tokens(text.tokens(visible))
+
+
+def counts_of_tokens(words: list[str]) -> tuple[int, dict[str, int]]:
+    """:func:`document_counts` of a text whose tokens (``raycrawl.text.tokens``) are ``words``."""
+    return len(words), text.term_counts(words)
 
 
 class SummaryWriter:
@@ -53,7 +56,10 @@ class SummaryWriter:
 
     def add_page(self, url: str, visible: str) -> int:
         """Count the terms of one page's visible text; returns its number of distinct terms."""
-        length, counts = document_counts(visible)
+        return self.add_counts(url, *document_counts(visible))
+
+    def add_counts(self, url: str, length: int, counts: dict[str, int]) -> int:
+        """A page's :func:`document_counts`, counted already; returns its number of distinct terms."""
         self.spill.add(url, length, counts)
         self.pages += 1
         return len(counts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import logging
 import re
+from collections import Counter
 from functools import lru_cache
 
 import xxhash
@@ -68,7 +69,12 @@ def normalized_text(text: str) -> str:
 
 def content_digest(text: str) -> bytes:
     """128-bit digest of the normalised visible text (BUbiNG's rule: markup changes don't count)."""
-    return xxhash.xxh3_128_digest(normalized_text(text).encode("utf-8"))
+    return digest_of_tokens(tokens(text))
+
+
+def digest_of_tokens(words: list[str]) -> bytes:
+    """:func:`content_digest` of a text whose :func:`tokens` are ``words``."""
+    return xxhash.xxh3_128_digest(" ".join(words).encode("utf-8"))
 
 
 @lru_cache(maxsize=1)
@@ -89,6 +95,18 @@ def _stemmer():
     import Stemmer
 
     return Stemmer.Stemmer("porter")
+
+
+def term_counts(words: list[str]) -> dict[str, int]:
+    """{Porter stem: count} of ``words`` (tokenised), stopwords out: ``Counter(stems(words))``,
+    in the same order, each distinct word stemmed once."""
+    counts = Counter(words)
+    for stop in stopwords() & counts.keys():
+        del counts[stop]
+    out: dict[str, int] = {}
+    for stem, n in zip(_stemmer().stemWords(list(counts)), counts.values(), strict=True):
+        out[stem] = out.get(stem, 0) + n
+    return out
 
 
 def stems(words: list[str], drop_stopwords: bool = True) -> list[str]:

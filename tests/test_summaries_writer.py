@@ -18,6 +18,7 @@ def test_document_counts_use_the_text_pipeline():
     html = PAGES[7][1]
     length, counts = document_counts(text.visible_text(html))
     assert counts == dict(Counter(text.terms(html)))
+    assert list(counts) == list(Counter(text.terms(html)))  # (each word stemmed once: the same order too)
     assert length == len(text.tokens(text.visible_text(html)))  # stopwords count in ℓ, not in terms
     assert "hidden" not in counts and "the" not in counts
     assert document_counts("") == (0, {})
