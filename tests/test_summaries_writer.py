@@ -45,3 +45,15 @@ def test_two_agents_spill_then_finish(tmp_path):
     assert set(a.terms) == kept
     for url, html in PAGES:
         assert a.get_terms(index[url]) == {t: c for t, c in Counter(text.terms(html)).items() if t in kept}
+
+
+def test_term_counts_are_the_stems_counted_whatever_the_stem_cache_holds(monkeypatch):
+    """The stem cache (emptied past its bound, here 5 words) never changes a page's counts."""
+    monkeypatch.setattr(text, "_STEMS_MAX", 5)
+    monkeypatch.setattr(text, "_STEMS", {})
+    for _, html in PAGES * 2:
+        words = text.tokens(text.visible_text(html))
+        want = Counter(text.stems(words))
+        got = text.term_counts(words)
+        assert got == dict(want) and list(got) == list(want)
+    assert 0 < len(text._STEMS) <= 5 + max(len(set(text.tokens(text.visible_text(h)))) for _, h in PAGES)
