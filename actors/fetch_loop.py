@@ -166,6 +166,12 @@ class FetchLoop:
             self._visited.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._visited.wait(), left)
+        if self.done and self.s.drain_linger > 0:  # (then more, up to a batch: settings.drain_linger)
+            until = time.monotonic() + self.s.drain_linger
+            while len(self.done) < max_items and not self._stop and (left := until - time.monotonic()) > 0:
+                self._visited.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._visited.wait(), left)
         out, self.done = self.done[:max_items], self.done[max_items:]
         return out
 

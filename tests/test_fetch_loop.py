@@ -65,3 +65,35 @@ async def test_politeness_wait_and_dns_lookups_are_counted(redis_url, tmp_path):
     finally:
         await loop.stop()
         await runner.cleanup()
+
+
+async def test_a_drain_lingers_for_a_fuller_batch(redis_url, tmp_path):
+    """``drain_linger``: after the first finished visit the drain waits for more, and returns as
+    soon as it has ``max_items`` (here: three hosts' robots.txt and page each, six visits, with a
+    linger of 30 s that must not be waited out)."""
+    import time
+
+    from aiohttp import web
+
+    async def page(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        return web.Response(text="<html><body>a page</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    runner, port = await serve(app)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"127.0.0.1 {h}.test\n" for h in "abc"))
+    loop = FetchLoop(Settings(allow_networks="127.0.0.0/8", host_delay=0.0, ip_delay=0.0, resolve=str(hosts),
+                              drain_linger=30.0), redis_url)
+    try:
+        loop.wb.frontier.add([(f"{h}.test", "127.0.0.1", [f":{port}/1"]) for h in "abc"])
+        await loop.start()
+        t0 = time.monotonic()
+        first = await loop.drain(6, 10.0)
+        assert len(first) == 6 and time.monotonic() - t0 < 10, (len(first), time.monotonic() - t0)
+        assert sorted(o.kind for o in first) == ["page"] * 3 + ["robots"] * 3
+    finally:
+        await loop.stop()
+        await runner.cleanup()
