@@ -136,7 +136,7 @@ class BatchCommitter:
         decision = decide(outcomes, found, stages)
         stages.settle()
         # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py) have their
-        # summaries spilled with the write, from the texts the worker's parser kept.
+        # summaries spilled with the write, from the tokens the worker's parser kept.
         summarise = [o.fr.url for o in pages if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated,
                                                          o.fr.url in found.dup_of)] if crew.summaries else None
         refs = [crew.worker.write_batch.remote(decision.items, summarise)]

@@ -89,9 +89,9 @@ class ParsingWorker:
         return self.store.ship(timeout)
 
     def close(self) -> None:
-        self.store.close()
-        if self.summaries is not None:
+        if self.summaries is not None:  # (first: its last file goes to the store writer's shipper)
             self.summaries.close()
+        self.store.close()
 
 
 def actor_class():  # noqa: ANN201 - a Ray actor class, built lazily
