@@ -235,10 +235,11 @@ class Settings:
         "Fingerprints in the sieve's LRU cache of recently seen URLs.")
     batch: int = knob(256, SIZING,
         "URLs per call between actors.")
-    drain_linger: float = knob(0.05, SIZING,
+    drain_linger: float = knob(0.0, SIZING,
         "Seconds the agent's drain of finished visits waits, after the first, for more (up to "
-        "``batch``): fewer, larger batches, each page waiting that much longer for its commit "
-        "(0.05 against 0: ~5 % less CPU per page, ~3 % more pages/s; benchmarks/RESULTS.md).")
+        "``batch``): fewer, larger batches, each page waiting that much longer for its commit. "
+        "0.05 on a fast broad crawl: ~5 % less CPU per page in one series, within the noise in "
+        "another; the test suite's small crawls took ~20 s longer with it (benchmarks/RESULTS.md).")
     warc_max_bytes: int = knob(1 << 30, SIZING,
         "WARC file rotation size.")
     progress_interval: float = knob(1.0, SIZING,
