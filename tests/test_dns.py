@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from dnslib import CNAME, QTYPE, RCODE, RR, A
+from dnslib import CNAME, QTYPE, RCODE, RR, A, DNSError
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from raycrawl.actors.dns import Resolver, parse_dns_server, parse_hosts_file
@@ -30,8 +30,8 @@ class ZoneResolver(BaseResolver):
         name = str(request.q.qname).rstrip(".").lower()
         with self.lock:
             self.queries[name] = self.queries.get(name, 0) + 1
-        if name in self.stall:
-            return None
+        if name in self.stall:  # dnslib sends nothing (the client times out) and logs a DNSError quietly
+            raise DNSError(f"stalled: {name}")
         if name in self.delay:
             time.sleep(self.delay[name])  # dnslib answers each query in its own thread  # dnslib sends nothing: the client times out
         reply = request.reply()
