@@ -23,23 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST = '''# ruff: noqa
 """Written by benchmarks/leave_in_a_row.py: test_node_leaves_mid_crawl {runs} times."""
 import pytest
-from test_agents import (check_against_baseline, crawl_args, crawl_slice, in_flight_at_faults,
-                         web_and_baseline, writers)
+from test_agents import leave_mid_crawl, web_and_baseline
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("i", range({runs}))
 def test_node_leaves_mid_crawl_again(web_and_baseline, i) -> None:
-    web, one, config, tmp = web_and_baseline
-    out = tmp / f"leave{{i}}"
-    proc, requests, manifest = crawl_slice(web, [*crawl_args(web, out, config), "--elastic"], 2, tmp,
-                                           change="leave", agent_nodes=True, after=60)
-    assert "CHANGED leave" in proc.stdout, proc.stderr[-3000:]
-    rep = check_against_baseline(one, out, requests, manifest, may_refetch=in_flight_at_faults(proc))
-    (event,) = rep["membership"]
-    assert event["left"] == ["agent1"] and event["joined"] == [], event
-    assert {{a["agent"]: a["stopped"] for a in rep["agents"]}} == {{"agent0": "frontier empty", "agent1": "died"}}
-    assert writers(out)["agent0"] > writers(out)["agent1"] > 0, writers(out)
+    leave_mid_crawl(web_and_baseline, f"leave{{i}}")
 '''
 
 

@@ -517,8 +517,14 @@ def test_node_leaves_mid_crawl(web_and_baseline) -> None:
     """--elastic on two agent nodes; agent1's node is removed mid-crawl: agent0 takes over its
     shards from Redis and the shared sieve directory. Only URLs in flight at the death are fetched
     again (Redis's in-flight set at the removal bounds them, checked in websim's log)."""
+    leave_mid_crawl(web_and_baseline, "leave")
+
+
+def leave_mid_crawl(web_and_baseline, name: str) -> None:
+    """The body of test_node_leaves_mid_crawl, into OUT ``name`` (benchmarks/leave_in_a_row.py runs
+    it many times)."""
     web, one, config, tmp = web_and_baseline
-    out = tmp / "leave"
+    out = tmp / name
     proc, requests, manifest = crawl_slice(web, [*crawl_args(web, out, config), "--elastic"], 2, tmp,
                                            change="leave", agent_nodes=True, after=60)
     assert "CHANGED leave" in proc.stdout, proc.stderr[-3000:]

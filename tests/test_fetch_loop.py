@@ -9,6 +9,20 @@ from raycrawl.actors.fetch_loop import FetchLoop
 from raycrawl.settings import Settings
 
 
+async def one_page_site():
+    """A loopback site answering every path with a small page, robots.txt with 404: (runner, port)."""
+    from aiohttp import web
+
+    async def page(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        return web.Response(text="<html><body>a page</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    return await serve(app)
+
+
 async def test_a_crashed_loop_is_reported_not_waited_for(redis_url):
     """A bug inside the loop must reach the agent (through ``drain``), which then stops the crawl;
     before, the loop task died, its error went to a log, and the agent waited for visits forever."""
@@ -33,16 +47,7 @@ async def test_politeness_wait_and_dns_lookups_are_counted(redis_url, tmp_path):
     time), and DNS lookups sent (cache misses), by outcome."""
     import time
 
-    from aiohttp import web
-
-    async def page(request: web.Request) -> web.Response:
-        if request.path == "/robots.txt":
-            return web.Response(status=404)
-        return web.Response(text="<html><body>a page</body></html>", content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", page)
-    runner, port = await serve(app)
+    runner, port = await one_page_site()
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 a.test\n")
     loop = FetchLoop(Settings(allow_networks="127.0.0.0/8", host_delay=0.3, ip_delay=0.0, resolve=str(hosts)),
@@ -73,16 +78,7 @@ async def test_a_drain_lingers_for_a_fuller_batch(redis_url, tmp_path):
     linger of 30 s that must not be waited out)."""
     import time
 
-    from aiohttp import web
-
-    async def page(request: web.Request) -> web.Response:
-        if request.path == "/robots.txt":
-            return web.Response(status=404)
-        return web.Response(text="<html><body>a page</body></html>", content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", page)
-    runner, port = await serve(app)
+    runner, port = await one_page_site()
     hosts = tmp_path / "hosts"
     hosts.write_text("".join(f"127.0.0.1 {h}.test\n" for h in "abc"))
     loop = FetchLoop(Settings(allow_networks="127.0.0.0/8", host_delay=0.0, ip_delay=0.0, resolve=str(hosts),
