@@ -5,10 +5,12 @@ A shard's on-disk state is its sieve directory (``sieve/NN``: fingerprints, outp
 log, duplicate store) and the virtual queues of its hosts (``virtualizer/<xxh3(host)>.q``). The
 agent that owns a shard keeps that state in its own directory; when the shard moves (a join, the
 end of a run), the giver *puts it away* — uploads every file under ``sieve/NN/…`` and
-``virtualizer/NN/…`` in the store, confirms each key by the store's listing at the local size,
-deletes keys of the shard the upload did not write (an older state), marks the shard as in the
-store, and only then deletes its local copy — and the taker *brings* it: downloads the shard's
-keys into its own directory and marks the shard as its own.
+``virtualizer/NN/…`` in the store, under keys of its own (``name~ck<ns>``), confirms each key by
+the store's listing at the local size, has Redis name them (``P sckpt``, refused once the giver is
+fenced), deletes keys of the shard it did not write (an older state), and only then deletes its
+local copy — and the taker *brings* it: downloads the keys Redis names into its own directory and
+marks the shard as its own. (Keys of its own: a giver declared departed mid-upload overwrites
+nothing its successor reads.)
 
 Where each shard's latest state is lives in Redis, hash ``P shome`` (shard → ``store FILES BYTES``,
 what the put-away confirmed, or the holder ``agent@host:dir``; absent: a shard with no state yet).
@@ -16,14 +18,14 @@ A store that no longer holds those files (an emptied bucket) is an error, never 
 shard held by a live agent is never taken from an older copy: that would forget URLs seen since
 and read its queues from offsets they do not reach.
 
-A held shard outlives its holder all the same: the holder's sieve actor checkpoints it to the same
-keys every ``checkpoint_seconds`` (:class:`ShardCheckpoints`: its files, but the duplicate store),
+A held shard outlives its holder all the same: the holder's sieve actor checkpoints it to keys of
+their own every ``checkpoint_seconds`` (:class:`ShardCheckpoints`: its files, but the duplicate store),
 and everything done to it since is in its log in Redis (storage/shard_log.py). When the holder
 dies (fenced: actors/lease.py), the agent taking the shard brings the checkpoint, applies the
 log's virtual-queue spills here and the sieve's entries in its sieve actor, and has the dead
 holder's last acknowledged state. ``P sckpt`` names the last checkpoint's (or put-away's) keys;
-the duplicate store comes from the last put-away, if any (older claims only: a duplicate of a page
-claimed since is archived in full, never wrongly marked).
+the duplicate store comes from the last put-away, if any (each checkpoint names it again; older
+claims only: a duplicate of a page claimed since is archived in full, never wrongly marked).
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ class ShardHandoff:
             for p in paths:
                 p.unlink(missing_ok=True)
         from_store = {s for s in wanted if homes[s] is not None}
-        checkpoints = self.f.checkpoints(sorted(dead))
+        checkpoints = self.f.checkpoints(sorted(from_store))
         n = 0
         if from_store:
             listed = {k: size for part in ("sieve/", "virtualizer/") for k, size in self.store.listing(part).items()
@@ -137,20 +139,23 @@ class ShardHandoff:
             fetch: dict[str, int] = {}
             for s in sorted(from_store):
                 plain = {k: size for k, size in listed.items() if _shard_key(k)[0] == s and not _CHECKPOINT.search(k)}
-                if s in dead:  # its last checkpoint, exactly, and the duplicate store of its last put-away
+                if s in dead:  # its last checkpoint, exactly, with the duplicate store of its last put-away
                     manifest = checkpoints[s] or {}
                     there = [k for k, size in manifest.items() if listed.get(k) == size]
                     if len(there) != len(manifest):
                         raise UserError(f"shard {s}: the object store {self.store.url} holds {len(there)} of the "
                                         f"{len(manifest)} files of its last checkpoint: its sieve is lost from the store")
                     fetch.update(manifest)
-                    fetch.update({k: size for k, size in plain.items() if not counted(k)})
+                    if all(counted(k) for k in manifest):  # (put away by a raycrawl that used plain keys)
+                        fetch.update({k: size for k, size in plain.items() if not counted(k)})
                     continue
+                state = put_away_state(homes[s], checkpoints[s], plain)
                 files, size = _in_store(homes[s]) or (0, 0)
-                if (len(plain), sum(plain.values())) != (files, size):
-                    raise UserError(f"shard {s}: the object store {self.store.url} holds {len(plain)} of its "
-                                    f"{files} files ({sum(plain.values())} of {size} bytes): its sieve is lost from the store")
-                fetch.update(plain)
+                there = {k: n for k, n in state.items() if listed.get(k) == n}
+                if len(there) != files or sum(there.values()) != size:
+                    raise UserError(f"shard {s}: the object store {self.store.url} holds {len(there)} of its "
+                                    f"{files} files ({sum(there.values())} of {size} bytes): its sieve is lost from the store")
+                fetch.update(state)
             for key in fetch:
                 shard, name = _shard_key(key)
                 name = _CHECKPOINT.sub("", name)
@@ -191,27 +196,27 @@ class ShardHandoff:
         files: dict[str, Path] = {}
         for s, queues in self._virtual_queues(shards).items():
             files.update(shard_files(self.out, s, queues))
+        # Under keys of its own, as a checkpoint's: a holder declared departed while it uploads
+        # overwrites nothing its successor reads (the put-away it took over, its duplicate store).
+        suffix = f"~ck{time.time_ns():x}"
         for key, path in files.items():
-            self.store.put(path, key)
+            self.store.put(path, key + suffix)
         held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
-        unconfirmed = [k for k, p in files.items() if held.get(k) != p.stat().st_size]
+        unconfirmed = [k for k, p in files.items() if held.get(k + suffix) != p.stat().st_size]
         if unconfirmed:
             raise StoreError(f"the object store {self.store.url} does not list {unconfirmed[0]} at its size "
                              f"after the upload; the shard stays in {self.out}")
-        totals = {s: [0, 0] for s in shards}
-        manifests: dict[int, dict[str, int]] = {s: {} for s in shards}  # what a takeover brings (dedup store aside)
+        manifests: dict[int, dict[str, int]] = {s: {} for s in shards}
         for key, path in files.items():
-            shard, size = _shard_key(key)[0], path.stat().st_size
-            totals[shard][0] += 1
-            totals[shard][1] += size
-            if counted(key):
-                manifests[shard][key] = size
-        for s, (n, size) in totals.items():  # the shards' state is whole in the store: their logs go
-            if not self.f.checkpointed(s, manifests[s], None, home=f"{IN_STORE} {n} {size}"):
+            manifests[_shard_key(key)[0]][key + suffix] = path.stat().st_size
+        for s, manifest in manifests.items():  # the shards' state is whole in the store: their logs go
+            home = f"{IN_STORE} {len(manifest)} {sum(manifest.values())}"
+            if not self.f.checkpointed(s, manifest, None, home=home):
                 self._fenced(shards)  # (declared departed during the upload: refused, and said so)
                 return 0
         # (only now: until Redis named the new files, the last checkpoint's were the shards' state)
-        self.store.delete([k for k in held if k not in files and _shard_key(k)[0] in shards])
+        named = {k for manifest in manifests.values() for k in manifest}
+        self.store.delete([k for k in held if k not in named and _shard_key(k)[0] in shards])
         for s in shards:
             shutil.rmtree(self._local_sieve(s), ignore_errors=True)
         for key, path in files.items():
@@ -261,7 +266,8 @@ class ShardCheckpoints:
         files = {k: p for k, p in shard_files(self.out, shard, queues).items()
                  if counted(k) and not k.endswith(".tmp")}
         suffix = f"~ck{time.time_ns():x}"
-        manifest: dict[str, int] = {}
+        # The duplicate store of the shard's last put-away stays named: a takeover brings it.
+        manifest = {k: n for k, n in (self.f.checkpoints([shard])[shard] or {}).items() if not counted(k)}
         for key, path in files.items():
             st = path.stat()
             size, mtime, stored = self.sent.get(key, (-1, 0, ""))
@@ -318,17 +324,32 @@ def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
     gone): each must be there at the count and bytes its put-away confirmed. (A shard an agent still
     held is checked when it is brought: its holder's directory may have it.)"""
     f.checkpoints(sorted(int(s) for s in f.r.hkeys(f.key("sckpt"))))  # (refuses records it cannot read)
-    homes = {int(s): _in_store(h) for s, h in f.r.hgetall(f.key("shome")).items()}
-    homes = {s: expected for s, expected in homes.items() if expected is not None}
-    if not homes:
+    raw = {int(s): h for s, h in f.r.hgetall(f.key("shome")).items() if _in_store(h) is not None}
+    if not raw:
         return []
-    held: dict[int, list[int]] = {}
-    for part in ("sieve/", "virtualizer/"):
-        for k, size in store.listing(part).items():
-            if not _CHECKPOINT.search(k):  # (a checkpoint's files are not the put-away's)
-                held.setdefault(_shard_key(k)[0], []).append(size)
-    return [f"shard {s}: {len(held.get(s, []))} of its {files} files ({sum(held.get(s, []))} of {size} bytes)"
-            for s, (files, size) in sorted(homes.items()) if (len(held.get(s, [])), sum(held.get(s, []))) != (files, size)]
+    manifests = f.checkpoints(sorted(raw))
+    listed = {k: size for part in ("sieve/", "virtualizer/") for k, size in store.listing(part).items()}
+    plain: dict[int, dict[str, int]] = {}
+    for k, size in listed.items():
+        if not _CHECKPOINT.search(k):
+            plain.setdefault(_shard_key(k)[0], {})[k] = size
+    missing = []
+    for s, home in sorted(raw.items()):
+        files, size = _in_store(home) or (0, 0)
+        there = [n for k, n in put_away_state(home, manifests[s], plain.get(s, {})).items() if listed.get(k) == n]
+        if (len(there), sum(there)) != (files, size):
+            missing.append(f"shard {s}: {len(there)} of its {files} files ({sum(there)} of {size} bytes)")
+    return missing
+
+
+def put_away_state(home: bytes | None, manifest: dict[str, int] | None, plain: dict[str, int]) -> dict[str, int]:
+    """The store keys (→ bytes) of a shard put away: those its manifest names when it names the
+    files and bytes ``P shome`` confirmed (as a put-away writes it), else the shard's plain keys
+    (put away by a raycrawl before put-aways had keys of their own)."""
+    files, size = _in_store(home) or (0, 0)
+    if manifest and (len(manifest), sum(manifest.values())) == (files, size):
+        return manifest
+    return plain
 
 
 def counted(key: str) -> bool:

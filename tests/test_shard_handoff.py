@@ -39,6 +39,13 @@ def _files(d: Path) -> dict[str, bytes]:
     return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
+def _named(objects: dict[str, bytes]) -> dict[str, bytes]:
+    """The store's objects by the file each holds (a put-away's and a checkpoint's keys end in ``~ck…``)."""
+    named = {k.split("~ck")[0]: v for k, v in objects.items()}
+    assert len(named) == len(objects), sorted(objects)  # (one copy of each file)
+    return named
+
+
 def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path) -> None:
     client = connect(redis_url)
     store = OutStore(f"s3://{BUCKET}/crawl")
@@ -59,7 +66,7 @@ def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path)
     s3.client().put_object(Bucket=BUCKET, Key="crawl/sieve/05/old-file", Body=b"old")
     assert a.put_away([5]) == 3
     assert not sieve5.exists() and not vq.exists() and (a.out / "sieve" / "06").is_dir()
-    stored = s3.objects("crawl")
+    stored = _named(s3.objects("crawl"))
     assert {k: v for k, v in stored.items() if k.startswith("sieve/05/")} == {
         f"sieve/05/{k}": v for k, v in before.items()}
     assert stored[f"virtualizer/05/{vq.name}"] == b"/a\n/b\n"
@@ -164,7 +171,8 @@ def test_a_resumed_crawl_takes_the_last_runs_shards_over(s3, redis_url, tmp_path
     assert (c.out / "sieve" / "07" / "queue-0").read_bytes() == b"http://x/1\n" * 10
     assert virtual_queue(c.out / "virtualizer", host).read_bytes() == b"/z\n"
     # a shard put away whose files left the store: the resume is refused before anything starts
-    s3.client().delete_object(Bucket=BUCKET, Key="crawl/sieve/08/queue-0")
+    [key] = [k for k in s3.objects("crawl") if k.startswith("sieve/08/queue-0")]
+    s3.client().delete_object(Bucket=BUCKET, Key=f"crawl/{key}")
     (missing,) = missing_from_store(f, store)
     assert missing.startswith("shard 8: 0 of its 1 files"), missing
     # a checkpoint record of an older raycrawl ("FILES BYTES", no keys): refused in one line, not read
@@ -216,6 +224,48 @@ def test_a_checkpoint_cut_short_leaves_the_last_one_whole(s3, redis_url, tmp_pat
     assert c.bring([3]).taken_over == [3]
     assert _files(c.out / "sieve" / "03") == {"fps": b"A", "queue-0": b"http://x/1\nhttp://x/2\n"}
     assert [e.urls for e in shard_log.parse(f.shard_logs([3])[3])] == [["http://x/3"]]
+    client.close()
+
+
+def test_a_holder_declared_departed_mid_put_away_overwrites_nothing_its_successor_reads(s3, redis_url, tmp_path) -> None:
+    """A holder declared departed while its put-away uploads (it passed the fence check first)
+    must not replace what its successor takes over with: the duplicate store of the shard's last
+    put-away (claims of pages stored) with its own, which holds claims of pages it fetched but
+    never had stored — a successor reading it would archive a revisit of a record that is nowhere.
+    A put-away's uploads go under keys of their own, which Redis names only if the holder is not
+    fenced; the next put-away deletes them."""
+    from raycrawl.storage.dedup_store import FILE
+
+    client = connect(redis_url)
+    store = OutStore(f"s3://{BUCKET}/crawl")
+    f1 = RedisFrontier(client, "rc:", view="agent1", register=False)
+    a = _agent(store, client, tmp_path, "agent0")
+    a.bring([4])
+    (a.out / "sieve" / "04" / "queue-0").write_bytes(b"http://x/1\n")
+    (a.out / "sieve" / "04" / FILE).write_bytes(b"claims of stored pages")
+    assert a.put_away([4]) == 2
+    b = ShardHandoff(store, f1, tmp_path / "agent1", f"agent1@here:{tmp_path / 'agent1'}")
+    assert b.bring([4]).files == 2
+    (b.out / "sieve" / "04" / "queue-0").write_bytes(b"http://x/1\nhttp://x/2\n")
+    f1.log_shards({4: [shard_log.enqueued(["http://x/2"], [0])]})
+    assert ShardCheckpoints(store, f1, b.out, interval=0).run([4]) == 1
+    (b.out / "sieve" / "04" / FILE).write_bytes(b"claims of pages never stored")
+
+    class FencedMidUpload(OutStore):  # (the real store; its first upload outlives the holder's lease)
+        def put(self, path, key) -> None:
+            client.set("rc:v:agent1:fenced", "1")
+            super().put(path, key)
+
+    late = ShardHandoff(FencedMidUpload(store.url), f1, b.out, b.holder)
+    assert late.put_away([4]) == 0 and (b.out / "sieve" / "04").is_dir()
+    c = _agent(store, client, tmp_path, "agent2")
+    assert c.bring([4]).taken_over == [4]
+    assert _files(c.out / "sieve" / "04") == {"queue-0": b"http://x/1\nhttp://x/2\n", FILE: b"claims of stored pages"}
+    # the successor's own put-away leaves exactly its state in the store, the late uploads deleted
+    assert c.put_away([4]) == 2
+    assert _named(s3.objects("crawl")) == {"sieve/04/queue-0": b"http://x/1\nhttp://x/2\n",
+                                             f"sieve/04/{FILE}": b"claims of stored pages"}
+    assert missing_from_store(f1, store) == []
     client.close()
 
 
