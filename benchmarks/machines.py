@@ -12,17 +12,22 @@ cluster, the fault at a moment of the crawl:
   with its commits unanswered;
 - ``handoff``: a fourth agent node joins at 30 %; an old agent's node is lost as soon as the
   newcomer's agent runs, while the shards move to it;
-- ``sigterm``: SIGTERM to every process of an agent node at 40 % (``ray stop``, a VM shut down
-  without notice: Ray's raylet ends the node's workers at once, so this is a death);
-- ``drain``: at 40 %, ``ray drain-node`` (what Ray's autoscaler does on a spot preemption
-  notice), then SIGTERM once the agent left.
+- ``shut-down``: at 40 % the agent node's VM shuts down (a spot VM reclaimed, a scale-down):
+  systemd stops the node's service as ray_cluster.yaml defines it, SIGTERM to ``ray start
+  --block`` alone (Ray then drains the node before it ends it), SIGKILL to what is left;
+- ``sigterm``: SIGTERM to every process of an agent node at 40 % (``ray stop``, which signals the
+  raylet first: Ray ends the node's workers at once, so this is a death);
+- ``drain``: at 40 %, ``ray drain-node`` by hand, then SIGTERM once the agent left.
 
 For each: exit code, pages, baseline pages missing, pages websim served that no stored WARC holds,
 URLs fetched twice against URLs Redis held in flight at the fault, host/IP/robots violations, the
 longest time with no request at all after the fault, and the membership event (seconds to bury the
 dead agent while the others crawled on, the stop-the-world pause).
 
-    .venv/bin/python benchmarks/machines.py [--hosts 2000] [--faults early,middle,...]
+    .venv/bin/python benchmarks/machines.py [--hosts 2000] [--faults early,middle,...] [--by shut-down]
+
+``--by shut-down``: the node at ``early`` ... ``handoff`` shuts down instead of being lost (during
+a commit: Redis's writes held the second after the SIGTERM).
 """
 
 from __future__ import annotations
@@ -49,8 +54,8 @@ from raycrawl.storage.link_records import iter_link_records  # noqa: E402
 from raycrawl.websim.audit import audit  # noqa: E402
 
 DELAYS = (0.25, 0.05)
-FAULTS = {"early": 0.10, "middle": 0.40, "late": 0.75, "commit": 0.40, "handoff": 0.30, "sigterm": 0.40,
-          "drain": 0.40}
+FAULTS = {"early": 0.10, "middle": 0.40, "late": 0.75, "commit": 0.40, "handoff": 0.30, "shut-down": 0.40,
+          "sigterm": 0.40, "drain": 0.40}
 CONFIG = "[crawl]\nread_timeout = 3.0\nconnect_timeout = 2.0\nmax_retries = 1\nretry_backoff = 0.5\nmax_crawl_delay = 1.0\n"
 
 
@@ -68,8 +73,30 @@ def politeness(config: Path) -> list[str]:
             "--config", str(config)]
 
 
-def fault_run(base: Path, params: dict, fault: str, at: int, baseline: set[str]) -> dict:
-    """One cloud crawl on a fresh cluster of three agent nodes with ``fault`` after ``at`` pages."""
+def strike(hit, fault: str, by: str, r) -> float | None:
+    """The fault itself, Redis's writes held; seconds until a node that leaves had left."""
+    def thaw() -> None:
+        if fault == "commit":
+            time.sleep(1.0)  # (agents' commits pile up behind the pause)
+        r.execute_command("CLIENT", "UNPAUSE")
+
+    if fault == "sigterm":
+        hit.signal(15)
+    elif fault == "drain":
+        thaw()  # (its agent must commit to leave)
+        return hit.drain(30)
+    elif fault == "shut-down" or by == "shut-down":
+        return hit.shut_down(meanwhile=thaw)
+    else:
+        if fault == "commit":
+            time.sleep(1.0)
+        hit.lose()
+    return None
+
+
+def fault_run(base: Path, params: dict, fault: str, at: int, baseline: set[str], by: str = "loss") -> dict:
+    """One cloud crawl on a fresh cluster of three agent nodes with ``fault`` after ``at`` pages:
+    the node lost, or (``by="shut-down"``) shut down."""
     with Machines(base, agents=3) as m:
         config = m.base / "crawl.toml"
         config.write_text(CONFIG)
@@ -78,7 +105,7 @@ def fault_run(base: Path, params: dict, fault: str, at: int, baseline: set[str])
             log = m.base / "job.log"
             r = m.redis_client()
             job = m.submit([*m.crawl_args(web, fault), *politeness(config)], log)
-            hit, t_fault, inflight = None, 0.0, set()
+            hit, t_fault, inflight, left_in = None, 0.0, set(), None
             while job.poll() is None:
                 time.sleep(0.2)
                 if hit is not None or int(r.hget("rc:stats", "pages") or 0) < at:
@@ -91,15 +118,7 @@ def fault_run(base: Path, params: dict, fault: str, at: int, baseline: set[str])
                 r.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
                 inflight = {inflight_url(k.decode()) for k in r.hkeys("rc:inflight")}
                 t_fault = time.time()
-                if fault == "drain":
-                    r.execute_command("CLIENT", "UNPAUSE")
-                    hit.drain(30)
-                elif fault == "sigterm":
-                    hit.signal(15)
-                else:
-                    if fault == "commit":
-                        time.sleep(1.0)  # (agents' commits pile up behind the pause)
-                    hit.lose()
+                left_in = strike(hit, fault, by, r)
                 r.execute_command("CLIENT", "UNPAUSE")
             text = log.read_text(errors="replace")
             web.flush_log()
@@ -114,7 +133,8 @@ def fault_run(base: Path, params: dict, fault: str, at: int, baseline: set[str])
     after = sorted(q.start for q in requests if q.start >= t_fault) if t_fault else []
     pause = max((b - a for a, b in zip([t_fault, *after], after, strict=False)), default=0.0)
     events = report.get("membership", [])
-    return {"fault": fault, "at_pages": at, "exit": job.returncode, "pages": report.get("pages"),
+    return {"fault": fault if by == "loss" else f"{fault} ({by})", "at_pages": at, "exit": job.returncode, "pages": report.get("pages"),
+            "left_s": None if left_in is None else round(left_in, 1),
             "missing": len(baseline - fetched), "not_stored": len(served - stored),
             "in_flight": len(inflight), "twice": len(twice), "twice_not_in_flight": len(twice - inflight),
             "host": kinds["host"], "ip": kinds["ip"], "robots": kinds["robots"],
@@ -130,6 +150,8 @@ def main() -> int:
     ap.add_argument("--ips", type=int, default=100)
     ap.add_argument("--pages-per-host", type=float, default=5.0)
     ap.add_argument("--faults", default=",".join(FAULTS))
+    ap.add_argument("--by", choices=("loss", "shut-down"), default="loss",
+                    help="the node at early/middle/late/commit/handoff is lost (SIGKILL) or shut down (SIGTERM to its service)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args()
     if (why := available()) is not None:
@@ -155,11 +177,11 @@ def main() -> int:
     print(f"baseline: one agent, {len(baseline)} pages in {time.time() - t0:.0f} s", flush=True)
     rows = []
     for fault in args.faults.split(","):
-        row = fault_run(work / fault, params, fault, int(FAULTS[fault] * len(baseline)), baseline)
+        row = fault_run(work / fault, params, fault, int(FAULTS[fault] * len(baseline)), baseline, args.by)
         rows.append(row)
         print(json.dumps(row), flush=True)
     cols = ["fault", "exit", "pages", "missing", "not_stored", "in_flight", "twice", "twice_not_in_flight",
-            "host", "ip", "robots", "longest_gap_s", "detected_s", "tracebacks"]
+            "host", "ip", "robots", "longest_gap_s", "detected_s", "left_s", "tracebacks"]
     print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for row in rows:
         print("| " + " | ".join(str(row[c]) for c in cols) + " |")

@@ -15,10 +15,13 @@ bridge, their own directory and their own processes, started as ``ray_cluster.ya
   submitted with ``ray job submit`` and runs its driver on the head.
 - **Redis** on the head with a password (``raycrawl.redis_daemon --bind 0.0.0.0
   --requirepass-file``), **S3** through moto's server mode.
+- **Agent nodes** run ``ray start --block`` as their main process, as ray_cluster.yaml's systemd
+  service does. **A node that shuts down** (a VM's shutdown, a spot VM reclaimed, a scale-down)
+  gets what systemd sends that service: SIGTERM to that main process, SIGKILL to what is left
+  once it ended or after the stop timeout (:meth:`Machine.shut_down`); or ``ray drain-node`` by
+  hand first (:meth:`Machine.drain`).
 - **Losing a node** is its cable cut (a lost VM answers nothing, not even a reset), SIGKILL to
-  every process of its namespace, then its directory deleted. A node that shuts down gets SIGTERM
-  to every process (what ``ray stop``, systemd's ``KillMode=control-group`` and a VM's shutdown
-  send), after ``ray drain-node`` when it had notice (:meth:`Machine.drain`).
+  every process of its namespace, then its directory deleted.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from s3_server import BUCKET, MotoS3
@@ -66,6 +70,7 @@ class Machine:
         self.ray_dir = Path(f"/tmp/{cluster.tag}r/{name}")  # (AF_UNIX socket paths must stay short)
         self.veth = ""
         self.gone = False
+        self.main: subprocess.Popen | None = None  # an agent node's ``ray start --block``
 
     def up(self, extra_ips: list[str] = ()) -> Machine:
         self.veth = veth = f"{self.cluster.tag}{self.name[:6]}"
@@ -151,6 +156,23 @@ class Machine:
         self.gone = True  # (the VM shut down)
         return took
 
+    def shut_down(self, stop_timeout: float = 60, meanwhile: Callable[[], None] | None = None) -> float:
+        """The VM shuts down (a spot VM reclaimed, a scale-down, ``systemctl stop``): systemd stops
+        the node's service as ray_cluster.yaml defines it (``KillMode=mixed``): SIGTERM to its main
+        process, ``ray start --block``, and SIGKILL to every process left once it ended or after
+        ``stop_timeout``; then its disk is gone. ``meanwhile`` runs right after the SIGTERM.
+        Seconds until the main process ended."""
+        assert self.main is not None, f"{self.name} has no ray start --block"
+        t0 = time.monotonic()
+        self.main.send_signal(signal.SIGTERM)
+        if meanwhile is not None:
+            meanwhile()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.main.wait(stop_timeout)
+        took = time.monotonic() - t0
+        self.lose(cut=False)
+        return took
+
     def node_id(self) -> str:
         """Ray's id of this node (its raylet's ``--node_id``)."""
         for pid in self.pids():
@@ -171,6 +193,9 @@ class Machine:
     def down(self) -> None:
         self.signal(signal.SIGKILL)
         self.wait_empty(30)
+        if self.main is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.main.wait(5)
         # (the namespace may outlive its name a while: its cable is cut here, not left to the kernel)
         for argv in (("link", "del", self.veth), ("netns", "del", self.ns)):
             with contextlib.suppress(subprocess.CalledProcessError):
@@ -252,10 +277,17 @@ class Machines:
         k = sum(name.startswith("agent") for name in self.machines) + 1
         return self._start_agent(self._machine(f"agent{k}", 2 + k))
 
-    def _start_agent(self, m: Machine) -> Machine:
-        m.run(["ray", "start", f"--address={self.head.ip}:{GCS_PORT}", f"--node-ip-address={m.ip}",
-               f"--num-cpus={self.agent_cpus}", '--resources={"agent": 1}', "--disable-usage-stats",
-               f"--temp-dir={m.ray_dir}"])
+    def _start_agent(self, m: Machine, timeout: float = 180) -> Machine:
+        # As ray_cluster.yaml's service runs it: ``ray start --block`` is the node's main process.
+        m.main = m.popen(["ray", "start", "--block", f"--address={self.head.ip}:{GCS_PORT}", f"--node-ip-address={m.ip}",
+                          f"--num-cpus={self.agent_cpus}", '--resources={"agent": 1}', "--disable-usage-stats",
+                          f"--temp-dir={m.ray_dir}"], "ray-start.log")
+        deadline = time.monotonic() + timeout
+        log = m.dir / "ray-start.log"
+        while "block forever" not in log.read_text(errors="replace"):  # (printed once the node is up)
+            if m.main.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{m.name}: ray start --block failed:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
         return m
 
     def websim(self, out_dir: Path, **params):

@@ -1,11 +1,11 @@
 """The cloud recipe on machines that share nothing (tests/netns_cluster.py): a head and agent nodes
 in network namespaces of their own, Ray started with ``ray start`` as ray_cluster.yaml starts VMs,
 the crawl submitted with ``ray job submit``, Redis with a password, S3 through moto's server, each
-agent on its own disk (``--agent-dir``). One agent node drains and leaves (a spot VM's preemption
-notice) and a new one joins, then one is lost (SIGKILL to every process of it, its cable cut, its disk deleted): each
+agent on its own disk (``--agent-dir``). One agent node shuts down (a spot VM reclaimed: SIGTERM
+to its ``ray start --block``, which drains it) and leaves, and a new one joins, then one is lost (SIGKILL to every process of it, its cable cut, its disk deleted): each
 time the crawl goes on to the end with no one's help, with the one-agent crawl's pages, 0 host, IP
 and robots.txt violations, every page websim served in a WARC file in the store, and nothing
-fetched twice but what Redis held in flight at the loss (nothing at all for a drained node)."""
+fetched twice but what Redis held in flight at the loss (nothing at all for a node shut down)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def politeness(config) -> list[str]:
 def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int = 100, resume: bool = False,
                      ok: bool = True, join: bool = False, extra: tuple[str, ...] = ()) -> dict:
     """Submit the cloud recipe's crawl; once it has committed ``after`` pages, freeze Redis's
-    writes, note what it holds in flight, then ``drain`` an agent's node, ``lose`` one, or
+    writes, note what it holds in flight, then ``shut-down`` an agent's node, ``lose`` one, or
     ``lose-all``, thaw; ``join``: then a new agent node joins. Returns what the test checks."""
     web.flush_log()
     n0 = len(web.requests())
@@ -62,7 +62,7 @@ def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int
         r.flushdb()  # (the last crawl's counters would say this one is on before it is)
     job = m.submit([*args, "--resume"] if resume else args, log)
     inflight: set[str] = set()
-    hit = None
+    hit, left_in = None, None
     deadline = time.monotonic() + 300
     while job.poll() is None:
         assert time.monotonic() < deadline, log.read_text()[-3000:]
@@ -72,9 +72,8 @@ def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int
             r.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
             inflight = {inflight_url(k.decode()) for k in r.hkeys("rc:inflight")}
             try:
-                if fault == "drain":  # (drained with Redis thawed: its agent must commit to leave)
-                    r.execute_command("CLIENT", "UNPAUSE")
-                    hit.drain(30)
+                if fault == "shut-down":  # (Redis thawed: its agent must commit to leave)
+                    left_in = hit.shut_down(meanwhile=lambda: r.execute_command("CLIENT", "UNPAUSE"))
                 else:
                     # (every node lost: the driver leaves the verdict to Ray, which sees resets in
                     # seconds and a cut cable in a minute; the single loss is the cut cable)
@@ -92,7 +91,7 @@ def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int
     out = m.head.dir / name
     if join:
         assert int(r.hget("rc:stats", "pages") or 0) > joined_at, "the crawl ended before the join"
-    return {"requests": web.requests()[n0:], "inflight": inflight, "log": text, "out": out,
+    return {"requests": web.requests()[n0:], "inflight": inflight, "log": text, "out": out, "left_in": left_in,
             "report": json.loads((out / "report.json").read_text()) if ok else None}
 
 
@@ -108,13 +107,15 @@ def stored_everything(m: Machines, web, requests, name: str, work) -> None:
     assert not missing, sorted(missing)[:5]
 
 
-def test_a_drained_node_leaves_then_a_new_one_joins_and_nothing_is_fetched_twice(machines, tmp_path) -> None:
-    """A spot VM's preemption notice (``ray drain-node``, then SIGTERM to every process of the
-    node): its agent leaves before its node goes, and nothing of it is fetched again. Then a new
-    agent node joins (``ray start``) mid-crawl and takes shards through the store: it fetches, and
-    still nothing is fetched twice. (IP delay 0.3 s: the 4-IP web lasts past the join, ~30 s.)"""
+def test_a_node_shut_down_leaves_then_a_new_one_joins_and_nothing_is_fetched_twice(machines, tmp_path) -> None:
+    """A VM shuts down (a spot VM reclaimed, a scale-down): systemd stops the node's service as
+    ray_cluster.yaml defines it, SIGTERM to ``ray start --block`` alone, which drains the node
+    first: its agent leaves within 30 s, before its node goes, and nothing of it is fetched again.
+    Then a new agent node joins (``ray start``) mid-crawl and takes shards through the store: it
+    fetches, and still nothing is fetched twice. (IP delay 0.3 s: the 4-IP web lasts past the join, ~30 s.)"""
     m, web, one, config = machines
-    got = crawl_with_fault(m, web, config, "drained", "drain", after=40, join=True, extra=("--ip-delay", "0.3"))
+    got = crawl_with_fault(m, web, config, "drained", "shut-down", after=40, join=True, extra=("--ip-delay", "0.3"))
+    assert got["left_in"] < 30, got["left_in"]
     rep = check_against_baseline(one, got["out"], got["requests"], web.manifest, may_refetch=set())
     drained, joined = rep["membership"]
     assert drained["drained"] == drained["left"] and len(drained["left"]) == 1 and drained["joined"] == [], drained
