@@ -117,7 +117,7 @@ class Distributor:
         # A view declared departed (fence.lua) queues nothing: its shards' successors distribute
         # them from their own offsets, which this step would move. Watched with the offsets, so a
         # fence set before the transaction runs drops the step too.
-        pipe.watch(self.f.vkey("fenced"), *[self.f.k.sieve_offset(q) for q in queues])
+        pipe.watch(self.f.fence_key(), *[self.f.k.sieve_offset(q) for q in queues])
         if self._is_fenced(pipe):
             return res
         offsets = self.f.sieve_offsets(queues, client=pipe)
@@ -179,7 +179,7 @@ class Distributor:
         return res
 
     def _is_fenced(self, client) -> bool:  # noqa: ANN001 - a Redis client or a watching pipeline
-        fenced = bool(client.exists(self.f.vkey("fenced")))
+        fenced = self.f.is_fenced(client=client)
         if fenced and not self.fenced:
             log.warning("distributor: this agent was declared departed; it distributes nothing more")
         self.fenced = fenced

@@ -94,9 +94,9 @@ class Virtualizer:
         twice (the URLs queued twice); the next step refills again from the offset Redis holds."""
         with self.f.r.pipeline(transaction=True) as pipe:
             try:
-                fence = self.f.vkey("fenced")  # (a view declared departed refills nothing: actors/distributor.py)
-                pipe.watch(self.f.k.voff, fence)
-                if pipe.exists(fence):
+                # (a view declared departed refills nothing: actors/distributor.py)
+                pipe.watch(self.f.k.voff, self.f.fence_key())
+                if self.f.is_fenced(client=pipe):
                     return 0
                 off = int(pipe.hget(self.f.k.voff, host) or 0)
                 end = int(pipe.hget(self.f.k.vend, host) or 0)

@@ -511,8 +511,14 @@ class RedisFrontier:
         vals = self.r.hmget(self.key("sckpt"), [str(s) for s in shards])
         return {s: _manifest(s, v) for s, v in zip(shards, vals, strict=True)}
 
-    def is_fenced(self, agent: str) -> bool:
-        return bool(self.r.exists(self.view_prefix(agent) + "fenced"))
+    def fence_key(self, agent: str | None = None) -> str:
+        """``V fenced`` of ``agent``'s view (None: this one's): WATCH it with what a step moves."""
+        return (self.v if agent is None else self.view_prefix(agent)) + "fenced"
+
+    def is_fenced(self, agent: str | None = None, client=None) -> bool:  # noqa: ANN001 - a client or a watching pipeline
+        """``agent`` (None: this view's) was declared departed (fence.lua); ``client``: read through
+        it (a pipeline that WATCHes :meth:`fence_key`)."""
+        return bool((client or self.r).exists(self.fence_key(agent)))
 
     def move_hosts(self, moves: list[tuple[str, str]], batch: int = 500) -> int:
         """Give hosts to other agents: (host, agent) pairs; see lua/move.lua."""
