@@ -35,7 +35,7 @@ def next_wait(wait: float, changed: bool, statuses: list[dict]) -> float:
     ending) DRAIN_WAIT. A crawl waiting on politeness made ten rounds a second, each a few Ray and
     Redis calls (~3 % of a core in the driver and the sieve, measured)."""
     pending = any(st["in_flight"] or st["earliest"] is not None for st in statuses)
-    return min(MAX_DRAIN_WAIT, 2 * wait) if pending and not changed else DRAIN_WAIT
+    return min(MAX_DRAIN_WAIT, max(DRAIN_WAIT, 2 * wait)) if pending and not changed else DRAIN_WAIT
 
 
 def split_budget(n: int | None, k: int) -> list[int | None]:
@@ -44,6 +44,9 @@ def split_budget(n: int | None, k: int) -> list[int | None]:
 
 
 class Crew:
+    # The first round's drain: nothing is in flight yet, and the first request waits on the step after it.
+    first_wait = 0.0
+
     def __init__(self, settings: Settings, redis_url: str, name: str, budget: int | None) -> None:
         import ray
 
@@ -54,7 +57,7 @@ class Crew:
         out = Path(s.out)
         here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)
-        self.name, self.wait = name, DRAIN_WAIT
+        self.name, self.wait = name, self.first_wait
         self.budgeted = bool(s.max_pages)  # failures count against a page budget like fetched pages
         # Without a shared OUT the store writer works in pieces of this many seconds (store_writer.py).
         self.ship_seconds = s.ship_seconds if s.agent_dir else 0.0

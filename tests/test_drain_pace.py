@@ -23,3 +23,10 @@ def test_any_change_or_nothing_scheduled_brings_it_back() -> None:
     assert next_wait(MAX_DRAIN_WAIT, True, [WAITING]) == DRAIN_WAIT  # visits ended, or URLs moved
     assert next_wait(MAX_DRAIN_WAIT, False, [EMPTY]) == DRAIN_WAIT  # idle fetchers: check the end soon
     assert next_wait(MAX_DRAIN_WAIT, False, [EMPTY, EMPTY]) == DRAIN_WAIT
+
+
+def test_a_quiet_round_after_the_first_never_makes_a_spin() -> None:
+    """The crew's first drain waits 0 s (``Crew.first_wait``: nothing is in flight, and the first
+    request waits on the step after it); a quiet round after it waits the shortest wait, not
+    twice zero (a loop of Ray and Redis calls with no wait at all)."""
+    assert next_wait(0.0, False, [WAITING]) == DRAIN_WAIT
