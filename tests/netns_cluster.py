@@ -10,7 +10,7 @@ bridge, their own directory and their own processes, started as ``ray_cluster.ya
   ``--agent-dir`` names (a bind mount in a mount namespace of the node's own): agents on different
   nodes write the same path and never see each other's files, as on VMs.
 - **Ray** as ray_cluster.yaml starts it: ``ray start --head --port=6380 --dashboard-host=0.0.0.0``
-  and ``ray start --address=HEAD:6380 --resources={"agent": 1}``, token authentication on (the
+  and ``ray start --block --address=HEAD:6380 --resources={"agent": 1}``, token authentication on (the
   token in a file every node and ``ray job submit`` read, as the launcher ships it). The crawl is
   submitted with ``ray job submit`` and runs its driver on the head.
 - **Redis** on the head with a password (``raycrawl.redis_daemon --bind 0.0.0.0
