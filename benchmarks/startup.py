@@ -12,11 +12,17 @@ medians are printed.
 
     .venv/bin/python benchmarks/startup.py                       # HEAD against 9cc97fd, 3 rounds
     .venv/bin/python benchmarks/startup.py --base 57a5966 --rounds 5
+    .venv/bin/python benchmarks/startup.py --address             # HEAD joining a running cluster
+
+``--address``: a local cluster is started once (``ray start --head``, as a user's would be running)
+and each crawl joins it with ``--address`` (HEAD only: a joined cluster's workers run the code the
+cluster was started with). The issue's bound there is 2 s from the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -96,12 +102,13 @@ def ray_alone(env: dict[str, str]) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def one_crawl(web, env: dict[str, str], work: Path) -> dict[str, float]:
+def one_crawl(web, env: dict[str, str], work: Path, address: str | None = None) -> dict[str, float]:
     env = {**env, "STARTUP_TIMELINE": str(work / "timeline.json"), "STARTUP_MARKS": str(work / "marks.json")}
     web.flush_log()
     n0 = len(web.requests())
     cmd = [sys.executable, __file__, "--probe", "crawl", "--seeds", str(web.seeds_file), "--out", str(work / "out"),
-           "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8", "--max-pages", "300"]
+           "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8", "--max-pages", "300",
+           *(["--address", address] if address else [])]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     marks = json.loads((work / "marks.json").read_text())
     assert marks["exit"] == 0, done.stderr[-3000:]
@@ -125,11 +132,15 @@ def main() -> None:
     ap.add_argument("--base", default="9cc97fd", help="the earlier commit")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=200)
+    ap.add_argument("--address", action="store_true", help="HEAD joining a running local cluster (module doc)")
     args = ap.parse_args()
     from raycrawl.websim import Websim
 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_AUTH_MODE"] = "disabled"
+    if args.address:
+        joined(args, env)
+        return
     codes = {"HEAD": env_at("HEAD", env), args.base: env_at(args.base, env)}
     rows: dict[str, list[dict[str, float]]] = {c: [] for c in codes}
     alone: list[float] = []
@@ -154,6 +165,65 @@ def main() -> None:
     first = {c: statistics.median(m["first_request"] for m in rows[c]) for c in codes}
     print("\ncommand → first request beyond Ray alone: " + ", ".join(
         f"{c} +{first[c] - statistics.median(alone):.2f} s" for c in codes))
+
+
+def stop_cluster(sid: int) -> None:
+    """End every process of session ``sid`` (the cluster's: ``ray stop`` would end every Ray on the
+    machine, and Ray's agents rename themselves, so only their session finds them all)."""
+    import signal
+
+    def ours() -> list[int]:
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:  # (field 6 of stat, after the parenthesised name: the session id)
+                    if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                        pids.append(int(proc.name))
+                except (OSError, ValueError, IndexError):
+                    continue
+        return pids
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in ours():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 20
+        while ours() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def joined(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Command → first request of crawls joining one running local cluster."""
+    from raycrawl.redis_server import free_port
+    from raycrawl.websim import Websim
+
+    port = free_port()
+    ray_bin = Path(sys.executable).with_name("ray")
+    with tempfile.TemporaryDirectory(prefix="rs") as tmp:
+        # (ports of its own: a Ray already running on the machine holds the defaults; a session of its own)
+        head = subprocess.Popen([str(ray_bin), "start", "--head", f"--port={port}", "--num-cpus=2",
+                                 "--include-dashboard=false", f"--dashboard-agent-listen-port={free_port()}",
+                                 f"--ray-client-server-port={free_port()}", "--node-ip-address=127.0.0.1",
+                                 "--disable-usage-stats", f"--temp-dir={tmp}/ray"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        if head.wait(300) != 0:
+            stop_cluster(head.pid)
+            raise SystemExit("ray start --head failed")
+        firsts: list[float] = []
+        try:
+            with Websim(hosts=args.hosts, ips=max(1, args.hosts // 10), seed=1, clean=True,
+                        out_dir=Path(tmp) / "web") as web:
+                for r in range(args.rounds):
+                    work = Path(tmp) / f"joined-{r}"
+                    work.mkdir()
+                    marks = one_crawl(web, env, work, address=f"127.0.0.1:{port}")
+                    firsts.append(marks["first_request"])
+                    keys = [k for k in STEPS if k in marks] + sorted(k for k in marks if k not in STEPS and k != "exit")
+                    print(f"round {r}: " + ", ".join(f"{k} {marks[k]:.2f}" for k in keys), flush=True)
+        finally:
+            stop_cluster(head.pid)
+    print(f"\njoining a running cluster (--address): command → first request median {statistics.median(firsts):.2f} s "
+          f"({', '.join(f'{x:.2f}' for x in firsts)}); the issue's bound: 2 s")
 
 
 if __name__ == "__main__":
