@@ -75,9 +75,12 @@ def politeness(config: Path) -> list[str]:
 
 def strike(hit, fault: str, by: str, r) -> float | None:
     """The fault itself, Redis's writes held; seconds until a node that leaves had left."""
-    def thaw() -> None:
+    def held() -> None:
         if fault == "commit":
             time.sleep(1.0)  # (agents' commits pile up behind the pause)
+
+    def thaw() -> None:
+        held()
         r.execute_command("CLIENT", "UNPAUSE")
 
     if fault == "sigterm":
@@ -88,8 +91,7 @@ def strike(hit, fault: str, by: str, r) -> float | None:
     elif fault == "shut-down" or by == "shut-down":
         return hit.shut_down(meanwhile=thaw)
     else:
-        if fault == "commit":
-            time.sleep(1.0)
+        held()
         hit.lose()
     return None
 

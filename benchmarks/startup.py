@@ -172,23 +172,14 @@ def stop_cluster(sid: int) -> None:
     machine, and Ray's agents rename themselves, so only their session finds them all)."""
     import signal
 
-    def ours() -> list[int]:
-        pids = []
-        for proc in Path("/proc").iterdir():
-            if proc.name.isdigit():
-                try:  # (field 6 of stat, after the parenthesised name: the session id)
-                    if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3]) == sid:
-                        pids.append(int(proc.name))
-                except (OSError, ValueError, IndexError):
-                    continue
-        return pids
+    from crawl_vs_scrapy import session_cpu
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in ours():
+        for pid in session_cpu(sid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + 20
-        while ours() and time.monotonic() < deadline:
+        while session_cpu(sid) and time.monotonic() < deadline:
             time.sleep(0.2)
 
 

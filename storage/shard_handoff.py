@@ -54,9 +54,14 @@ IN_STORE = "store"
 # died or the run stopped short). The same agent on the same directory keeps its copy; anyone else
 # (or it, its directory gone with its node) takes it over from its checkpoint and log.
 ORPHAN = "orphan"
-# A checkpoint's files are uploaded under keys of their own (``sieve/NN/name~ck<ns>``), never over
-# the files of the checkpoint Redis names (``P sckpt``): see :meth:`ShardCheckpoints._one`.
+# A checkpoint's and a put-away's files are uploaded under keys of their own (``sieve/NN/name~ck<ns>``,
+# :func:`_new_suffix`), never over the files Redis names (``P sckpt``): see :meth:`ShardCheckpoints._one`.
 _CHECKPOINT = re.compile(r"~ck[0-9a-f]+$")
+
+
+def _new_suffix() -> str:
+    """The suffix of one upload's keys (what :data:`_CHECKPOINT` matches)."""
+    return f"~ck{time.time_ns():x}"
 
 
 def _in_store(home: bytes | None) -> tuple[int, int] | None:
@@ -149,12 +154,10 @@ class ShardHandoff:
                     if all(counted(k) for k in manifest):  # (put away by a raycrawl that used plain keys)
                         fetch.update({k: size for k, size in plain.items() if not counted(k)})
                     continue
-                state = put_away_state(homes[s], checkpoints[s], plain)
-                files, size = _in_store(homes[s]) or (0, 0)
-                there = {k: n for k, n in state.items() if listed.get(k) == n}
-                if len(there) != files or sum(there.values()) != size:
-                    raise UserError(f"shard {s}: the object store {self.store.url} holds {len(there)} of its "
-                                    f"{files} files ({sum(there.values())} of {size} bytes): its sieve is lost from the store")
+                state, short = put_away_state(homes[s], checkpoints[s], plain, listed)
+                if short:
+                    raise UserError(f"shard {s}: the object store {self.store.url} holds {short}: its sieve is lost "
+                                    "from the store")
                 fetch.update(state)
             for key in fetch:
                 shard, name = _shard_key(key)
@@ -198,7 +201,7 @@ class ShardHandoff:
             files.update(shard_files(self.out, s, queues))
         # Under keys of its own, as a checkpoint's: a holder declared departed while it uploads
         # overwrites nothing its successor reads (the put-away it took over, its duplicate store).
-        suffix = f"~ck{time.time_ns():x}"
+        suffix = _new_suffix()
         for key, path in files.items():
             self.store.put(path, key + suffix)
         held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
@@ -253,21 +256,23 @@ class ShardCheckpoints:
         queues = virtual_queues(self.f, self.out, set(logged))
         try:
             held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
+            last = self.f.checkpoints(sorted(logged))  # (what each names now: ``last``, in :meth:`_one`)
             for s in sorted(logged):
-                self._one(s, queues[s], logged[s], held)
+                self._one(s, queues[s], logged[s], held, last[s])
         except StoreError as exc:
             log.warning("shard checkpoint not taken (%s); trying again in %.0f s", exc, self.interval)
             return 0
         return len(logged)
 
-    def _one(self, shard: int, queues: list[Path], logged: int, held: dict[str, int]) -> None:
+    def _one(self, shard: int, queues: list[Path], logged: int, held: dict[str, int],
+             last: dict[str, int] | None) -> None:
         """Upload what changed under new keys, have Redis name the whole set, then delete what it
         replaced: a holder dying at any point leaves the last checkpoint Redis names whole."""
         files = {k: p for k, p in shard_files(self.out, shard, queues).items()
                  if counted(k) and not k.endswith(".tmp")}
-        suffix = f"~ck{time.time_ns():x}"
+        suffix = _new_suffix()
         # The duplicate store of the shard's last put-away stays named: a takeover brings it.
-        manifest = {k: n for k, n in (self.f.checkpoints([shard])[shard] or {}).items() if not counted(k)}
+        manifest = {k: n for k, n in (last or {}).items() if not counted(k)}
         for key, path in files.items():
             st = path.stat()
             size, mtime, stored = self.sent.get(key, (-1, 0, ""))
@@ -323,33 +328,31 @@ def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
     """What the store lacks of the shards put away (checked before a ``--resume``, whatever node is
     gone): each must be there at the count and bytes its put-away confirmed. (A shard an agent still
     held is checked when it is brought: its holder's directory may have it.)"""
-    f.checkpoints(sorted(int(s) for s in f.r.hkeys(f.key("sckpt"))))  # (refuses records it cannot read)
+    manifests = f.checkpoints(sorted(int(s) for s in f.r.hkeys(f.key("sckpt"))))  # (refuses records it cannot read)
     raw = {int(s): h for s, h in f.r.hgetall(f.key("shome")).items() if _in_store(h) is not None}
     if not raw:
         return []
-    manifests = f.checkpoints(sorted(raw))
     listed = {k: size for part in ("sieve/", "virtualizer/") for k, size in store.listing(part).items()}
     plain: dict[int, dict[str, int]] = {}
     for k, size in listed.items():
         if not _CHECKPOINT.search(k):
             plain.setdefault(_shard_key(k)[0], {})[k] = size
-    missing = []
-    for s, home in sorted(raw.items()):
-        files, size = _in_store(home) or (0, 0)
-        there = [n for k, n in put_away_state(home, manifests[s], plain.get(s, {})).items() if listed.get(k) == n]
-        if (len(there), sum(there)) != (files, size):
-            missing.append(f"shard {s}: {len(there)} of its {files} files ({sum(there)} of {size} bytes)")
-    return missing
+    shorts = {s: put_away_state(home, manifests.get(s), plain.get(s, {}), listed)[1] for s, home in raw.items()}
+    return [f"shard {s}: {short}" for s, short in sorted(shorts.items()) if short]
 
 
-def put_away_state(home: bytes | None, manifest: dict[str, int] | None, plain: dict[str, int]) -> dict[str, int]:
-    """The store keys (→ bytes) of a shard put away: those its manifest names when it names the
+def put_away_state(home: bytes | None, manifest: dict[str, int] | None, plain: dict[str, int],
+                   listed: dict[str, int]) -> tuple[dict[str, int], str | None]:
+    """The store keys (→ bytes) of a shard put away — those its manifest names when it names the
     files and bytes ``P shome`` confirmed (as a put-away writes it), else the shard's plain keys
-    (put away by a raycrawl before put-aways had keys of their own)."""
+    (put away by a raycrawl before put-aways had keys of their own) — and, when the store's
+    listing ``listed`` lacks any of them, what it holds of them (None when whole)."""
     files, size = _in_store(home) or (0, 0)
-    if manifest and (len(manifest), sum(manifest.values())) == (files, size):
-        return manifest
-    return plain
+    state = manifest if manifest and (len(manifest), sum(manifest.values())) == (files, size) else plain
+    there = [n for k, n in state.items() if listed.get(k) == n]
+    if (len(there), sum(there)) == (files, size):
+        return state, None
+    return state, f"{len(there)} of its {files} files ({sum(there)} of {size} bytes)"
 
 
 def counted(key: str) -> bool:
