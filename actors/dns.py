@@ -8,14 +8,19 @@ Three sources of answers:
   c-ares (aiodns), no search domains, no ``/etc/hosts``;
 * neither: c-ares with the system's resolver configuration.
 
-Each lookup gets ``timeout × tries`` seconds in all, however c-ares spaces its retransmissions:
-since c-ares 1.32 the configured per-try timeout only applies until a server has answered three
-queries; after that each try waits 5× the server's average latency (at least 250 ms, doubling per
-retry), so a fast loopback or caching server sets 250 ms and one slow answer (a recursion, a
-loaded machine) failed a lookup configured for 2 s × 2 in half a second (measured: 0.51 s with
-``timeout=5, tries=2``). The channel is therefore given as many tries as that schedule needs to
-cover the lookup's deadline, and the deadline is enforced here. Retries keep one query id, so a
-late answer to an earlier transmission still completes the lookup.
+Each lookup gets ``timeout × tries`` seconds in all, and an answer that takes up to ``timeout``
+seconds is accepted, however c-ares spaces its retransmissions. Since c-ares 1.32 the configured
+per-try timeout only applies until a server has answered three queries; after that each try waits
+5× the server's average latency (at least 250 ms, doubling per retry), and each retry after a
+timeout goes out from a new socket (c-ares closes a failing server's connections to change the
+source port), so an answer to an earlier try is dropped: against a fast loopback server, one answer
+taking 1.2 s was lost by every try shorter than that, and a lookup configured for 2 s × 2 failed
+whenever no single try lasted 1.2 s (measured with c-ares 1.34.9: each of the 4–5 tries from its
+own port). A lookup therefore runs in two lanes: the shared channel's quick retransmissions for its
+first ``timeout`` seconds (a lost packet costs ~250 ms, not a whole try), then, if still unanswered,
+a channel of its own for the remaining ``tries − 1`` tries, whose first try waits the configured
+``timeout`` because a new channel has no latency figures yet. With ``tries=1`` the one try is on a
+channel of its own. The deadline is enforced here.
 
 Answers are cached: a hit for ``positive_ttl`` seconds, a failure (NXDOMAIN, no A record, timeout)
 for ``negative_ttl`` seconds, so a dead name costs one query per TTL however many URLs it has.
@@ -92,6 +97,9 @@ def ares_tries(deadline: float) -> int:
     return tries + 1  # one more: the deadline, not c-ares, ends a lookup
 
 
+_UNANSWERED = object()  # a lane that ran out of time (or tries) without an answer
+
+
 class Resolver:
     """Host name → IPv4 address with a TTL cache. Use from one event loop."""
 
@@ -127,16 +135,20 @@ class Resolver:
         self.answered = 0  # of those, finished with an address
         self.failures = 0  # finished without one
 
-    def _channel(self):
-        if self._aiodns is None:
-            import aiodns
+    def _new_channel(self, tries: int):
+        import aiodns
 
-            kwargs: dict = {"timeout": self.timeout, "tries": ares_tries(self.timeout * self.tries)}
-            if self.dns_server is not None:
-                ip, port = self.dns_server
-                server = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-                kwargs.update(nameservers=[server], domains=[], lookups="b")
-            self._aiodns = aiodns.DNSResolver(**kwargs)
+        kwargs: dict = {"timeout": self.timeout, "tries": tries}
+        if self.dns_server is not None:
+            ip, port = self.dns_server
+            server = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+            kwargs.update(nameservers=[server], domains=[], lookups="b")
+        return aiodns.DNSResolver(**kwargs)
+
+    def _channel(self):
+        """The shared channel (the quick lane): its tries cover ``timeout`` at c-ares's shortest spacing."""
+        if self._aiodns is None:
+            self._aiodns = self._new_channel(ares_tries(self.timeout))
         return self._aiodns
 
     @staticmethod
@@ -199,20 +211,23 @@ class Resolver:
             else:
                 self.answered += 1
             return answer
-        import aiodns
-
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_inflight)
-        try:
-            async with self._slots:
-                result = await asyncio.wait_for(self._channel().query_dns(name, "A"), self.timeout * self.tries)
-        except TimeoutError:
+        deadline = time.monotonic() + self.timeout * self.tries
+        async with self._slots:
+            result = _UNANSWERED
+            if self.tries > 1:
+                result = await self._ask(self._channel(), name, self.timeout)
+            if result is _UNANSWERED:
+                own = self._new_channel(max(1, self.tries - 1))
+                try:
+                    result = await self._ask(own, name, deadline - time.monotonic())
+                finally:
+                    await own.close()
+        if result is _UNANSWERED or result is None:
             self.failures += 1
-            log.debug("DNS %s: no answer within %.1fs", name, self.timeout * self.tries)
-            return None
-        except aiodns.error.DNSError as e:
-            self.failures += 1
-            log.debug("DNS %s: %s", name, e.args)
+            if result is _UNANSWERED:
+                log.debug("DNS %s: no answer within %.1fs", name, self.timeout * self.tries)
             return None
         for record in result.answer:
             addr = getattr(record.data, "addr", None)
@@ -221,6 +236,22 @@ class Resolver:
                 return addr
         self.failures += 1
         return None
+
+    @staticmethod
+    async def _ask(channel, name: str, seconds: float):
+        """The channel's answer to an A query within ``seconds``; None for a final negative answer
+        (NXDOMAIN, no data, refused…), ``_UNANSWERED`` if time or c-ares's tries ran out."""
+        import aiodns
+
+        try:
+            return await asyncio.wait_for(channel.query_dns(name, "A"), max(seconds, 0.0))
+        except TimeoutError:
+            return _UNANSWERED
+        except aiodns.error.DNSError as e:
+            if e.args and e.args[0] == aiodns.error.ARES_ETIMEOUT:
+                return _UNANSWERED
+            log.debug("DNS %s: %s", name, e.args)
+            return None
 
     def _store(self, name: str, answer: str | None) -> None:
         ttl = self.positive_ttl if answer is not None else self.negative_ttl
