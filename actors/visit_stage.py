@@ -158,9 +158,6 @@ class Stages:
         self.stages = stages
         self.sketch = next((st.sketch for st in stages if st.sketch), None)
 
-    def of(self, kind: type[VisitStage]) -> VisitStage | None:
-        return next((st for st in self.stages if isinstance(st, kind)), None)
-
     def parses(self, fr: FetchResult) -> bool:
         return all(st.parses(fr) for st in self.stages)
 

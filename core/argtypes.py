@@ -20,13 +20,6 @@ def non_negative_int(s: str) -> int:
     return v
 
 
-def positive_int(s: str) -> int:
-    v = non_negative_int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be ≥ 1: {s!r}")
-    return v
-
-
 def seconds(s: str) -> float:
     """A finite, non-negative number (``inf`` and ``nan`` are not durations)."""
     try:

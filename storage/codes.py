@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import leading_zeros
 
 # Zero words appended after a stream so a read near the end never indexes past the array:
 # one code reads at most 64 bits after its unary part, whose end is bounds-checked.
@@ -141,6 +142,64 @@ def read_zeta(words, pos, k):
         return m + left - 1, pos
     b, pos = read_bits(words, pos, 1)
     return ((m << 1) | b) - 1, pos
+
+
+@njit(cache=True, inline="always")
+def _peek_bits(words, pos, n):
+    if n == 0:
+        return np.int64(0)
+    return np.int64(peek64(words, pos) >> np.uint64(64 - n))
+
+
+@njit(cache=True, inline="always")
+def read_unary_within(words, pos, limit):
+    """(value, new_pos); value −1 when the run of zeros passes ``limit`` (corrupt stream)."""
+    z = 0
+    while True:
+        if pos >= limit:
+            return -1, pos
+        x = peek64(words, pos)
+        if x != 0:
+            lz = np.int64(leading_zeros(x))
+            return z + lz, pos + lz + 1
+        z += 64
+        pos += 64
+
+
+@njit(cache=True, inline="always")
+def read_code_within(words, pos, kind, k, limit):
+    """One 0-based code at ``pos``, ``kind`` 0 γ, 1 δ, 2 ζ``k``, 3 unary → (value, new_pos): the
+    checked readers of the summaries' streams, which stop at ``limit`` (a record's end, not the
+    stream's) and answer −1 for a corrupt code instead of raising inside the decoding loop."""
+    if kind == 3:
+        return read_unary_within(words, pos, limit)
+    if kind == 0 or kind == 1:
+        z, pos = read_unary_within(words, pos, limit)
+        if z < 0 or z > 62:
+            return -1, pos
+        if kind == 1:
+            n = (np.int64(1) << z) | _peek_bits(words, pos, z)
+            pos += z
+            z = n - 1
+            if z > 62:
+                return -1, pos
+        v = ((np.int64(1) << z) | _peek_bits(words, pos, z)) - 1
+        return v, pos + z
+    h, pos = read_unary_within(words, pos, limit)
+    if h < 0 or (h + 1) * k > 62:
+        return -1, pos
+    lo = np.int64(1) << (h * k)
+    hi = np.int64(1) << ((h + 1) * k)
+    mx = hi - lo
+    lg = 63 - np.int64(leading_zeros(np.uint64(mx)))
+    prefix = _peek_bits(words, pos, lg)
+    pos += lg
+    limit_mb = (np.int64(1) << (lg + 1)) - mx
+    if prefix >= limit_mb:
+        prefix = (prefix << 1) | _peek_bits(words, pos, 1)
+        pos += 1
+        prefix -= limit_mb
+    return lo + prefix - 1, pos
 
 
 @njit(cache=True, inline="always")

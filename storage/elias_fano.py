@@ -150,11 +150,6 @@ class EliasFano:
         """Bits of the representation proper (lower + upper bits, inventories excluded)."""
         return self.n * self.low_bits + self.n + (self.u >> self.low_bits) + 1
 
-    @property
-    def bits_with_inventory(self) -> int:
-        """Bits actually held in memory: the representation plus both inventories."""
-        return self.bits + 64 * (len(self.inv1) + len(self.inv0))
-
     # -- files ---------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         with open(path, "wb") as f:

@@ -504,6 +504,29 @@ class RedisFrontier:
             self.p, self.v, str(shard), json.dumps(manifest, sort_keys=True, separators=(",", ":")),
             -1 if logged is None else logged, home, self.shard_log_key(shard)]))
 
+    def virtualized_of(self, hosts: list[str]) -> dict[str, int]:
+        """host → its URLs waiting in any agent's virtualizer (``V virt`` of every view)."""
+        out: dict[str, int] = {}
+        for view in self.views() if hosts else []:
+            for h, n in zip(hosts, self.r.hmget(view + "virt", hosts), strict=True):
+                if n:
+                    out[h] = out.get(h, 0) + int(n)
+        return out
+
+    def shard_homes(self, shards: list[int] | None = None) -> dict[int, bytes | None]:
+        """``P shome``: where each of ``shards`` (None: every shard with a home) is, raw."""
+        if shards is None:
+            return {int(s): h for s, h in self.r.hgetall(self.key("shome")).items()}
+        return dict(zip(shards, self.r.hmget(self.key("shome"), [str(s) for s in shards]), strict=True)) if shards else {}
+
+    def set_shard_homes(self, homes: dict[int, str]) -> None:
+        if homes:
+            self.r.hset(self.key("shome"), mapping={str(s): h for s, h in homes.items()})
+
+    def checkpointed_shards(self) -> list[int]:
+        """The shards with a checkpoint (``P sckpt``)."""
+        return sorted(int(s) for s in self.r.hkeys(self.key("sckpt")))
+
     def checkpoints(self, shards: list[int]) -> dict[int, dict[str, int] | None]:
         """Each shard's last checkpoint (store key → bytes), or None."""
         if not shards:

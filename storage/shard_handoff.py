@@ -87,7 +87,6 @@ class ShardHandoff:
 
     def __init__(self, store: OutStore, frontier: RedisFrontier, out: Path, holder: str) -> None:
         self.store, self.f, self.out, self.holder = store, frontier, Path(out), holder
-        self.key = frontier.key("shome")
 
     def _local_sieve(self, shard: int) -> Path:
         return layout(self.out).sieve / f"{shard:02d}"
@@ -111,11 +110,11 @@ class ShardHandoff:
         shards = sorted(shards)
         if not shards:
             return Brought(0, [])
-        homes = dict(zip(shards, self.f.r.hmget(self.key, [str(s) for s in shards]), strict=True))
+        homes = self.f.shard_homes(shards)
         reclaimed = [s for s, h in homes.items()  # the last run's holder on this very directory: its own
                      if h is not None and h.decode() == f"{ORPHAN} {self.holder}" and self._local_sieve(s).is_dir()]
         if reclaimed:
-            self.f.r.hset(self.key, mapping={str(s): self.holder for s in reclaimed})
+            self.f.set_shard_homes(dict.fromkeys(reclaimed, self.holder))
             homes.update({s: self.holder.encode() for s in reclaimed})
         foreign = {s: h.decode() for s, h in homes.items()
                    if h is not None and _in_store(h) is None and h.decode() != self.holder}
@@ -169,8 +168,7 @@ class ShardHandoff:
             self._local_sieve(s).mkdir(parents=True, exist_ok=True)
         if dead:
             self._replay_spills(sorted(dead))
-        if wanted:
-            self.f.r.hset(self.key, mapping={str(s): self.holder for s in wanted})
+        self.f.set_shard_homes(dict.fromkeys(wanted, self.holder))
         log.info("shards %s brought from the store (%d files)%s", sorted(from_store), n,
                  f"; {sorted(dead)} taken over from a dead holder's checkpoint and log" if dead else "")
         return Brought(n, sorted(dead))
@@ -316,11 +314,9 @@ def orphan_holders(f: RedisFrontier) -> list[int]:
     """A new run (``--resume``) names its agents afresh: shards still held by the last run's agents
     (an agent died, or the run stopped short of putting them away) become orphans, taken over from
     their checkpoints and logs by whoever gets them."""
-    key = f.key("shome")
-    held = {int(s): h.decode() for s, h in f.r.hgetall(key).items()
+    held = {s: h.decode() for s, h in f.shard_homes().items()
             if _in_store(h) is None and not h.startswith(ORPHAN.encode())}
-    if held:
-        f.r.hset(key, mapping={str(s): f"{ORPHAN} {h}" for s, h in held.items()})
+    f.set_shard_homes({s: f"{ORPHAN} {h}" for s, h in held.items()})
     return sorted(held)
 
 
@@ -328,8 +324,8 @@ def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
     """What the store lacks of the shards put away (checked before a ``--resume``, whatever node is
     gone): each must be there at the count and bytes its put-away confirmed. (A shard an agent still
     held is checked when it is brought: its holder's directory may have it.)"""
-    manifests = f.checkpoints(sorted(int(s) for s in f.r.hkeys(f.key("sckpt"))))  # (refuses records it cannot read)
-    raw = {int(s): h for s, h in f.r.hgetall(f.key("shome")).items() if _in_store(h) is not None}
+    manifests = f.checkpoints(f.checkpointed_shards())  # (refuses records it cannot read)
+    raw = {s: h for s, h in f.shard_homes().items() if _in_store(h) is not None}
     if not raw:
         return []
     listed = {k: size for part in ("sieve/", "virtualizer/") for k, size in store.listing(part).items()}

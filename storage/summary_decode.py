@@ -10,65 +10,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.cpython.unsafe.numbers import leading_zeros
 
-from raycrawl.storage.codes import peek64  # the stream is codes.py's word image (words_from_bytes)
-
-
-@numba.njit(cache=True, inline="always")
-def _bits(words, pos, n):
-    if n == 0:
-        return np.int64(0)
-    return np.int64(peek64(words, pos) >> np.uint64(64 - n))
-
-
-@numba.njit(cache=True, inline="always")
-def _unary(words, pos, limit):
-    """(value, new_pos); value −1 when the run of zeros passes ``limit`` (corrupt stream)."""
-    z = 0
-    while True:
-        if pos >= limit:
-            return -1, pos
-        x = peek64(words, pos)
-        if x != 0:
-            lz = np.int64(leading_zeros(x))
-            return z + lz, pos + lz + 1
-        z += 64
-        pos += 64
-
-
-@numba.njit(cache=True, inline="always")
-def _read(words, pos, kind, k, limit):
-    """One 0-based code (γ, δ, ζk or unary) at ``pos`` → (value, new_pos); −1 value on corruption."""
-    if kind == 3:
-        return _unary(words, pos, limit)
-    if kind == 0 or kind == 1:
-        z, pos = _unary(words, pos, limit)
-        if z < 0 or z > 62:
-            return -1, pos
-        if kind == 1:
-            n = (np.int64(1) << z) | _bits(words, pos, z)
-            pos += z
-            z = n - 1
-            if z > 62:
-                return -1, pos
-        v = ((np.int64(1) << z) | _bits(words, pos, z)) - 1
-        return v, pos + z
-    h, pos = _unary(words, pos, limit)
-    if h < 0 or (h + 1) * k > 62:
-        return -1, pos
-    lo = np.int64(1) << (h * k)
-    hi = np.int64(1) << ((h + 1) * k)
-    mx = hi - lo
-    lg = 63 - np.int64(leading_zeros(np.uint64(mx)))
-    prefix = _bits(words, pos, lg)
-    pos += lg
-    limit_mb = (np.int64(1) << (lg + 1)) - mx
-    if prefix >= limit_mb:
-        prefix = (prefix << 1) | _bits(words, pos, 1)
-        pos += 1
-        prefix -= limit_mb
-    return lo + prefix - 1, pos
+from raycrawl.storage.codes import read_code_within as _read  # the stream is codes.py's word image
 
 
 @numba.njit(cache=True)

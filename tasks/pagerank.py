@@ -194,13 +194,6 @@ class LinkMatrix:
         m._reversed._reversed = m
         return m
 
-    @classmethod
-    def from_predecessors(cls, indptr: np.ndarray, indices: np.ndarray) -> LinkMatrix:
-        """PageRank structure of the graph given by its predecessor CSR (e.g. the transposed BV graph)."""
-        n = len(indptr) - 1
-        outdeg = np.bincount(np.asarray(indices), minlength=n).astype(np.int64)
-        return cls(indptr, indices, outdeg)
-
     def reversed(self) -> LinkMatrix:
         """The structure of the reversed graph (whose PageRank is the CheiRank)."""
         if self._reversed is None:

@@ -358,7 +358,7 @@ def test_two_agents_two_nodes_politeness_and_block(web_and_baseline, two_nodes) 
     ip_of = {r.host.split(":")[0]: r.ip for r in requests}
     shared = {ip_of[h] for h in by_writer["agent0"] if h in ip_of} & {ip_of[h] for h in by_writer["agent1"] if h in ip_of}
     assert shared, "no IP had hosts of both agents: the test would prove nothing"
-    exact_duplicates_across_agents(out, m, by_writer)
+    exact_duplicates_across_agents(out, m, by_writer, f"membership: {rep['membership']}\n{result[0].stderr[-4000:]}")
     late = [(q.host, q.target) for q in requests if q.host.split(":")[0] == blocked and q.start > t_block + 5]
     assert late == [], late[:3]
     # Which URLs of a host capped by --max-urls-per-host are scheduled depends on discovery order
@@ -373,7 +373,7 @@ def test_two_agents_two_nodes_politeness_and_block(web_and_baseline, two_nodes) 
     assert wanted <= got, sorted(wanted - got)
 
 
-def exact_duplicates_across_agents(out: Path, manifest, by_writer: dict[str, set[str]]) -> None:
+def exact_duplicates_across_agents(out: Path, manifest, by_writer: dict[str, set[str]], why: str = "") -> None:
     """websim's exact-copy clusters (the same visible text on several pages), crawled by two agents
     whose duplicate stores each hold half the digests: in every cluster the crawl fetched, exactly one
     page is the original and every other one is recorded as its duplicate, also where the copies are
@@ -391,7 +391,7 @@ def exact_duplicates_across_agents(out: Path, manifest, by_writer: dict[str, set
         assert all(recs[u].dup_of == firsts[0] and recs[u].dup_kind == "exact" for u in got if u != firsts[0])
         agents = {a for u in got for a, hosts in by_writer.items() if urlsplit(u).hostname in hosts}
         across += len(agents) > 1
-    assert across, "no exact-copy cluster spanned both agents"
+    assert across, f"no exact-copy cluster spanned both agents: {dict(by_writer)}\n{why}"
 
 
 @pytest.mark.slow

@@ -13,12 +13,11 @@ from itertools import combinations
 
 import pytest
 
-pytest.importorskip("raycrawl.websim.manifest")
-pytestmark = pytest.mark.slow  # ~30 s: renders a 300-host web (≈ 6,000 pages), checks it four ways
+from raycrawl.actors.shingler import NearDupIndex
+from raycrawl.tasks.dedup import UnionFind, cluster_texts, exact_jaccard_pairs, pair_metrics
+from raycrawl.text import visible_text
 
-from raycrawl.actors.shingler import NearDupIndex  # noqa: E402
-from raycrawl.tasks.dedup import UnionFind, cluster_texts, exact_jaccard_pairs, pair_metrics  # noqa: E402
-from raycrawl.text import visible_text  # noqa: E402
+pytestmark = pytest.mark.slow  # ~30 s: renders a 300-host web (≈ 6,000 pages), checks it four ways
 
 
 def _pairs(groups):

@@ -102,11 +102,9 @@ def per_host(f) -> list[dict]:  # noqa: ANN001 - a RedisFrontier
     scheduled = {h.decode(): int(n) for h, n in f.r.hgetall(f.k.hcount).items()}
     names = sorted(scheduled)
     flying = Counter(h.decode() for h in f.r.hvals(f.k.inflight))
-    on_disk: Counter[str] = Counter()
-    for view in f.views() if names else []:  # each agent's virtual queues
-        on_disk.update({h: int(n) for h, n in zip(names, f.r.hmget(view + "virt", names), strict=True) if n})
+    on_disk = f.virtualized_of(names)  # each agent's virtual queues
     queued = dict(zip(names, f.queue_lengths(names), strict=True))
-    rows = [{"host": h, "scheduled": n, "queued": queued[h] + on_disk[h], "in_flight": flying[h]}
+    rows = [{"host": h, "scheduled": n, "queued": queued[h] + on_disk.get(h, 0), "in_flight": flying[h]}
             for h, n in scheduled.items()]
     for row in rows:
         row["done"] = row["scheduled"] - row["queued"] - row["in_flight"]
