@@ -66,7 +66,7 @@ def _signals_stop(request_stop: Callable[[], None]):
 def stop_all(redis_url: str, prefix: str) -> None:
     """Every agent of the crawl stops at its next batch boundary (the control plane's stop)."""
     with connect(redis_url) as client:
-        Control(client, prefix).command("stop", [], "signal")
+        Control(client, prefix).switch("stop", "signal")
 
 
 def verify_resume(out: Path, f: RedisFrontier, store: OutStore | None = None) -> None:

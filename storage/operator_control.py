@@ -1,6 +1,7 @@
 """The operator's control plane: commands to a running crawl, kept in its Redis.
 
-``raycrawl ctl`` (and the console's REST API) write here; every agent and fetch actor reads the
+``raycrawl ctl`` (and the console's REST API) write here, through the verbs of
+storage/operator_verbs.py; every agent and fetch actor reads the
 state back within :data:`REFRESH` seconds (a changed ``version`` triggers a reload). Being in Redis,
 the state is as durable as the frontier (AOF): a crawl killed while paused resumes paused, a
 blocked host stays blocked. Each command is appended to a stream, which the crawl's driver copies
@@ -14,39 +15,16 @@ subdomains; ``http://example.org/private/`` = a path): core/scope_rules.py.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 
 import redis
 
-from raycrawl.errors import UserError
-from raycrawl.scope_rules import surt_prefix
 from raycrawl.storage.redis_frontier import Keys
-from raycrawl.urls import canonicalize
 
 REFRESH = 1.0
 """Seconds between a reader's checks of the control state's version (one Redis round trip)."""
-KINDS = ("block", "throttle", "budget", "allow", "deny")
 SEEDS_PER_TAKE = 1000
-HOST_RE = re.compile(r"[a-z0-9]([a-z0-9\-_]*[a-z0-9])?(\.[a-z0-9]([a-z0-9\-_]*[a-z0-9])?)*\.?")
-
-
-def target_of(text: str) -> str:
-    """A command's target in stored form: ``host:<name>`` for a server name, ``surt:<prefix>``
-    for a SURT prefix or a URL (one line of :class:`UserError` when it is neither)."""
-    t = text.strip()
-    if HOST_RE.fullmatch(t.lower()) and "," not in t:
-        return "host:" + t.lower().rstrip(".")
-    return "surt:" + surt_prefix(t)
-
-
-def regex_of(text: str) -> str:
-    try:
-        re.compile(text)
-    except re.error as exc:
-        raise UserError(f"scope: {text!r} is not a regular expression ({exc})") from None
-    return text
 
 
 @dataclass
@@ -99,40 +77,15 @@ class Control:
         """Count one page against ``server``'s budget; the pages counted so far."""
         return int(self.r.hincrby(self.k.ctl_spent, server, 1))
 
-    # --- commands -----------------------------------------------------------------------------------
-    def command(self, verb: str, args: list[str], who: str) -> str:
-        """Apply one operator command (validated first: bad input changes nothing); returns what
-        was done, in one line."""
-        verb = verb.lower()
-        if verb in ("pause", "resume", "stop"):
-            if args:
-                raise UserError(f"{verb} takes no arguments")
-            return self._switch(verb, who)
-        if verb == "seeds":
-            return self._seeds(args, who)
-        if verb in ("block", "unblock"):
-            if not args:
-                raise UserError(f"{verb}: give one or more hosts or SURT prefixes")
-            targets = [target_of(a) for a in args]
-            return self._rules(verb, [("block " + t, 1 if verb == "block" else None) for t in targets], who)
-        if verb in ("throttle", "budget"):
-            if len(args) != 2:
-                raise UserError(f"{verb}: give HOST|SURT and a {'delay in seconds' if verb == 'throttle' else 'page count'}"
-                                " ('off' removes it)")
-            return self._rules(verb, [(f"{verb} {target_of(args[0])}", _number(verb, args[1]))], who)
-        if verb == "scope":
-            if len(args) != 2 or args[0] not in ("allow", "deny", "remove"):
-                raise UserError("scope: give allow|deny|remove and a regular expression or a SURT prefix "
-                                "(surt:org,example,)")
-            action, rule = args
-            rule = ("surt:" + surt_prefix(rule[5:])) if rule.startswith("surt:") else "re:" + regex_of(rule)
-            if action == "remove":
-                return self._rules(verb, [(f"{kind} {rule}", None) for kind in ("allow", "deny")], who)
-            return self._rules(verb, [(f"{action} {rule}", 1)], who)
-        raise UserError(f"unknown command {verb!r}: pause, resume, stop, seeds add, block, unblock, throttle, "
-                        "budget, scope, show")
+    def state(self) -> dict:
+        """The switches and overrides in force, as ``ctl show`` and ``raycrawl status`` print them."""
+        state = self.read()
+        return {"paused": state.paused, "stop": state.stop,
+                "rules": {k: {"value": v["value"], "who": v["who"], "at": v["at"]} for k, v in sorted(state.rules.items())}}
 
-    def _switch(self, verb: str, who: str) -> str:
+    # --- writing (storage/operator_verbs.py validates and calls these) ------------------------------
+    def switch(self, verb: str, who: str) -> str:
+        """``pause``, ``resume`` or ``stop``."""
         pipe = self.r.pipeline(transaction=True)
         if verb == "stop":
             pipe.hset(self.k.ctl, "stop", 1)
@@ -142,30 +95,16 @@ class Control:
         pipe.execute()
         return {"pause": "paused", "resume": "resumed", "stop": "stopping"}[verb]
 
-    def _seeds(self, args: list[str], who: str) -> str:
-        if not args or args[0] != "add" or len(args) < 2:
-            raise UserError("seeds: give 'add' and URLs, or a file of URLs")
-        from pathlib import Path
-
-        from raycrawl.seeds import seed_lines
-
-        raw: list[str] = []
-        for a in args[1:]:
-            p = Path(a)
-            raw += seed_lines(p) if "://" not in a and p.is_file() else [a]
-        urls = []
-        for u in raw:
-            c = canonicalize(u)
-            if c is None or not c.startswith(("http://", "https://")):
-                raise UserError(f"seeds add: {u!r} is not an http(s) URL")
-            urls.append(c)
+    def queue_seeds(self, urls: list[str], who: str) -> str:
+        """Canonical http(s) URLs, queued for the lead agent."""
         pipe = self.r.pipeline(transaction=True)
         pipe.rpush(self.k.ctl_seeds, *urls)
         self._logged(pipe, "seeds add", f"{len(urls)} URLs", who)
         pipe.execute()
         return f"{len(urls)} seeds queued"
 
-    def _rules(self, verb: str, changes: list[tuple[str, object]], who: str) -> str:
+    def set_rules(self, verb: str, changes: list[tuple[str, object]], who: str) -> str:
+        """``"<kind> <target>"`` → value (None: removed), logged as ``verb``."""
         pipe = self.r.pipeline(transaction=True)
         for key, value in changes:
             if value is None:
@@ -189,18 +128,6 @@ class Control:
         pipe.hdel(self.k.ctl, "stop")
         pipe.hincrby(self.k.ctl, "version", 1)
         pipe.execute()
-
-
-def _number(verb: str, text: str) -> float | int | None:
-    if text.lower() == "off":
-        return None
-    try:
-        value = float(text) if verb == "throttle" else int(text)
-    except ValueError:
-        raise UserError(f"{verb}: {text!r} is not a number") from None
-    if value < 0 or value != value or value == float("inf"):
-        raise UserError(f"{verb}: {text!r} must be a finite number ≥ 0")
-    return value
 
 
 class ControlView:

@@ -19,6 +19,7 @@ import redis
 from raycrawl.errors import UserError
 from raycrawl.policies.operator_policy import OperatorPolicy
 from raycrawl.storage.operator_control import Control, ControlView
+from raycrawl.storage.operator_verbs import command
 
 ROOT = Path(__file__).resolve().parents[1]
 DENY = r"[02468]\.html$"  # pages whose number is even
@@ -35,30 +36,30 @@ def control(redis_url):
 def test_commands_change_what_readers_see(control) -> None:
     view = ControlView(control, refresh=0.0)
     assert not view.current().paused and view.current().refuse("http://a.test/x", "a.test") is None
-    control.command("pause", [], "ann")
+    command(control, "pause", [], "ann")
     assert view.current().paused
-    control.command("resume", [], "ann")
-    control.command("block", ["A.test", "org,example,"], "ann")
+    command(control, "resume", [], "ann")
+    command(control, "block", ["A.test", "org,example,"], "ann")
     p = view.current()
     assert not p.paused
     assert p.refuse("http://a.test/x", "a.test") == p.refuse("https://a.test:8443/", "a.test") == "blocked"
     assert p.refuse("http://www.example.org/x", "www.example.org") == "blocked"  # a SURT prefix: subdomains too
     assert p.refuse("http://b.test/", "b.test") is None and p.refuse("http://examples.org/", "examples.org") is None
-    control.command("unblock", ["a.test"], "bob")
-    control.command("throttle", ["b.test", "2.5"], "bob")
-    control.command("throttle", ["org,example,", "0.01"], "bob")
-    control.command("budget", ["c.test", "3"], "bob")
-    control.command("scope", ["deny", r"/private/"], "bob")
+    command(control, "unblock", ["a.test"], "bob")
+    command(control, "throttle", ["b.test", "2.5"], "bob")
+    command(control, "throttle", ["org,example,", "0.01"], "bob")
+    command(control, "budget", ["c.test", "3"], "bob")
+    command(control, "scope", ["deny", r"/private/"], "bob")
     p = view.current()
     assert p.refuse("http://a.test/x", "a.test") is None
     assert p.delay("b.test") == 2.5 and p.delay("www.example.org") == 0.01 and p.delay("a.test") is None
     assert p.budget("c.test") == 3 and [control.spend("c.test") for _ in range(4)] == [1, 2, 3, 4]
     assert p.refuse("http://d.test/private/1", "d.test") == "operator-scope"
-    control.command("scope", ["allow", "surt:test,d,"], "bob")
+    command(control, "scope", ["allow", "surt:test,d,"], "bob")
     p = view.current()
     assert p.refuse("http://d.test/ok", "d.test") is None and p.refuse("http://e.test/", "e.test") == "operator-scope"
-    control.command("scope", ["remove", "surt:test,d,"], "bob")
-    control.command("throttle", ["b.test", "off"], "bob")
+    command(control, "scope", ["remove", "surt:test,d,"], "bob")
+    command(control, "throttle", ["b.test", "off"], "bob")
     p = view.current()
     assert p.refuse("http://e.test/", "e.test") is None and p.delay("b.test") is None
     log = control.log_since()
@@ -74,7 +75,7 @@ def test_commands_change_what_readers_see(control) -> None:
 def test_bad_commands_change_nothing(control, verb, args) -> None:
     before = control.read()
     with pytest.raises(UserError):
-        control.command(verb, args, "ann")
+        command(control, verb, args, "ann")
     after = control.read()
     assert (after.version, after.rules, after.paused) == (before.version, before.rules, before.paused)
 
@@ -82,7 +83,7 @@ def test_bad_commands_change_nothing(control, verb, args) -> None:
 def test_seeds_queue_until_taken(control, tmp_path) -> None:
     f = tmp_path / "seeds.txt"
     f.write_text("# new\nhttp://b.test/\n\nhttp://C.test/x\n")
-    control.command("seeds", ["add", "http://a.test", str(f)], "ann")
+    command(control, "seeds", ["add", "http://a.test", str(f)], "ann")
     assert control.peek_seeds() == ["http://a.test/", "http://b.test/", "http://c.test/x"]
     control.drop_seeds(2)
     assert control.peek_seeds() == ["http://c.test/x"]
@@ -94,8 +95,8 @@ def test_the_lead_agent_copies_commands_and_delivers_seeds(control, tmp_path) ->
     from raycrawl.actors.operator_inbox import OperatorInbox
 
     log = tmp_path / "operator.log"
-    control.command("block", ["a.test"], "ann")
-    control.command("seeds", ["add", "http://a.test/", "http://b.test/"], "ann")
+    command(control, "block", ["a.test"], "ann")
+    command(control, "seeds", ["add", "http://a.test/", "http://b.test/"], "ann")
     inbox = OperatorInbox(ControlView(control), log)
     delivered: list[list[str]] = []
     assert inbox.poll(lambda url, host: "blocked" if host == "a.test" else None,
@@ -104,7 +105,7 @@ def test_the_lead_agent_copies_commands_and_delivers_seeds(control, tmp_path) ->
     inbox.next_poll = 0
     assert inbox.poll(lambda url, host: None, lambda urls: delivered.append(urls) or True) == 2
     assert control.peek_seeds() == [] and delivered[-1] == ["http://a.test/", "http://b.test/"]
-    control.command("pause", [], "bob")
+    command(control, "pause", [], "bob")
     log.write_text(log.read_text() + '{"id": "torn')  # a kill mid-line
     again = OperatorInbox(ControlView(control), log)
     again.poll(lambda url, host: None, lambda urls: True)
@@ -424,3 +425,53 @@ def test_a_crawl_killed_while_paused_resumes_paused(tmp_path: Path, ray_cluster:
                 os.killpg(resumed.pid, signal.SIGKILL)
         assert _requests_after(web, t_resume)
     assert json.loads((out / "report.json").read_text())["stopped"] == "frontier empty"
+
+
+def test_a_new_verb_is_one_entry_in_the_table(control, console_app, monkeypatch, capsys) -> None:
+    """A verb added to storage/operator_verbs.py's table (here at run time) is at once a ``ctl``
+    verb with its help, a REST command, a form on the console's page and a row of the docs' table;
+    the rules it writes reach the readers' policy (a verb whose rules are of a new kind adds its
+    meaning to policies/operator_policy.py: the second file)."""
+    from raycrawl.cli import main
+    from raycrawl.storage import operator_verbs as ov
+
+    def quarantine(ctl, args, who):  # noqa: ANN001, ANN202
+        if not args:
+            raise UserError("quarantine: give hosts")
+        return ctl.set_rules("quarantine", [("block " + ov.target_of(a), 1) for a in args], who)
+
+    monkeypatch.setattr(ov, "VERBS", [*ov.VERBS, ov.Verb("quarantine", "HOST...", "hold hosts for review",
+                                                          "nothing fetched there", "fetch actors", quarantine)])
+    with pytest.raises(SystemExit):
+        main(["ctl", "--help"])
+    assert re.search(r"quarantine HOST\.\.\. +hold hosts for review", capsys.readouterr().out)
+    assert "| `quarantine HOST…` | nothing fetched there | fetch actors |" in ov.docs_table()
+    view = ControlView(control, refresh=0.0)
+
+    async def go():
+        import aiohttp
+
+        runner, port = await _serve(console_app())
+        try:
+            async with aiohttp.ClientSession() as s:
+                async with s.post(f"http://127.0.0.1:{port}/api/ctl", json={"verb": "quarantine", "args": ["q.test"]}) as r:
+                    assert r.status == 200, await r.text()
+                async with s.post(f"http://127.0.0.1:{port}/api/ctl", json={"verb": "quarantine"}) as r:
+                    assert r.status == 400 and (await r.json())["error"] == "quarantine: give hosts"
+                async with s.post(f"http://127.0.0.1:{port}/api/ctl", json={"verb": "show"}) as r:
+                    assert "block host:q.test = 1" in (await r.json())["done"]
+                async with s.get(f"http://127.0.0.1:{port}/") as r:
+                    assert 'value="quarantine"' in await r.text()
+        finally:
+            await runner.cleanup()
+
+    asyncio_run(go())
+    assert view.current().refuse("http://q.test/x", "q.test") is not None
+    assert [f["verb"] for _, f in control.log_since()] == ["quarantine"]
+
+
+def test_the_docs_hold_the_verbs_table() -> None:
+    from raycrawl.storage.operator_verbs import docs_table
+
+    assert docs_table() in (ROOT / "docs" / "operating.md").read_text(), \
+        "docs/operating.md: paste the output of python -m raycrawl.storage.operator_verbs"

@@ -98,13 +98,19 @@ class Console:
         return st
 
     def command(self, verb: str, args: list[str], who: str) -> str:
+        """Run one verb (storage/operator_verbs.py); ``show`` answers the state in one line."""
         import redis
 
+        from raycrawl.commands.status import format_operator
         from raycrawl.storage.operator_control import Control
+        from raycrawl.storage.operator_verbs import command, verb_named
 
         client = redis.Redis.from_url(self.url, socket_connect_timeout=5)
         try:
-            return Control(client, self.prefix).command(verb, args, who)
+            control = Control(client, self.prefix)
+            if verb_named(verb).run is None:
+                return "; ".join(line.strip() for line in format_operator(control.state()))
+            return command(control, verb, args, who)
         except redis.ConnectionError as exc:
             raise UserError(f"cannot reach the crawl's Redis: {exc}") from None
         finally:
@@ -216,19 +222,19 @@ def _sparkline(samples: list[tuple[float, int, int]], width: int = 600, height: 
             f"<small>pages/s over the last {t1 - t0:.0f} s, peak {top:.1f}</small>")
 
 
-VERB_FORMS = (("block", "HOST|SURT…"), ("unblock", "HOST|SURT…"), ("throttle", "HOST|SURT SECONDS|off"),
-              ("budget", "HOST|SURT PAGES|off"), ("seeds", "add URL…"), ("scope", "deny|allow|remove REGEX|surt:PREFIX"))
-
-
 def render(st: dict, query: str, msg: str) -> str:
+    from raycrawl.storage.operator_verbs import VERBS
+
     esc = html.escape
     op, fr = st["operator"], st["frontier"]
     state = "paused" if op["paused"] else ("stopping" if op["stop"] else "running")
-    buttons = "".join(f'<form method="post" action="/ctl"><button name="verb" value="{v}">{v}</button></form>'
-                      for v in ("pause", "resume", "stop"))
-    forms = "".join(f'<form method="post" action="/ctl"><input type="hidden" name="verb" value="{v}">'
-                    f'<label>{v} <input name="args" placeholder="{esc(hint)}" size="36"></label> '
-                    f"<button>{v}</button></form>" for v, hint in VERB_FORMS)
+    buttons = "".join(f'<form method="post" action="/ctl"><button name="verb" value="{v.name}" '
+                      f'title="{esc(v.summary, quote=True)}">{v.name}</button></form>'
+                      for v in VERBS if v.run and not v.usage)
+    forms = "".join(f'<form method="post" action="/ctl"><input type="hidden" name="verb" value="{v.name}">'
+                    f'<label>{v.name} <input name="args" placeholder="{esc(v.usage, quote=True)}" size="36"></label> '
+                    f'<button title="{esc(v.summary, quote=True)}">{v.name}</button></form>'
+                    for v in VERBS if v.run and v.usage)
     rules = "".join(f"<tr><td>{esc(k)}</td><td>{esc(str(r['value']))}</td><td>{esc(r['who'])}</td></tr>"
                     for k, r in op["rules"].items()) or '<tr><td colspan="3">none</td></tr>'
     errors = "".join(f"<tr><td>{esc(k)}</td><td>{v}</td></tr>" for k, v in st["errors"].items()) or \

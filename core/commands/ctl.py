@@ -14,15 +14,8 @@ from raycrawl.credentials import scrub
 from raycrawl.errors import UserError
 from raycrawl.settings import Settings
 
-VERBS = """verbs:
-  pause | resume | stop              no new fetches / fetch again / stop as Ctrl-C does (--resume continues)
-  seeds add URL|FILE...              queue seeds (through the crawl's scope and filters, like any link)
-  block HOST|SURT...                 nothing fetched there from now on; queued URLs dropped as 'blocked'
-  unblock HOST|SURT...
-  throttle HOST|SURT SECONDS|off     the host delay there (higher or lower; never below Crawl-delay)
-  budget HOST|SURT PAGES|off         at most that many more pages there
-  scope deny|allow|remove REGEX|surt:PREFIX
-  show                               the switches and overrides in force
+EPILOG = """verbs:
+{verbs}
 
 HOST is a server name (every scheme and port of it); SURT is a prefix such as 'org,example,' (the
 host and its subdomains) or a URL ('http://example.org/private/'). Options come before OUT:
@@ -31,10 +24,12 @@ docs/operating.md has the rest, and the console (raycrawl console) that runs the
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("ctl", help="steer a crawl: pause, resume, stop, seeds, block, throttle, budget, scope",
+    from raycrawl.storage.operator_verbs import VERBS, ctl_help
+
+    p = subparsers.add_parser("ctl", help="steer a crawl: " + ", ".join(v.name for v in VERBS if v.run),
                               description="Steer a running (or stopped) crawl through its control plane in "
                               "Redis: every agent applies a command within about 2 seconds; each is logged to "
-                              "OUT/operator.log.", epilog=VERBS,
+                              "OUT/operator.log.", epilog=EPILOG.format(verbs=ctl_help()),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--redis-url", help="Redis of the crawl (else the first word is its crawl directory)")
     add_password_option(p)
@@ -48,15 +43,16 @@ def register(subparsers) -> None:
 def handle(args: argparse.Namespace) -> int:
     import redis
 
-    from raycrawl.commands.status import crawl_redis, format_operator, given_password, operator_state
+    from raycrawl.commands.status import crawl_redis, format_operator, given_password
     from raycrawl.storage.operator_control import Control
+    from raycrawl.storage.operator_verbs import command, verb_named
     from raycrawl.storage.redis_frontier import RedisFrontier
 
     words = list(args.words)
     out = None if args.redis_url else Path(words.pop(0))
     if not words:
         raise UserError("ctl: give a verb (raycrawl ctl --help lists them)")
-    verb, rest = words[0], words[1:]
+    verb, rest = verb_named(words[0]), words[1:]
     who = args.operator or _user()
     with crawl_redis(out, args.redis_url, given_password(args)) as (url, _running):
         try:
@@ -66,16 +62,17 @@ def handle(args: argparse.Namespace) -> int:
         try:
             if not RedisFrontier(client, args.prefix, register=False).has_crawl():
                 raise UserError(f"no crawl under prefix {args.prefix!r} in that Redis")
-            if verb == "show":
-                state = operator_state(client, args.prefix)
+            control = Control(client, args.prefix)
+            if verb.run is None:  # show
+                state = control.state()
                 print(json.dumps(state, indent=2) if args.json else "\n".join(format_operator(state)))
                 return 0
-            done = Control(client, args.prefix).command(verb, rest, who)
+            done = command(control, verb.name, rest, who)
         except redis.ConnectionError as exc:
             raise UserError(f"cannot reach the crawl's Redis: {exc}") from None
         finally:
             client.close()
-    print(json.dumps({"verb": verb, "done": done, "operator": who}) if args.json else f"{verb}: {done}")
+    print(json.dumps({"verb": verb.name, "done": done, "operator": who}) if args.json else f"{verb.name}: {done}")
     return 0
 
 

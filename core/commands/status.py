@@ -51,6 +51,7 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
     import redis
 
     from raycrawl.actors import heartbeat
+    from raycrawl.storage.operator_control import Control
     from raycrawl.storage.redis_frontier import RedisFrontier
 
     try:
@@ -70,22 +71,13 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
                 "hosts": per_host(f)[:hosts] if hosts > 0 else [],
                 "sieve_bytes_distributed": sum(f.all_sieve_offsets().values()),  # every front queue's
                 "shards": dict(sorted(Counter(f.shard_owners().values()).items())),
-                "operator": operator_state(client, prefix),
+                "operator": Control(client, prefix).state(),
                 "started": float(meta.get("started", 0)),
                 "alive": f.alive(heartbeat.TTL)}
     except redis.ConnectionError as exc:
         raise UserError(f"cannot reach Redis at {scrub(redis_url)}: {exc}") from None
     finally:
         client.close()
-
-
-def operator_state(client, prefix: str) -> dict:  # noqa: ANN001 - a redis.Redis
-    """The operator's switches and overrides (raycrawl ctl), as ``show`` prints them."""
-    from raycrawl.storage.operator_control import Control
-
-    state = Control(client, prefix).read()
-    return {"paused": state.paused, "stop": state.stop,
-            "rules": {k: {"value": v["value"], "who": v["who"], "at": v["at"]} for k, v in sorted(state.rules.items())}}
 
 
 def format_operator(op: dict) -> list[str]:
