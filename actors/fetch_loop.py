@@ -87,8 +87,7 @@ class FetchLoop:
         self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
         self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0}
-        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self._release, self._local_failure,
-                                        self._keep_alive, self.counters)
+        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters)
         self.robots = self.robots_fetch.cache  # origin → rules (the tests read them here)
         # The stages' reasons not to fetch a queued URL any more (the spam gate's blocked hosts).
         self.dequeue_checks = dequeue_checks(settings, self.wb.frontier)
@@ -292,8 +291,13 @@ class FetchLoop:
             batch, self.releases = self.releases, []
             self.wb.release(batch)
 
-    def _release(self, rel: Release) -> None:
-        self.releases.append(rel)
+    def _release(self, host: str, ip: str, end: float | None = None, crawl_delay: float | None = None,
+                 putback: tuple[str, ...] = (), not_before: float | None = None) -> None:
+        """Hand server ``host`` back to the workbench (``end`` None: nothing was sent to it)."""
+        self._released([Release(host, ip, end=end, crawl_delay=crawl_delay, putback=putback, not_before=not_before)])
+
+    def _released(self, releases: list[Release]) -> None:
+        self.releases += releases
         self._wake.set()
 
     def _keep_alive(self, more: bool, crawl_delay: float | None) -> bool:
@@ -315,7 +319,7 @@ class FetchLoop:
         if page and self.budget is not None:
             self.budget += 1
         self.counters["local_failures"] += 1
-        self._release(Release(host, ip, end=None, putback=(entry,), not_before=time.time() + LOCAL_RETRY))
+        self._release(host, ip, putback=(entry,), not_before=time.time() + LOCAL_RETRY)
         return True
 
     async def _visit(self, host: str, ip: str, entry: str, more: bool = False) -> None:
@@ -323,14 +327,18 @@ class FetchLoop:
         origin, rest = origin_of(host, entry)
         if rest.startswith(ROBOTS):
             if self.control.current().blocked(origin + "/robots.txt", name_of(host)):
-                self._release(Release(host, ip, end=None))  # the operator blocked it after it was queued
+                self._release(host, ip)  # the operator blocked it after it was queued
                 self.done.append(Outcome(inflight_key(host, entry), VisitKind.ROBOTS,
                                          FetchResult(url=origin + "/robots.txt", ip=ip, ended=time.time(),
                                                      error="blocked")))
                 return
-            fr = await self.robots_fetch.visit(self.fetcher, self.resolver, host, ip, entry, origin, rest)
-            if fr is not None:
-                self.done.append(Outcome(inflight_key(host, entry), VisitKind.ROBOTS, fr))
+            step = await self.robots_fetch.visit(self.fetcher, self.resolver, host, ip, entry, origin, rest,
+                                                 keep_alive=self._keep_alive(True, None))
+            self._released(step.releases)
+            if step.local is not None:
+                self._local_failure(host, ip, entry, step.local, page=False)
+            elif step.fr is not None:
+                self.done.append(Outcome(inflight_key(host, entry), VisitKind.ROBOTS, step.fr))
             return
         path, level = split_level(rest)  # a focused crawl's priority travels with the path
         key, url = inflight_key(host, entry), origin + path
@@ -339,7 +347,7 @@ class FetchLoop:
         if why is not None:
             # A stage refused it after it was queued (the spam gate blocked its host): not fetched
             # (a retry is finished), and recorded as such (no request began: started 0).
-            self._release(Release(host, ip, end=None))
+            self._release(host, ip)
             self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=0.0, ended=now, error=why),
                                      level=level))
             return
@@ -348,13 +356,13 @@ class FetchLoop:
             # robots.txt of this URL's origin first (again, once expired): in front of it, politely.
             if self.budget is not None:
                 self.budget += 1
-            self._release(Release(host, ip, end=None, putback=(robots_marker(entry), entry)))
+            self._release(host, ip, putback=(robots_marker(entry), entry))
             return
         crawl_delay = rules.crawl_delay
         if not rules.allowed(url):
             # "robots-unavailable": robots.txt answered 429/5xx or not at all, so everything is off limits
             kind = "robots-unavailable" if rules.status == 0 or rules.status == 429 or rules.status >= 500 else "robots"
-            self._release(Release(host, ip, end=None))
+            self._release(host, ip)
             self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=now, ended=now, error=kind),
                                      level=level))
             return
@@ -371,12 +379,12 @@ class FetchLoop:
             if self.budget is not None:
                 self.budget += 1
             log.debug("retry %d of %s after %s", attempt, url, fr.error or fr.status)
-            self._release(Release(host, ip, end=response_end(fr), crawl_delay=crawl_delay, putback=(entry,),
-                                  not_before=self.politeness.retry_next(response_end(fr), attempt, crawl_delay)))
+            self._release(host, ip, response_end(fr), crawl_delay, putback=(entry,),
+                          not_before=self.politeness.retry_next(response_end(fr), attempt, crawl_delay))
             return
         self.attempts.pop(key, None)
         self.priors.pop(key, None)
-        self._release(Release(host, ip, end=response_end(fr), crawl_delay=crawl_delay))
+        self._release(host, ip, response_end(fr), crawl_delay)
         self.done.append(Outcome(key, VisitKind.PAGE, fr, attempt, level, prior))
 
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key
@@ -81,18 +80,30 @@ class RobotsHop:
         return f"{ROBOTS} {self.hops} {self.last:.6f} {self.target}"
 
 
-class RobotsFetch:
-    """robots.txt rules and fetches for one fetch loop. ``release`` hands a :class:`Release` back
-    to the loop; ``local_failure(host, ip, entry, fr, page)`` is the loop's handling of a request
-    that failed on our side (True: handled); ``keep_alive(more, crawl_delay)`` its connection rule;
-    ``counters`` its request counters."""
+@dataclass
+class RobotsStep:
+    """What one request of a robots.txt fetch decided, for the fetch loop to carry out: the
+    exchange to record (None: nothing to record yet), the servers to hand back to the workbench,
+    and ``local``: the request failed on our side (nothing reached the server: the loop puts the
+    entry back untouched, as it does a page's)."""
 
-    def __init__(self, settings: Settings, politeness: Politeness, workbench: Workbench,
-                 release: Callable[[Release], None], local_failure: Callable[..., bool],
-                 keep_alive: Callable[[bool, float | None], bool], counters: dict[str, int],
+    fr: FetchResult | None = None
+    releases: list[Release] = field(default_factory=list)
+    local: FetchResult | None = None
+
+
+def _back(server: tuple[str, str], end: float | None = None, crawl_delay: float | None = None,
+          putback: tuple[str, ...] = (), not_before: float | None = None) -> Release:
+    """The one way a robots.txt request hands a server back (``end`` None: nothing was sent to it)."""
+    return Release(*server, end=end, crawl_delay=crawl_delay, putback=putback, not_before=not_before)
+
+
+class RobotsFetch:
+    """robots.txt rules and fetches for one fetch loop; ``counters``: the loop's request counters."""
+
+    def __init__(self, settings: Settings, politeness: Politeness, workbench: Workbench, counters: dict[str, int],
                  cache_size: int = CACHE_SIZE) -> None:
         self.s, self.politeness, self.wb = settings, politeness, workbench
-        self.release, self.local_failure, self.keep_alive = release, local_failure, keep_alive
         self.counters = counters
         self.cache: LruDict[str, RobotsRules] = LruDict(cache_size)
         self.attempts: dict[str, int] = {}
@@ -109,9 +120,9 @@ class RobotsFetch:
         return rules
 
     async def visit(self, fetcher: Fetcher, resolver: Resolver, host: str, ip: str, entry: str, origin: str,
-                    marker: str) -> FetchResult | None:
+                    marker: str, keep_alive: bool) -> RobotsStep:
         """One request of the robots.txt fetch of ``origin`` on server ``host`` — the crawl's only
-        robots.txt code path. Returns the exchange to record (None: nothing to record yet).
+        robots.txt code path — and what it decided.
 
         ``marker`` is a :class:`RobotsHop`'s encoding: its redirects are followed (RFC 9309
         §2.3.1.2: up to five, also to other authorities); ``target`` is a path on ``origin`` or an
@@ -123,17 +134,19 @@ class RobotsFetch:
         workbench only when it and its IP are due (:meth:`Workbench.borrow`), else ``host`` waits
         and tries again. Transient failures (no response, 429, 5xx) are retried with back-off,
         ``max_retries`` times, before the origin is ruled unreachable (everything disallowed,
-        re-checked after ``UNREACHABLE_TTL``). The rules found apply to ``origin``, the one asked."""
+        re-checked after ``UNREACHABLE_TTL``). The rules found apply to ``origin``, the one asked.
+        ``keep_alive``: keep the connection after a request to ``host`` (the loop's rule)."""
         hop = RobotsHop.decode(marker)
         hops, last, target = hop.hops, hop.last, hop.target
         key, tag = inflight_key(host, entry), entry[:len(entry) - len(marker)]
         limit = max(self.s.max_body, PARSE_LIMIT)
+        asked = (host, ip)
         borrowed: tuple[str, str] | None = None
         other = host if target.startswith("/") else server_of(target)
         if other == host:
             # The page that waited for robots.txt follows (its Crawl-delay still unknown: the default).
             url = origin + target if target.startswith("/") else target
-            fr = await fetcher.fetch(url, ip, max_body=limit, keep_alive=self.keep_alive(True, None))
+            fr = await fetcher.fetch(url, ip, max_body=limit, keep_alive=keep_alive)
         else:
             other_ip = await resolver.resolve(name_of(other))
             now = time.time()
@@ -144,14 +157,11 @@ class RobotsFetch:
             else:
                 wait = self.wb.borrow(other, other_ip, ip, now)
                 if wait is not None:  # not due yet: nothing sent, try again then
-                    self.release(Release(host, ip, end=None, putback=(entry,), not_before=wait))
-                    return None
+                    return RobotsStep(releases=[_back(asked, putback=(entry,), not_before=wait)])
                 borrowed = (other, other_ip)
                 fr = await fetcher.fetch(target, other_ip, max_body=limit, keep_alive=False)
-                if fr.error == LOCAL:  # nothing sent: the borrowed server goes back as it was
-                    self.release(Release(other, other_ip, end=None))
-        if self.local_failure(host, ip, entry, fr, page=False):
-            return None
+        if fr.error == LOCAL:  # nothing sent: a borrowed server goes back as it was
+            return RobotsStep(releases=[_back(borrowed)] if borrowed else [], local=fr)
         self.counters["robots_requests"] += fr.error not in ("dns", "forbidden-network")
         if fr.error == "too-large":
             fr.error = None  # RFC 9309 §2.5: the first 500 KiB are parsed, the rest ignored
@@ -159,15 +169,13 @@ class RobotsFetch:
         end = response_end(fr) if fr.error != "dns" else fr.ended
         # The server asked was contacted only if the request went to it; its IP may still have been.
         host_end = end if borrowed is None else None
-        releases = [] if borrowed is None else [Release(*borrowed, end=end,
-                                                        crawl_delay=self.known_delay(split_host(target)[0]))]
+        lender_delay = None if borrowed is None else self.known_delay(split_host(target)[0])
         attempt = self.attempts.get(key, 0) + 1
         retry = (status == 0 and fr.error not in ("forbidden-network", "bomb")) or fr.transient
         if retry and attempt <= self.s.max_retries:
             self.attempts[key] = attempt
             self.counters["retries"] += 1
-            releases.append(Release(host, ip, end=host_end, putback=(entry,),
-                                    not_before=self.politeness.retry_next(end, attempt, None)))
+            mine = _back(asked, host_end, putback=(entry,), not_before=self.politeness.retry_next(end, attempt, None))
         elif status in REDIRECT_STATUSES and fr.redirect and hops < MAX_HOPS:
             self.attempts.pop(key, None)
             to_origin, to_path = split_host(fr.redirect)
@@ -179,9 +187,9 @@ class RobotsFetch:
             # (unknown until a file is read); another server's own next-fetch time governs it.
             again = server_of(fr.redirect) == (borrowed[0] if borrowed else host)
             if again and borrowed:
-                releases[0] = Release(*borrowed, end=end, crawl_delay=self.politeness.max_crawl_delay)
-            releases.append(Release(host, ip, end=host_end, putback=(nxt,),
-                                    not_before=end + self.politeness.max_crawl_delay if again and not borrowed else None))
+                lender_delay = self.politeness.max_crawl_delay
+            mine = _back(asked, host_end, putback=(nxt,),
+                         not_before=end + self.politeness.max_crawl_delay if again and not borrowed else None)
         else:
             self.attempts.pop(key, None)
             if status in REDIRECT_STATUSES:
@@ -191,11 +199,9 @@ class RobotsFetch:
             self.cache[origin] = rules
             self.wb.frontier.store_robots(origin, json.dumps(rules.to_dict()))
             not_before = self.politeness.host_next(last, rules.crawl_delay) if host_end is None and last else None
-            releases.append(Release(host, ip, end=host_end, crawl_delay=rules.crawl_delay, not_before=not_before))
-        for rel in releases:
-            self.release(rel)
+            mine = _back(asked, host_end, crawl_delay=rules.crawl_delay, not_before=not_before)
         # (an outcome without an exchange — dns, forbidden-network — still commits the in-flight marker)
-        return fr
+        return RobotsStep(fr, ([_back(borrowed, end, lender_delay)] if borrowed else []) + [mine])
 
     def known_delay(self, origin: str) -> float:
         """The Crawl-delay a borrowed server must be given after our request to ``origin`` on it: its
