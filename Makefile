@@ -86,6 +86,7 @@ test-fast: setup pywb
 docs: setup
 	$(PY) -c "from raycrawl.settings import markdown; print(markdown(), end='')" > docs/settings.md
 	$(PY) -c "from raycrawl.settings import sample_config; print(sample_config(), end='')" > docs/sample-config.toml
+	$(PY) -m raycrawl.storage.operator_verbs docs/operating.md
 
 bench: setup $(BENCH_STAMP)
 	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from raycrawl.actors.shingler import (  # noqa: E402
+from raycrawl.actors.visit.shingler import (  # noqa: E402
     CRAWL_NUM_PERM,
     CRAWL_SKETCH_BITS,
     NearDupIndex,
@@ -160,7 +160,7 @@ def websim_accuracy(hosts: int, seed: int, threshold: float) -> None:
 def crawl_suppression(hosts: int, seed: int, delay: float, max_pages: int, per_host: int | None = None) -> None:
     """Crawl the same websim twice with ``raycrawl``'s agent — near-duplicate link suppression on,
     then off — and count the pages fetched, overall and on duplicate-carrying hosts."""
-    from raycrawl.actors.driver import run_crawl
+    from raycrawl.actors.cluster.driver import run_crawl
     from raycrawl.settings import build_settings
     from raycrawl.storage.link_records import iter_link_records
     from raycrawl.tasks.dedup import cluster_crawl
@@ -312,8 +312,8 @@ def main() -> None:
     t_mem512, _ = best_of(args.repeat, lambda: ours_memory(CRAWL_NUM_PERM, CRAWL_SKETCH_BITS, sk512))
     t_dsl, ds_res = best_of(args.repeat, datasketch_lsh)
 
-    from raycrawl.actors.duplicates import ShardedDuplicates, ask_local
-    from raycrawl.actors.shingler import near_dup_meta
+    from raycrawl.actors.visit.duplicates import ShardedDuplicates, ask_local
+    from raycrawl.actors.visit.shingler import near_dup_meta
     from raycrawl.policies.assignment import SHARDS
     from raycrawl.storage.dedup_store import DedupShards
 

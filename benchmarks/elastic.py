@@ -60,7 +60,7 @@ def run(web, out: Path, nodes: int, args, join_at: float = 0, leave_at: float = 
     import ray
     from ray.cluster_utils import Cluster
 
-    from raycrawl.actors.driver import run_crawl
+    from raycrawl.actors.cluster.driver import run_crawl
     from raycrawl.settings import build_settings
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})

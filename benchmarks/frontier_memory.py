@@ -86,10 +86,10 @@ def run_raycrawl(maximum: int, hosts: int) -> list[dict]:
     import ray
     import redis
 
-    from raycrawl.actors import sieve_shards
-    from raycrawl.actors.distributor import Distributor
-    from raycrawl.actors.virtualizer import Virtualizer
-    from raycrawl.actors.workbench import Workbench
+    from raycrawl.actors.frontier import sieve_shards
+    from raycrawl.actors.frontier.distributor import Distributor
+    from raycrawl.actors.frontier.virtualizer import Virtualizer
+    from raycrawl.actors.frontier.workbench import Workbench
     from raycrawl.policies.assignment import SHARDS, apply_shards
     from raycrawl.ray_start import start_ray
     from raycrawl.redis_server import EmbeddedRedis

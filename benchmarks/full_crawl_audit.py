@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from raycrawl.actors.driver import run_crawl  # noqa: E402
+from raycrawl.actors.cluster.driver import run_crawl  # noqa: E402
 from raycrawl.report import format_report  # noqa: E402
 from raycrawl.settings import build_settings  # noqa: E402
 from raycrawl.websim import Websim  # noqa: E402

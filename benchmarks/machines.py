@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from archive_check import served_pages, stored_pages  # noqa: E402
 from netns_cluster import Machines, available  # noqa: E402
 
-from raycrawl.actors.workbench import inflight_url  # noqa: E402
+from raycrawl.actors.frontier.workbench import inflight_url  # noqa: E402
 from raycrawl.storage.link_records import iter_link_records  # noqa: E402
 from raycrawl.websim.audit import audit  # noqa: E402
 

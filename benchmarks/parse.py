@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raycrawl.actors.parser import Parser  # noqa: E402
+from raycrawl.actors.visit.parser import Parser  # noqa: E402
 from raycrawl.exchange import FetchResult  # noqa: E402
 from raycrawl.storage.warc import WarcStore, response_head  # noqa: E402
 

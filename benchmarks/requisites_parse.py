@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import parse as base  # noqa: E402  (benchmarks/parse.py: the same synthetic pages)
 
-import raycrawl.actors.parser as parser_module  # noqa: E402
+import raycrawl.actors.visit.parser as parser_module  # noqa: E402
 from raycrawl.exchange import FetchResult  # noqa: E402
 
 

@@ -71,9 +71,9 @@ def probe() -> None:
 
     timed(ray, "init", "ray_init_start", "ray_init_end")
     ray.shutdown = dump_then_shutdown
-    import raycrawl.actors.agent as agent
-    import raycrawl.actors.crew as crew
-    import raycrawl.actors.distributor as distributor
+    import raycrawl.actors.cluster.agent as agent
+    import raycrawl.actors.cluster.crew as crew
+    import raycrawl.actors.frontier.distributor as distributor
     import raycrawl.redis_server as redis_server
 
     timed(redis_server.EmbeddedRedis, "__enter__", "redis_start", "redis_end")

@@ -185,10 +185,10 @@ class Settings:
         "A spam gate model (``gate.json``, docs/spam.md) that blocks hosts at crawl time; None = off (or "
         "$RAYCRAWL_SPAM_GATE).")
     near_dup: bool = knob(True, FILTERS,
-        "Check parsed pages against the near-duplicate index (actors/shingler.py) when present.")
+        "Check parsed pages against the near-duplicate index (actors/visit/shingler.py) when present.")
     extra_stages: list[str] = knob(None, FILTERS,
         "Crawl-time stages of one's own, as ``module:Class`` import paths of VisitStage subclasses "
-        "(actors/visit_stage.py; docs/architecture.md, \"Add a crawl-time stage\"); run after the built-in ones.",
+        "(actors/visit/visit_stage.py; docs/architecture.md, \"Add a crawl-time stage\"); run after the built-in ones.",
         factory=list)
     summaries_at_crawl: bool = knob(True, FILTERS,
         "Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so "
@@ -213,7 +213,7 @@ class Settings:
         "over the Ray cluster's nodes; hosts are split among them by consistent hashing.")
     elastic: bool = knob(False, SIZING,
         "One agent per Ray node that can hold one (the nodes with the ``agent`` resource, or all), added "
-        "when a node joins; a node that leaves has its hosts taken over (actors/membership.py).")
+        "when a node joins; a node that leaves has its hosts taken over (actors/cluster/membership.py).")
     fetch_actors: int = knob(1, SIZING,
         "Fetch actors per agent (each its own process with one event loop).")
     fetch_concurrency: int = knob(256, SIZING,

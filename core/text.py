@@ -191,7 +191,7 @@ def html_tree(html: str):
 
 
 def page_text(body: bytes, header_charset: str | None) -> str:
-    """The visible text the parser (``actors.parser.Parser.parse``) gives an HTML page with this body: "" for a binary
+    """The visible text the parser (``actors.visit.parser.Parser.parse``) gives an HTML page with this body: "" for a binary
     body, else the text of the decoded page. Summaries are built from it, at crawl time (where the
     parser's own text is used) and afterwards from the WARC, so both read a page the same way."""
     if not body or looks_binary(body):

@@ -50,7 +50,7 @@ class ConsistentHash:
 
 
 # Hosts are grouped in SHARDS shards (xxh3 of the host); a shard is the unit that moves between
-# agents, with its sieve directory and its hosts' Redis state (actors/sieve_shards.py).
+# agents, with its sieve directory and its hosts' Redis state (actors/frontier/sieve_shards.py).
 SHARDS = 64
 
 

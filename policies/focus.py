@@ -5,7 +5,7 @@ A :class:`FocusPolicy` is what ``raycrawl simulate`` trains and evaluates and wh
 step both of them take:
 
 * a **classifier** scores a page from its term counts (the text pipeline's stems of its visible
-  text, :func:`actors.summary_writer.document_counts` live, the archive's summaries offline):
+  text, :func:`actors.visit.summary_writer.document_counts` live, the archive's summaries offline):
   :class:`TermQuery` (``hits / (hits + K)`` for a term query) or :class:`LinearClassifier` (the
   log-odds of a two-class multinomial naive Bayes, which gives exactly its ``predict_proba``);
 * the **policy** maps the score of a page to the level of the links found on it: ``bfs`` puts

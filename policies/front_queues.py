@@ -5,7 +5,7 @@ front queues one at a time: a level is drawn at random among the non-empty ones,
 weight ``bias ** ℓ``, and its oldest URL goes next. A higher level is thus more likely, never
 certain: low-priority URLs are delayed, not starved. ``bias`` = 1 is a uniform choice; a large
 ``bias`` approaches strict priority. The same selector drives the live frontier (the sieve's
-per-level output queues, :mod:`actors.sieve_shards`) and the simulated one
+per-level output queues, :mod:`actors.frontier.sieve_shards`) and the simulated one
 (:mod:`policies.frontier_policy`), so a focus policy behaves alike in both.
 
 In a workbench visit state (a back queue) a URL's level travels as a suffix of its path,

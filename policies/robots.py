@@ -7,7 +7,7 @@
   letters, ``_`` and ``-``, §2.2.1) *equals* ours case-insensitively (protego also takes
   ``ray`` for ``raycrawl``);
 * 3xx: the crawler follows up to 5 redirects, also to other authorities
-  (``actors.fetch_loop``); past that the file is "unavailable" (§2.3.1.2) and treated as 4xx;
+  (``actors.fetch.fetch_loop``); past that the file is "unavailable" (§2.3.1.2) and treated as 4xx;
 * 4xx (except 429): unavailable — everything is allowed (§2.3.1.3);
 * 429, 5xx, or no response at all (status 0: DNS, connect, timeout…): unreachable — everything
   is disallowed (§2.3.1.4). The crawler first retries with back-off; the verdict it finally

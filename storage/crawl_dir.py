@@ -97,7 +97,7 @@ def index_dir(d: str | Path) -> Path:
 
 
 def virtual_queue(directory: str | Path, host: str) -> Path:
-    """The on-disk virtual queue of ``host`` in the virtualizer's directory (actors/virtualizer.py)."""
+    """The on-disk virtual queue of ``host`` in the virtualizer's directory (actors/frontier/virtualizer.py)."""
     import xxhash
 
     return Path(directory) / f"{xxhash.xxh3_64_hexdigest(host.encode())}.q"

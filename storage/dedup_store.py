@@ -7,7 +7,7 @@ central memory grows with hosts, not pages (seed 003). Every key falls in one of
 :data:`policies.assignment.SHARDS` shards (its low 64 bits modulo the count: digests and band keys
 are hashes already, a representative's id is the hash of its URL), and a shard's file sits in the
 shard's sieve directory (``OUT/sieve/<shard>/duplicates.sqlite``), so it moves between agents with
-the shard (actors/membership.py) and is opened by one process at a time.
+the shard (actors/cluster/membership.py) and is opened by one process at a time.
 
 ========== ====================================================================================
 table      rows
@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS rep (id INTEGER PRIMARY KEY, url TEXT NOT NULL, sketc
 
 class DedupStoreMismatch(UserError):
     """The stored near-duplicate index was built with other parameters (a crawl stops on it: it is
-    not one of the routing errors a duplicate store's caller rides out, actors/duplicates.py)."""
+    not one of the routing errors a duplicate store's caller rides out, actors/visit/duplicates.py)."""
 
 
 class DedupStoreError(OSError):
@@ -226,7 +226,7 @@ class DedupShards:
         self.take(shards)
 
     def path(self, shard: int) -> Path:
-        return self.root / f"{shard:02d}" / FILE  # the shard's sieve directory (actors/sieve_shards.py)
+        return self.root / f"{shard:02d}" / FILE  # the shard's sieve directory (actors/frontier/sieve_shards.py)
 
     def take(self, shards: Iterable[int]) -> None:
         self.owned.update(shards)

@@ -186,5 +186,22 @@ def docs_table() -> str:
     return "\n".join(rows)
 
 
+DOCS_START = "<!-- the verbs' table: `make docs` writes it from storage/operator_verbs.py -->"
+DOCS_END = "<!-- end of the verbs' table -->"
+
+
+def write_docs(path: Path) -> None:
+    """Put :func:`docs_table` between the markers of ``path`` (docs/operating.md)."""
+    text = path.read_text()
+    head, _, rest = text.partition(DOCS_START + "\n")
+    _, _, tail = rest.partition(DOCS_END)
+    path.write_text(f"{head}{DOCS_START}\n{docs_table()}\n{DOCS_END}{tail}")
+
+
 if __name__ == "__main__":
-    print(docs_table())
+    import sys
+
+    if len(sys.argv) > 1:
+        write_docs(Path(sys.argv[1]))
+    else:
+        print(docs_table())

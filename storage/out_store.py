@@ -207,7 +207,7 @@ class Shipper:
     closed; a failed upload waits (doubling up to a minute) and is tried again, so a store that
     goes away holds nothing up: the driver's final :meth:`OutStore.sync_up` reports what is left.
 
-    A writer that groups its files in numbered *pieces* (actors/store_writer.py: the records of a
+    A writer that groups its files in numbered *pieces* (actors/visit/store_writer.py: the records of a
     few seconds) marks the end of each with :meth:`piece_done`; :attr:`shipped` is then the last
     piece whose every file is in the store (uploads keep the order of closing)."""
 

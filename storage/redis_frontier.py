@@ -17,7 +17,7 @@ key                  type    content
 ``P views``          set     every agent's view prefix ``V``
 ``P soff:<queue>``   string  byte offset of a sieve output queue already distributed (queue =
                              level × 64 + shard: policies/front_queues.py; level 0 = the shard)
-``P shards``         hash    shard → agent that owns it (actors/membership.py; absent: agent0)
+``P shards``         hash    shard → agent that owns it (actors/cluster/membership.py; absent: agent0)
 ``P shome``          hash    shard → where its sieve and virtual queues are, with ``agent_dir``:
                              ``store`` or the holder ``agent@host:dir`` (storage/shard_handoff.py)
 ``P sckpt``          hash    shard → its last checkpoint in the object store, with ``agent_dir``:
@@ -31,7 +31,7 @@ key                  type    content
 ``V active``         set     the agent's hosts whose visit state is non-empty (its front, in BUbiNG's terms)
 ``V virt``           hash    host → URLs of the agent's host waiting in the virtualizer
 ``V lease``          string  until when (Redis's clock, UNIX seconds) the agent's fetch actors may
-                             start requests: renewed by each every 2 s (actors/lease.py)
+                             start requests: renewed by each every 2 s (actors/cluster/lease.py)
 ``V fenced``         string  when the agent was declared departed (its lease had lapsed): its
                              lease is never renewed again, and its acquire, borrow, release and
                              commit change nothing (lua/fence.lua)
@@ -62,7 +62,7 @@ key                  type    content
 ``P activity``       string  commits so far (bumped by every commit: distributed termination)
 ``P idle``           hash    agent → activity value at which it last saw itself idle, or "done"
 ``P alive:<name>``   string  a heartbeat (the crawl's driver: ``driver``): Redis's time, set every 2 s
-                             while the crawl runs (actors/heartbeat.py): ``raycrawl status`` tells
+                             while the crawl runs (actors/cluster/heartbeat.py): ``raycrawl status`` tells
                              a running crawl from a stopped one an external Redis keeps
 ``P spamblocked``    hash    host → score, hosts the crawl-time spam gate blocked: fetch actors
                              visit none of their queued URLs any more (policies/spam_gate.py)
@@ -273,7 +273,7 @@ class RedisFrontier:
         self.wait_durable()
         return applied == 1
 
-    # --- leases (actors/lease.py) --------------------------------------------------------------------
+    # --- leases (actors/cluster/lease.py) --------------------------------------------------------------------
     def renew_lease(self, ttl: float) -> bool:
         """Extend this view's lease to Redis's now + ``ttl``; False once the view is fenced."""
         return bool(self._scripts["lease"](args=[self.v, repr(ttl)]))
@@ -390,7 +390,7 @@ class RedisFrontier:
         return [(raw[i].decode(), raw[i + 1].decode()) for i in range(0, len(raw), 2)]
 
     def activity(self) -> bytes:
-        """The commit counter (distributed termination: see actors/agent.py ``_all_idle``)."""
+        """The commit counter (distributed termination: see actors/cluster/agent.py ``_all_idle``)."""
         return self.r.get(self.k.activity) or b"0"
 
     def mark_idle(self, agent: str, mark: bytes | str) -> None:

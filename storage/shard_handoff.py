@@ -21,7 +21,7 @@ and read its queues from offsets they do not reach.
 A held shard outlives its holder all the same: the holder's sieve actor checkpoints it to keys of
 their own every ``checkpoint_seconds`` (:class:`ShardCheckpoints`: its files, but the duplicate store),
 and everything done to it since is in its log in Redis (storage/shard_log.py). When the holder
-dies (fenced: actors/lease.py), the agent taking the shard brings the checkpoint, applies the
+dies (fenced: actors/cluster/lease.py), the agent taking the shard brings the checkpoint, applies the
 log's virtual-queue spills here and the sieve's entries in its sieve actor, and has the dead
 holder's last acknowledged state. ``P sckpt`` names the last checkpoint's (or put-away's) keys;
 the duplicate store comes from the last put-away, if any (each checkpoint names it again; older

@@ -17,7 +17,7 @@ Entries (bytes):
 
 ========================== ===================================================================
 ``E`` + lines              URLs enqueued, one per line, ``url`` or ``url<TAB>level``
-``F``                      the sieve's batch merged (:meth:`actors.sieve.Sieve.flush`)
+``F``                      the sieve's batch merged (:meth:`actors.frontier.sieve.Sieve.flush`)
 ``V`` host TAB end + lines paths appended to the host's virtual queue at byte ``end``
 ========================== ===================================================================
 """

@@ -1,6 +1,6 @@
 """The sieve's on-disk state: a sorted fingerprint store, the output queue and a pending log.
 
-Layout under ``SIEVE_DIR`` (all written only by :class:`actors.sieve.Sieve`):
+Layout under ``SIEVE_DIR`` (all written only by :class:`actors.frontier.sieve.Sieve`):
 
 ================ =================================================================================
 file             content
@@ -29,7 +29,7 @@ Durable against a machine crash (a power cut, a VM's host failing), not only a k
 new bytes, ``fps.<g+1>`` and the new ``meta.json`` are fsynced before the replace returns, and the
 directory after it, so an offset a reader got (and Redis keeps) never points past what survives;
 the pending log is fsynced by :meth:`SieveStore.sync`, which the sieve calls before an enqueue
-returns (actors/sieve_shards.py) — the links it vouches for to the commit that waits on it.
+returns (actors/frontier/sieve_shards.py) — the links it vouches for to the commit that waits on it.
 
 A periodic crawl's pass puts the URLs it revisits — seen, so the fingerprints would stop them —
 straight into the queues (:meth:`SieveStore.requeue`), committed with the pass number in the same

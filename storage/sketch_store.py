@@ -14,7 +14,7 @@ counter is shared, and checking a representative again after a restart finds it 
 A store answers :meth:`~MemorySketchStore.lookup_bands`, :meth:`~MemorySketchStore.representatives`
 and :meth:`~MemorySketchStore.add`. :class:`MemorySketchStore` keeps them in process memory (tests,
 benchmarks, offline use); a crawl's index is kept on the agents' disks, sharded
-(storage/dedup_store.py, reached through actors/duplicates.py).
+(storage/dedup_store.py, reached through actors/visit/duplicates.py).
 """
 
 from __future__ import annotations

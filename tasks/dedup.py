@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from raycrawl.actors.shingler import (
+from raycrawl.actors.visit.shingler import (
     DEFAULT_BANDS,
     DEFAULT_K,
     DEFAULT_NUM_PERM,

@@ -33,7 +33,7 @@ def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
 def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
           from_spill: bool = False) -> dict:
     """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
-    from raycrawl.actors.summary_writer import document_counts
+    from raycrawl.actors.visit.summary_writer import document_counts
     from raycrawl.storage import summaries, summary_spill
     from raycrawl.storage.crawl_graph import node_map
 

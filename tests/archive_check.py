@@ -40,7 +40,7 @@ def stored_pages(objects: dict[str, bytes], work: Path) -> set[str]:
 def unsummarised_pages(objects: dict[str, bytes], work: Path) -> set[str]:
     """The pages of a stored crawl (whole 200 HTML responses, not duplicates: storage/crawl_pages.py)
     per its stored link records, whose summary is in none of its stored spill files."""
-    from raycrawl.actors.parser import HTML_TYPES
+    from raycrawl.actors.visit.parser import HTML_TYPES
     from raycrawl.storage.link_records import iter_link_records
     from raycrawl.storage.summary_spill import iter_spill, spill_paths
 

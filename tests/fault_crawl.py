@@ -89,6 +89,6 @@ def check_crawl(out: Path, web, audit, in_flight: set[str]) -> None:
 def canonical_in_flight(in_flight: set[str]) -> set[str]:
     """In-flight URLs (``inflight_url`` of the keys) as the audit names URLs: the pages' (robots.txt
     markers name no URL of their own)."""
-    from raycrawl.actors.workbench import inflight_url, is_robots
+    from raycrawl.actors.frontier.workbench import inflight_url, is_robots
 
     return {inflight_url(k) for k in in_flight if not is_robots(k.partition(" ")[2])}

@@ -140,7 +140,7 @@ class Machine:
 
     def drain(self, deadline: float = 30) -> float:
         """A spot VM's preemption notice, as Ray's autoscaler answers it: ``ray drain-node`` for
-        this node (its agent leaves, actors/membership.py), then, once no agent actor runs here or
+        this node (its agent leaves, actors/cluster/membership.py), then, once no agent actor runs here or
         at the deadline, SIGTERM to every process (the VM shuts down). Seconds until the agent left."""
         t0 = time.monotonic()
         # (--node-id given: without it, Ray 2.60's drain-node starts a local Ray of its own and drains that)

@@ -414,7 +414,7 @@ def test_killed_fetcher_sieve_and_parsing_workers(web_and_baseline, two_nodes) -
     in_flight = in_flight_at_faults(proc)
     assert rep["recovered"] > 0 and in_flight, "the killed fetcher had nothing in flight: the test proved nothing"
     check_against_baseline(one, tmp / "faults", requests, manifest, may_refetch=in_flight)
-    from raycrawl.actors.parser import HTML_TYPES
+    from raycrawl.actors.visit.parser import HTML_TYPES
     from raycrawl.storage.summary_spill import iter_spill, spill_paths
 
     # the pages of a crawl (docs: storage/crawl_pages.py): whole 200 HTML responses, not duplicates
@@ -425,7 +425,7 @@ def test_killed_fetcher_sieve_and_parsing_workers(web_and_baseline, two_nodes) -
 
 def in_flight_at_faults(proc) -> set[str]:
     """The URLs Redis held in flight at each fault (the driver's INFLIGHT lines, see freeze())."""
-    from raycrawl.actors.workbench import inflight_url
+    from raycrawl.actors.frontier.workbench import inflight_url
 
     return {inflight_url(k) for line in proc.stdout.splitlines() if line.startswith("INFLIGHT ")
             for k in json.loads(line.split(" ", 1)[1])}

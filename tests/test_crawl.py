@@ -218,7 +218,7 @@ def stopped_crawl_state(out: Path) -> tuple[set[str], int]:
     server = EmbeddedRedis(out / "redis").start()
     client = redis.Redis.from_url(server.url)
     try:
-        from raycrawl.actors.workbench import inflight_url
+        from raycrawl.actors.frontier.workbench import inflight_url
 
         keys = client.hkeys("rc:inflight")
         return {inflight_url(k.decode()) for k in keys}, int(client.hget("rc:stats", "pages") or 0)

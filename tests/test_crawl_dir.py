@@ -136,7 +136,7 @@ def test_resume_refuses_a_crawl_of_the_older_frontier_layout(tmp_path, redis_url
     One line says so; a crawl of this layout passes that check."""
     import redis
 
-    from raycrawl.actors.driver import verify_resume
+    from raycrawl.actors.cluster.driver import verify_resume
     from raycrawl.storage.redis_frontier import LAYOUT, RedisFrontier
 
     out = tmp_path / "crawl"

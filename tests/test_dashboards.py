@@ -121,7 +121,10 @@ def test_actors_read_well_in_the_ray_dashboard(ray_local, tmp_path):
     its dashboard and prefixes the worker logs with the repr)."""
     import ray
 
-    from raycrawl.actors import agent_actor, fetch_loop, parsing_worker, sieve_shards
+    from raycrawl.actors.cluster import agent_actor
+    from raycrawl.actors.fetch import fetch_loop
+    from raycrawl.actors.frontier import sieve_shards
+    from raycrawl.actors.visit import parsing_worker
 
     names = [m.actor_class().__ray_metadata__.class_name
              for m in (agent_actor, fetch_loop, parsing_worker, sieve_shards)]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from raycrawl.actors.duplicates import ShardedDuplicates, ask_local
+from raycrawl.actors.visit.duplicates import ShardedDuplicates, ask_local
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.storage.dedup_store import (
     FILE,

@@ -13,7 +13,7 @@ from itertools import combinations
 
 import pytest
 
-from raycrawl.actors.shingler import NearDupIndex
+from raycrawl.actors.visit.shingler import NearDupIndex
 from raycrawl.tasks.dedup import UnionFind, cluster_texts, exact_jaccard_pairs, pair_metrics
 from raycrawl.text import visible_text
 

@@ -10,7 +10,7 @@ import pytest
 from dnslib import CNAME, QTYPE, RCODE, RR, A, DNSError
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
-from raycrawl.actors.dns import Resolver, parse_dns_server, parse_hosts_file
+from raycrawl.actors.fetch.dns import Resolver, parse_dns_server, parse_hosts_file
 from raycrawl.errors import UserError
 
 ZONE = {f"h{i}.test": f"127.0.{i // 250}.{i % 250 + 1}" for i in range(300)}

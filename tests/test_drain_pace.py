@@ -1,9 +1,9 @@
-"""The agent's drain wait (actors/crew.py ``next_wait``): long only while nothing can change but a
+"""The agent's drain wait (actors/cluster/crew.py ``next_wait``): long only while nothing can change but a
 visit ending, which returns a drain at once anyway."""
 
 from __future__ import annotations
 
-from raycrawl.actors.crew import DRAIN_WAIT, MAX_DRAIN_WAIT, next_wait
+from raycrawl.actors.cluster.crew import DRAIN_WAIT, MAX_DRAIN_WAIT, next_wait
 
 WAITING = {"in_flight": 0, "earliest": 1e9}  # a host due later (politeness)
 FETCHING = {"in_flight": 3, "earliest": None}

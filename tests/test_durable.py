@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from raycrawl.actors.store_writer import StoreWriter
-from raycrawl.actors.summary_writer import SummaryWriter
+from raycrawl.actors.visit.store_writer import StoreWriter
+from raycrawl.actors.visit.summary_writer import SummaryWriter
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LinkRecord, iter_link_records
@@ -93,7 +93,7 @@ def test_sieve_acknowledges_links_and_flushes_on_disk(tmp_path, synced):
     only after their owners' sieves did) are in fsynced pending logs, and a flush's queues,
     fingerprints and commit point are on disk before a reader gets offsets into them (offsets that
     Redis keeps): a machine crash takes back nothing Redis names."""
-    from raycrawl.actors.sieve_shards import SieveShards
+    from raycrawl.actors.frontier.sieve_shards import SieveShards
     from raycrawl.policies.assignment import SHARDS
 
     root = tmp_path / "sieve"
@@ -123,7 +123,7 @@ def test_sieve_acknowledges_links_and_flushes_on_disk(tmp_path, synced):
 def test_virtual_queue_spills_are_on_disk_before_redis_names_them(tmp_path, synced, redis_url):
     import redis
 
-    from raycrawl.actors.virtualizer import Virtualizer
+    from raycrawl.actors.frontier.virtualizer import Virtualizer
     from raycrawl.storage.redis_frontier import RedisFrontier
 
     f = RedisFrontier(redis.Redis.from_url(redis_url), "dur:")

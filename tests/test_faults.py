@@ -27,7 +27,7 @@ from fault_crawl import (
     start_until,
 )
 
-from raycrawl.actors.workbench import inflight_url
+from raycrawl.actors.frontier.workbench import inflight_url
 
 # The longest the embedded Redis's AOF may lag what it acknowledged (appendfsync everysec; Valkey
 # postpones a write while the previous fsync runs, up to 2 s).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from loopback_http import serve
 
-from raycrawl.actors.fetch_loop import FetchLoop
+from raycrawl.actors.fetch.fetch_loop import FetchLoop
 from raycrawl.settings import Settings
 
 

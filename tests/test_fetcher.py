@@ -15,7 +15,7 @@ import brotli
 import pytest
 from aiohttp import web
 
-from raycrawl.actors.fetcher import Fetcher, FetchResult, _is_ip_literal
+from raycrawl.actors.fetch.fetcher import Fetcher, FetchResult, _is_ip_literal
 from raycrawl.policies.networks import NetworkPolicy
 
 PAGE = b"<html><head><title>Hello</title></head><body><a href='/b'>b</a></body></html>"

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import redis
 
-from raycrawl.actors.distributor import Distributor
-from raycrawl.actors.sieve import Sieve
-from raycrawl.actors.sieve_shards import SieveShards
-from raycrawl.actors.virtualizer import Virtualizer
-from raycrawl.actors.workbench import Release, Workbench, is_robots
+from raycrawl.actors.frontier.distributor import Distributor
+from raycrawl.actors.frontier.sieve import Sieve
+from raycrawl.actors.frontier.sieve_shards import SieveShards
+from raycrawl.actors.frontier.virtualizer import Virtualizer
+from raycrawl.actors.frontier.workbench import Release, Workbench, is_robots
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.focus import FocusPolicy, LinearClassifier, TermQuery
 from raycrawl.policies.front_queues import split_level
@@ -64,7 +64,7 @@ def test_a_url_keeps_the_level_of_its_first_enqueueing_across_a_kill(tmp_path: P
 
 KILLED = r"""
 import sys
-from raycrawl.actors.sieve_shards import SieveShards
+from raycrawl.actors.frontier.sieve_shards import SieveShards
 from raycrawl.policies.assignment import SHARDS
 s = SieveShards(sys.argv[1], range(SHARDS), batch_size=300)
 i = 0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from raycrawl.actors.distributor import Distributor
-from raycrawl.actors.sieve_shards import SieveShards
-from raycrawl.actors.virtualizer import Virtualizer
-from raycrawl.actors.workbench import ROBOTS, Release, Workbench
+from raycrawl.actors.frontier.distributor import Distributor
+from raycrawl.actors.frontier.sieve_shards import SieveShards
+from raycrawl.actors.frontier.virtualizer import Virtualizer
+from raycrawl.actors.frontier.workbench import ROBOTS, Release, Workbench
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.politeness import Politeness
 from raycrawl.servers import server_of, url_of
@@ -162,7 +162,7 @@ def test_distributor_step_cut_by_a_redis_restart_is_dropped_not_doubled(tmp_path
 
 def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> None:
     """The state of a crawl in an external Redis outlives it: ``raycrawl status --redis-url`` says
-    running only while the crawl's heartbeat (actors/heartbeat.py) is fresh — beating, taken back
+    running only while the crawl's heartbeat (actors/cluster/heartbeat.py) is fresh — beating, taken back
     when the run ends, and old when the crawl died without a word; a fresh crawl's clearing of its
     keys keeps it."""
     import json
@@ -171,7 +171,7 @@ def test_status_tells_a_running_crawl_from_a_stopped_one(client, redis_url) -> N
     import time
     from pathlib import Path
 
-    from raycrawl.actors.heartbeat import TTL, Heartbeat
+    from raycrawl.actors.cluster.heartbeat import TTL, Heartbeat
     from raycrawl.storage.redis_frontier import RedisFrontier
 
     f = RedisFrontier(client, "hb:", register=False)

@@ -1,4 +1,4 @@
-"""Fencing (actors/lease.py, lua/lease.lua, lua/fence.lua): a departed agent can never fetch beside
+"""Fencing (actors/cluster/lease.py, lua/lease.lua, lua/fence.lua): a departed agent can never fetch beside
 its successor, nor undo in Redis what its successor does with its hosts."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from aiohttp import web
 from loopback_http import serve
 
-from raycrawl.actors.fetcher import Fetcher
-from raycrawl.actors.lease import Lease, longest_fetch
-from raycrawl.actors.membership import Membership
-from raycrawl.actors.workbench import Release, Workbench
+from raycrawl.actors.cluster.lease import Lease, longest_fetch
+from raycrawl.actors.cluster.membership import Membership
+from raycrawl.actors.fetch.fetcher import Fetcher
+from raycrawl.actors.frontier.workbench import Release, Workbench
 from raycrawl.exchange import LOCAL
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.policies.politeness import Politeness

@@ -19,7 +19,7 @@ import pytest
 from netns_cluster import Machines, available
 from test_agents import CONFIG, DELAYS, MAX_URLS_PER_HOST, check_against_baseline
 
-from raycrawl.actors.workbench import inflight_url
+from raycrawl.actors.frontier.workbench import inflight_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(available() is not None, reason=str(available()))]
 

@@ -92,7 +92,7 @@ def test_seeds_queue_until_taken(control, tmp_path) -> None:
 def test_the_lead_agent_copies_commands_and_delivers_seeds(control, tmp_path) -> None:
     """operator.log gets each command once, also across a restart whose last line was torn; seeds
     leave the queue only when delivered, and the stages' verdict filters them."""
-    from raycrawl.actors.operator_inbox import OperatorInbox
+    from raycrawl.actors.cluster.operator_inbox import OperatorInbox
 
     log = tmp_path / "operator.log"
     command(control, "block", ["a.test"], "ann")
@@ -474,4 +474,4 @@ def test_the_docs_hold_the_verbs_table() -> None:
     from raycrawl.storage.operator_verbs import docs_table
 
     assert docs_table() in (ROOT / "docs" / "operating.md").read_text(), \
-        "docs/operating.md: paste the output of python -m raycrawl.storage.operator_verbs"
+        "docs/operating.md: make docs writes the verbs' table"

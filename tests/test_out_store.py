@@ -88,7 +88,7 @@ def test_store_writer_pieces_reach_the_store_before_they_count(s3, tmp_path) -> 
     """Without a shared OUT the store writer works in pieces of ``ship_seconds``: a batch's answer
     names its piece and the last piece in the store; a piece is in the store (read back with boto3)
     by the time it is counted shipped; ``ship`` closes the piece in progress and waits for it."""
-    from raycrawl.actors.store_writer import StoreWriter
+    from raycrawl.actors.visit.store_writer import StoreWriter
     from raycrawl.exchange import FetchResult
     from raycrawl.storage.link_records import LinkRecord
 

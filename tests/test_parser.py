@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from raycrawl.actors.parser import Parser, ParseResult
+from raycrawl.actors.visit.parser import Parser, ParseResult
 from raycrawl.exchange import FetchResult
 from raycrawl.text import content_digest, decode_body, looks_binary, visible_text
 
@@ -223,7 +223,7 @@ def test_only_2xx_html_or_text_is_parsed():
 
 def test_memoised_resolution_equals_direct_canonicalisation():
     """resolve_link (keyed by the base's directory) must agree with canonicalize(raw, base) everywhere."""
-    from raycrawl.actors.parser import _directory, resolve_link
+    from raycrawl.actors.visit.parser import _directory, resolve_link
     from raycrawl.urls import canonicalize
 
     rng = random.Random(13)

@@ -1,4 +1,4 @@
-"""The parsing worker (actors/parsing_worker.py): an agent's parser, store writer and summary
+"""The parsing worker (actors/visit/parsing_worker.py): an agent's parser, store writer and summary
 writer in one Ray actor. What it parses is the parser's answer; what it writes is in the WARC and
 the link records; the summaries it spills are those of the pages' visible texts, whether it
 parsed them itself or was restarted since (then from the bodies the write carries)."""
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from raycrawl.actors.parser import Parser
-from raycrawl.actors.parsing_worker import ParsingWorker, actor_class
-from raycrawl.actors.summary_writer import document_counts
+from raycrawl.actors.visit.parser import Parser
+from raycrawl.actors.visit.parsing_worker import ParsingWorker, actor_class
+from raycrawl.actors.visit.summary_writer import document_counts
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.link_records import LinkRecord, iter_link_records

@@ -122,7 +122,7 @@ def test_virtual_queue_refill_across_a_restart_loses_nothing(tmp_path: Path) -> 
     """A refill held at its EXEC when Redis restarts: after it and the refills that follow, the
     visit state holds every spilled URL once, in order (it once lost them: the transaction applied
     its offset move without its NOSCRIPT-failed script)."""
-    from raycrawl.actors.virtualizer import Virtualizer
+    from raycrawl.actors.frontier.virtualizer import Virtualizer
     from raycrawl.redis_server import EmbeddedRedis, connect
     from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -147,7 +147,7 @@ def test_virtual_queue_refill_across_a_restart_loses_nothing(tmp_path: Path) -> 
 def test_release_and_acquire_across_a_restart(tmp_path: Path) -> None:
     """The fetchers' one round trip (a pipeline of two scripts) held when Redis restarts: it
     completes on the new server (it raised NOSCRIPT), and every URL is queued or in flight once."""
-    from raycrawl.actors.workbench import inflight_key
+    from raycrawl.actors.frontier.workbench import inflight_key
     from raycrawl.redis_server import EmbeddedRedis, connect
     from raycrawl.storage.redis_frontier import RedisFrontier
 

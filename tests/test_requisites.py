@@ -53,7 +53,7 @@ def test_parser_resolves_requisites_as_links_and_reads_stylesheets() -> None:
     none for a nofollow page (its links are not followed either)."""
     from test_parser import page
 
-    from raycrawl.actors.parser import Parser
+    from raycrawl.actors.visit.parser import Parser
 
     html = ('<html><head><base href="http://cdn.test/static/"><link rel=stylesheet href="s.css?v=\u00e9">'
             '</head><body><img src="/logo.png" srcset="a.png 1x, //img.test/b.png 2x"><a href="x.html">x</a>'

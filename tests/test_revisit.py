@@ -103,7 +103,7 @@ def test_histories_and_snapshots(tmp_path: Path) -> None:
 
 
 def test_sieve_requeues_once_per_pass(tmp_path: Path) -> None:
-    from raycrawl.actors.sieve import Sieve
+    from raycrawl.actors.frontier.sieve import Sieve
 
     sieve = Sieve(tmp_path, batch_size=10)
     urls = [f"http://h.test/p{i}" for i in range(5)]

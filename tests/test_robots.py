@@ -8,7 +8,7 @@ import time
 import pytest
 from aiohttp import web
 
-from raycrawl.actors.fetch_loop import FetchLoop
+from raycrawl.actors.fetch.fetch_loop import FetchLoop
 from raycrawl.policies.robots import ALLOW_ALL, DISALLOW_ALL, RobotsRules, ua_token
 from raycrawl.settings import Settings
 

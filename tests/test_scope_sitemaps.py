@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from raycrawl.actors.parser import Parser
-from raycrawl.actors.stages import Focus, Sitemaps
-from raycrawl.actors.visit_batch import decide
-from raycrawl.actors.visit_stage import Findings, Outcome, Stages
+from raycrawl.actors.visit.parser import Parser
+from raycrawl.actors.visit.stages import Focus, Sitemaps
+from raycrawl.actors.visit.visit_batch import decide
+from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages
 from raycrawl.errors import UserError
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.filters import Scope, build_prefetch
@@ -195,7 +195,7 @@ def test_a_sitemap_in_a_focused_crawl_is_no_page():
     """A focused crawl scores pages, not sitemaps: a sitemap gets no score (it once got an empty
     page's, counted in the live harvest), and its URLs keep the level it was queued with."""
     from raycrawl import text
-    from raycrawl.actors.parser import score_pages
+    from raycrawl.actors.visit.parser import score_pages
     from raycrawl.policies.focus import FocusPolicy, TermQuery
 
     policy = FocusPolicy("best-first", 4, TermQuery(text.stems(["hawaii"], drop_stopwords=False), 1), "terms:hawaii")

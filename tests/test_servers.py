@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raycrawl.actors.workbench import ROBOTS, inflight_key, inflight_url, is_robots, robots_marker
+from raycrawl.actors.frontier.workbench import ROBOTS, inflight_key, inflight_url, is_robots, robots_marker
 from raycrawl.servers import name_of, origin_of, server_of, split_server, url_of
 from raycrawl.urls import canonicalize, split_host
 
@@ -42,7 +42,7 @@ def test_one_server_for_every_scheme_and_port_of_a_name() -> None:
 @pytest.mark.parametrize("hop", ["!robots", "!robots 2 1795600000.250000 /robots-moved.txt",
                                  "!robots 1 12.500000 https://b.test:8443/robots.txt?x=a b"])
 def test_a_robots_marker_decodes_to_its_hop_and_back(hop: str) -> None:
-    from raycrawl.actors.robots_fetch import RobotsHop
+    from raycrawl.actors.fetch.robots_fetch import RobotsHop
 
     decoded = RobotsHop.decode(hop)
     assert decoded.encode() == hop and RobotsHop.decode(decoded.encode()) == decoded

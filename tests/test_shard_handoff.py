@@ -84,7 +84,7 @@ def test_a_shard_moves_whole_and_stale_copies_never_win(s3, redis_url, tmp_path)
     with pytest.raises(UserError, match=r"shards \[6\]"):
         b.bring([6])
     assert (a.out / "sieve" / "06").is_dir()
-    # ... until agent1 is declared departed (fenced, actors/lease.py): then its shard is taken over
+    # ... until agent1 is declared departed (fenced, actors/cluster/lease.py): then its shard is taken over
     # from the last checkpoint (here the put-away's files) and its log, whose spills are applied
     log = RedisFrontier(client, "rc:", register=False)
     log.log_shards({5: [shard_log.spilled(host, 6, ["/c"]), shard_log.enqueued(["http://x/2"], [0])]})
@@ -275,7 +275,7 @@ def test_a_restarted_sieve_actor_checkpoints_what_its_files_hold(s3, redis_url, 
     that a successor never replays a log that disagrees with them."""
     import ray
 
-    from raycrawl.actors import sieve_shards
+    from raycrawl.actors.frontier import sieve_shards
 
     client = connect(redis_url)
     f = RedisFrontier(client, "rc:", register=False)

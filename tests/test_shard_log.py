@@ -7,7 +7,7 @@ import random
 import shutil
 from pathlib import Path
 
-from raycrawl.actors.sieve_shards import SieveShards
+from raycrawl.actors.frontier.sieve_shards import SieveShards
 from raycrawl.storage import shard_log
 from raycrawl.storage.shard_log import Enqueued, Flushed, Spilled
 

@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from raycrawl.actors.duplicates import ShardedDuplicates, ask_local
-from raycrawl.actors.shingler import (
+from raycrawl.actors.visit.duplicates import ShardedDuplicates, ask_local
+from raycrawl.actors.visit.shingler import (
     NearDupIndex,
     estimated_jaccard,
     exact_jaccard,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import raycrawl.storage.sieve_store as sieve_store
-from raycrawl.actors.sieve import Sieve
+from raycrawl.actors.frontier.sieve import Sieve
 
 
 def drain(sieve: Sieve, offset: int = 0, n: int = 97) -> tuple[list[str], int]:
@@ -68,7 +68,7 @@ def test_restart_replays_pending_and_drops_uncommitted(tmp_path: Path) -> None:
 
 CHILD = r"""
 import sys
-from raycrawl.actors.sieve import Sieve
+from raycrawl.actors.frontier.sieve import Sieve
 s = Sieve(sys.argv[1], batch_size=700, cache_size=50)
 i = 0
 while True:
@@ -101,7 +101,7 @@ def test_kill9_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
 def test_sieve_shards_move_between_agents(tmp_path) -> None:
     """A shard given by one agent and taken by another keeps its seen-set, its queued URLs and its
     not-yet-merged batch: each URL still comes out once, at the new owner."""
-    from raycrawl.actors.sieve_shards import SieveShards
+    from raycrawl.actors.frontier.sieve_shards import SieveShards
     from raycrawl.policies.assignment import SHARDS, shard_of
     from raycrawl.servers import server_of
 

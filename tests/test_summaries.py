@@ -372,7 +372,7 @@ def test_a_page_fetched_twice_counts_once(tmp_path, capsys):
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
-    from raycrawl.actors.summary_writer import SummaryWriter
+    from raycrawl.actors.visit.summary_writer import SummaryWriter
     from raycrawl.storage.link_records import LinkRecordWriter
     from raycrawl.text import page_text
 

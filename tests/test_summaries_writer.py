@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from raycrawl import text
-from raycrawl.actors.summary_writer import SummaryWriter, document_counts
+from raycrawl.actors.visit.summary_writer import SummaryWriter, document_counts
 from raycrawl.storage.summaries import SummaryArchive
 
 PAGES = [(f"http://h{i % 3}.test/p{i}",
@@ -26,7 +26,7 @@ def test_document_counts_use_the_text_pipeline():
 
 
 def test_two_agents_spill_then_finish(tmp_path):
-    """Two agents' writers (each in its agent's parsing worker, actors/parsing_worker.py) spill
+    """Two agents' writers (each in its agent's parsing worker, actors/visit/parsing_worker.py) spill
     half the pages each; the finishing pass reads both spills."""
     agents = [SummaryWriter(tmp_path, f"agent{k}", 8) for k in range(2)]
     texts = [(url, text.visible_text(html)) for url, html in PAGES]  # as the parser hands them over

@@ -1,4 +1,4 @@
-"""The batch decision (actors/visit_batch.py): link records, revisits, links to follow and counters
+"""The batch decision (actors/visit/visit_batch.py): link records, revisits, links to follow and counters
 of one batch of finished visits, decided with no Ray and no Redis."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from raycrawl.actors.parser import ParseResult
-from raycrawl.actors.stages import SpamGateStage
-from raycrawl.actors.visit_batch import decide, error_kind, exact_duplicates
-from raycrawl.actors.visit_stage import Findings, Outcome, Stages, VisitStage
+from raycrawl.actors.visit.parser import ParseResult
+from raycrawl.actors.visit.stages import SpamGateStage
+from raycrawl.actors.visit.visit_batch import decide, error_kind, exact_duplicates
+from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages, VisitStage
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.warc import sha1_b32
 
@@ -105,8 +105,8 @@ def test_spam_gate_sees_pages_and_blocks_links() -> None:
 def test_a_stage_of_ones_own_plugs_in_through_settings() -> None:
     """tests/toy_stage.py is named in Settings and nowhere else: the stages built for a crawl
     include it, after the built-in ones, and the decision and the fetch actors obey it."""
-    from raycrawl.actors.stages import build_stages, dequeue_checks
-    from raycrawl.actors.visit_stage import StageContext
+    from raycrawl.actors.visit.stages import build_stages, dequeue_checks
+    from raycrawl.actors.visit.visit_stage import StageContext
     from raycrawl.errors import UserError
     from raycrawl.settings import Settings
 
@@ -129,11 +129,11 @@ def test_a_stage_of_ones_own_plugs_in_through_settings() -> None:
 
 
 def test_requisites_leave_the_scope_within_the_hop_budget() -> None:
-    """Heritrix's transclusion hops (actors/stages.py Scope.judge_requisite): with scope rules, a
+    """Heritrix's transclusion hops (actors/visit/stages.py Scope.judge_requisite): with scope rules, a
     page's requisites on another host are fetched (hop 1), the url()s of such an out-of-scope
     stylesheet too (hop 2) but not its @imports; links never; deny rules always hold; with
     ``requisite_hops`` 0 requisites obey the scope as links do."""
-    from raycrawl.actors.stages import PageRequisites, Scope
+    from raycrawl.actors.visit.stages import PageRequisites, Scope
     from raycrawl.settings import Settings
 
     site, cdn = "http://site.test/", "http://cdn.test/"

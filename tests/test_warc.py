@@ -12,7 +12,7 @@ from fastwarc.warc import WarcRecordType
 from loopback_http import serve
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 
-from raycrawl.actors.fetcher import Fetcher, FetchResult
+from raycrawl.actors.fetch.fetcher import Fetcher, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.storage.warc import (
     DUPLICATE_KIND,
@@ -248,8 +248,8 @@ async def test_resolve_fetch_parse_store_pipeline(tmp_path):
     """The parts composed as the agent composes them (no Ray): hosts file → Fetcher → Parser → WarcStore,
     breadth-first over a small site graph; the WARC must hold every page and the parsed links must be
     the graph's arcs."""
-    from raycrawl.actors.dns import Resolver
-    from raycrawl.actors.parser import Parser
+    from raycrawl.actors.fetch.dns import Resolver
+    from raycrawl.actors.visit.parser import Parser
 
     graph = {  # host/path → out-links (relative and absolute forms on purpose)
         "a.test/": ["/one", "http://B.TEST:{port}/"],

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key, is_robots
+from raycrawl.actors.frontier.workbench import ROBOTS, Release, Workbench, inflight_key, is_robots
 from raycrawl.policies.politeness import Politeness
 from raycrawl.servers import origin_of, server_of, split_server, url_of
 
@@ -257,7 +257,7 @@ def test_borrow_is_polite_released_like_an_acquire_and_freed_by_recover_view(cli
 
 
 def test_move_hosts_hands_queued_and_busy_hosts_to_the_new_owner(client) -> None:
-    """Shards changing owner (actors/membership.py): a0's idle host with URLs and its host in flight
+    """Shards changing owner (actors/cluster/membership.py): a0's idle host with URLs and its host in flight
     move to a1. a1 then gets both, a0 neither; the busy one only after its release, and the host
     delay set by that release still holds."""
     from raycrawl.policies.assignment import SHARDS, apply_shards, shard_of

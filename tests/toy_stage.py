@@ -1,7 +1,7 @@
 """A crawl-time stage of one's own, as docs/architecture.md shows it: nothing outside this file
 names it but the ``extra_stages`` setting (tests/test_visit_batch.py)."""
 
-from raycrawl.actors.visit_stage import PageVisit, VisitStage
+from raycrawl.actors.visit.visit_stage import PageVisit, VisitStage
 
 
 class NoPrivate(VisitStage):

@@ -97,7 +97,7 @@ def settings_from_args(args: argparse.Namespace):
 
         read_seeds(s.seeds)
     if s.resolve:
-        from raycrawl.actors.dns import parse_hosts_file
+        from raycrawl.actors.fetch.dns import parse_hosts_file
 
         parse_hosts_file(s.resolve)
     if s.focus:
@@ -118,7 +118,7 @@ def handle(args: argparse.Namespace) -> int:
     import json
 
     from raycrawl import heap_watch, malloc_trim
-    from raycrawl.actors.driver import run_crawl
+    from raycrawl.actors.cluster.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.report import format_report
 
@@ -149,7 +149,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def demo_stage(crawl_dir: Path) -> str:
     """The crawl report of a finished crawl in ``crawl_dir``, as printed by ``raycrawl crawl``.
-    (The demo runs the crawl itself with :func:`actors.driver.run_crawl`; see docs/crawling.md.)"""
+    (The demo runs the crawl itself with :func:`actors.cluster.driver.run_crawl`; see docs/crawling.md.)"""
     import json
 
     from raycrawl.report import format_report

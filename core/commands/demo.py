@@ -69,7 +69,7 @@ def _section(title: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from raycrawl.actors.driver import run_crawl
+    from raycrawl.actors.cluster.driver import run_crawl
     from raycrawl.progress import Progress
     from raycrawl.settings import build_settings
     from raycrawl.websim import Websim

@@ -33,7 +33,7 @@ def register(subparsers) -> None:
 
 
 def _parse(body: bytes, base: str, encoding: str | None, headers: list[tuple[str, str]], ua: str) -> dict[str, Any]:
-    from raycrawl.actors.parser import Parser
+    from raycrawl.actors.visit.parser import Parser
     from raycrawl.exchange import FetchResult
     from raycrawl.urls import canonicalize
 

@@ -50,7 +50,7 @@ def read_status(redis_url: str, prefix: str = Settings.redis_prefix, hosts: int 
     ``hosts`` hosts with most URLs done (:func:`per_host`)."""
     import redis
 
-    from raycrawl.actors import heartbeat
+    from raycrawl.actors.cluster import heartbeat
     from raycrawl.storage.operator_control import Control
     from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -152,7 +152,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.hosts < 0 or not args.interval >= 0:
         raise UserError("--hosts and --interval must not be negative")
     with crawl_redis(args.out, args.redis_url, given_password(args)) as (url, answers):
-        if answers:  # its Redis answers: running if the crawl's heartbeat says so (actors/heartbeat.py)
+        if answers:  # its Redis answers: running if the crawl's heartbeat says so (actors/cluster/heartbeat.py)
             st = read_live(url, args)
         else:
             st = read_status(url, args.prefix, args.hosts)

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from raycrawl.actors.workbench import ROBOTS, Release, Workbench, inflight_key
+from raycrawl.actors.frontier.workbench import ROBOTS, Release, Workbench, inflight_key
 from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.politeness import Politeness, response_end
 from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
@@ -25,8 +25,8 @@ from raycrawl.settings import Settings
 from raycrawl.urls import split_host
 
 if TYPE_CHECKING:
-    from raycrawl.actors.dns import Resolver
-    from raycrawl.actors.fetcher import Fetcher
+    from raycrawl.actors.fetch.dns import Resolver
+    from raycrawl.actors.fetch.fetcher import Fetcher
 
 CACHE_SIZE = 8192  # parsed robots.txt rules kept in a fetch actor (about 5 KB each)
 

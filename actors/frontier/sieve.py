@@ -103,7 +103,7 @@ class Sieve:
 
     def read(self, offset: int, n: int) -> tuple[list[str], int]:
         """Up to ``n`` URLs of the level-0 output queue from byte ``offset``, and the next offset
-        (levels: :meth:`actors.sieve_shards.SieveShards.read_front`). Flushes first when the
+        (levels: :meth:`actors.frontier.sieve_shards.SieveShards.read_front`). Flushes first when the
         committed queue is exhausted and the batch is not empty."""
         if offset >= self.store.queue_bytes and self.batch:
             self.flush()

@@ -1,10 +1,10 @@
 """What one batch of finished visits means for the crawl — decided with no Ray and no Redis.
 
-The committer (actors/batch_commit.py) gathers the inputs (the parser's results, the duplicate
-stores' answers: :class:`~actors.visit_stage.Findings`) and carries out the outputs (the store
+The committer (actors/visit/batch_commit.py) gathers the inputs (the parser's results, the duplicate
+stores' answers: :class:`~actors.visit.visit_stage.Findings`) and carries out the outputs (the store
 writer, the sieves, the commit); this module is the decision in between: for each visit its link
 record, whether its WARC record is a revisit, the links to follow and the counters of the batch.
-The crawl-time features take part as stages (actors/visit_stage.py).
+The crawl-time features take part as stages (actors/visit/visit_stage.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from raycrawl.actors.visit_stage import Findings, Outcome, PageVisit, Revisit, Stages
+from raycrawl.actors.visit.visit_stage import Findings, Outcome, PageVisit, Revisit, Stages
 from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.storage.link_records import LinkRecord
 from raycrawl.storage.warc import sha1_b32
@@ -77,7 +77,7 @@ def page_record(o: Outcome, sha1s: dict[str, str]) -> LinkRecord:
 
 def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDecision:
     """The decision over ``outcomes`` given what was found in the batch (parse results by URL,
-    duplicates, payload digests) and the crawl's stages (actors/visit_stage.py), which observe each
+    duplicates, payload digests) and the crawl's stages (actors/visit/visit_stage.py), which observe each
     visit and judge each link. A duplicate's links are not followed (they are its original's); a
     redirect target keeps the level its source was queued with; a sitemap's URLs get its own."""
     d = BatchDecision()

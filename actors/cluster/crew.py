@@ -1,7 +1,7 @@
 """An agent's crew: the Ray actors one agent runs on its own node (BUbiNG: an agent is one machine).
 
 Its sieve shards, fetch actors and parsing worker (the parser, the store writer and, with
-``summaries_at_crawl``, the summary writer, in one process: actors/parsing_worker.py), each built
+``summaries_at_crawl``, the summary writer, in one process: actors/visit/parsing_worker.py), each built
 from its module's ``actor_class()`` and named after the agent, so that other agents find its sieve
 and the dashboard shows who is who. Every one restarts after a crash; the
 agent recovers what a dead fetch actor held (``Agent._recover_fetchers``).
@@ -13,8 +13,8 @@ import logging
 import time
 from pathlib import Path
 
-from raycrawl.actors.link_router import sieve_actor_name
-from raycrawl.actors.visit_stage import Outcome
+from raycrawl.actors.frontier.link_router import sieve_actor_name
+from raycrawl.actors.visit.visit_stage import Outcome
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
 
@@ -50,8 +50,10 @@ class Crew:
     def __init__(self, settings: Settings, redis_url: str, name: str, budget: int | None) -> None:
         import ray
 
-        from raycrawl.actors import fetch_loop, parsing_worker, sieve_shards
-        from raycrawl.actors.shingler import near_dup_meta
+        from raycrawl.actors.fetch import fetch_loop
+        from raycrawl.actors.frontier import sieve_shards
+        from raycrawl.actors.visit import parsing_worker
+        from raycrawl.actors.visit.shingler import near_dup_meta
 
         s, tag = settings, f"{settings.redis_prefix}{name}"
         out = Path(s.out)

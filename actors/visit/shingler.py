@@ -17,7 +17,7 @@ pre-hashed shingles: see benchmarks/dedup.py for the comparison with datasketch 
 numpy MinHash of our own.
 
 :class:`NearDupIndex` is the crawl-time index (plain class over a sketch store: in memory, or the
-crawl's duplicate stores on the agents' disks, actors/duplicates.py); the agent calls it in its own
+crawl's duplicate stores on the agents' disks, actors/visit/duplicates.py); the agent calls it in its own
 process, once per batch.
 """
 
@@ -190,7 +190,7 @@ class NearDupIndex:
     """Crawl-time near-duplicate index over cluster representatives.
 
     State lives in ``store`` (storage/sketch_store.py's contract): the crawl's duplicate stores,
-    sharded on the agents' disks and surviving restarts (actors/duplicates.py), or memory (the
+    sharded on the agents' disks and surviving restarts (actors/visit/duplicates.py), or memory (the
     default). Only representatives are stored: a near-duplicate is reported, not added.
 
     With several agents, two near-duplicate pages checked at the same instant by different agents
@@ -308,7 +308,7 @@ class NearDupIndex:
 
 def near_dup_index(settings: Settings, store: object) -> NearDupIndex | None:
     """The crawl's near-duplicate index (``near_dup`` setting) over ``store``, the crawl's duplicate
-    stores (actors/duplicates.py), with the crawl-time parameters of :func:`near_dup_meta`."""
+    stores (actors/visit/duplicates.py), with the crawl-time parameters of :func:`near_dup_meta`."""
     if not settings.near_dup:
         return None
     return NearDupIndex(store=store, flush_reps=1024, flush_seconds=2.0)

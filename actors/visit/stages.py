@@ -1,4 +1,4 @@
-"""The built-in crawl-time stages (actors/visit_stage.py): scope, revisits, focus, spam gate,
+"""The built-in crawl-time stages (actors/visit/visit_stage.py): scope, revisits, focus, spam gate,
 sitemaps and near-duplicates, in the order they see each visit and each link."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from raycrawl.actors.visit_stage import Findings, PageVisit, Revisit, StageContext, Stages, VisitStage
+from raycrawl.actors.visit.visit_stage import Findings, PageVisit, Revisit, StageContext, Stages, VisitStage
 from raycrawl.errors import UserError
 from raycrawl.exchange import FetchResult
 from raycrawl.policies.filters import build_postfetch, build_prefetch
@@ -78,7 +78,7 @@ def unchanged(fr: FetchResult, prior: Capture | None, sha1: str | None) -> Revis
 
 
 class Revisits(VisitStage):
-    """A periodic crawl's pass (actors/periodic.py): records are tagged with it, and a revisited
+    """A periodic crawl's pass (actors/cluster/periodic.py): records are tagged with it, and a revisited
     page that did not change is a WARC revisit of its last capture."""
 
     name = "revisits"
@@ -250,7 +250,7 @@ class Sitemaps(VisitStage):
 
 
 class NearDuplicates(VisitStage):
-    """``near_dup``: a page whose MinHash sketch matches an earlier page's (actors/shingler.py)
+    """``near_dup``: a page whose MinHash sketch matches an earlier page's (actors/visit/shingler.py)
     is a near-duplicate of it; the index lives in the crawl's duplicate stores."""
 
     name = "near-dup"
@@ -261,7 +261,7 @@ class NearDuplicates(VisitStage):
 
     @classmethod
     def build(cls, settings: Settings, ctx: StageContext) -> NearDuplicates | None:
-        from raycrawl.actors.shingler import near_dup_index
+        from raycrawl.actors.visit.shingler import near_dup_index
 
         index = near_dup_index(settings, ctx.duplicates)
         return None if index is None else cls(index)

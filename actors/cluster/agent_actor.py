@@ -1,5 +1,5 @@
-"""An agent as a Ray actor, for crawls with several agents (actors/membership.py starts one per
-node): the agent's loop (actors/agent.py) runs in the actor, its crew on the same node.
+"""An agent as a Ray actor, for crawls with several agents (actors/cluster/membership.py starts one per
+node): the agent's loop (actors/cluster/agent.py) runs in the actor, its crew on the same node.
 
 With ``agent_dir`` (no shared ``out``) the actor also moves its shards' files through the object
 store (storage/shard_handoff.py): it brings the shards it starts with and those it takes, puts
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from raycrawl.actors import named
-from raycrawl.actors.agent import Agent
-from raycrawl.actors.periodic import fetch_due
+from raycrawl.actors.cluster.agent import Agent
+from raycrawl.actors.cluster.periodic import fetch_due
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run, layout
 from raycrawl.storage.out_store import OutStore

@@ -1,15 +1,15 @@
 """The parsing worker: one process carrying an agent's parser, store writer and summary writer
 (BUbiNG's parsing threads parse a page and hand it to the store themselves).
 
-Each role keeps its own class (actors/parser.py ``BatchParser``, actors/store_writer.py,
-actors/summary_writer.py); what they share is the process. A crew used to run each in a Ray actor
+Each role keeps its own class (actors/visit/parser.py ``BatchParser``, actors/visit/store_writer.py,
+actors/visit/summary_writer.py); what they share is the process. A crew used to run each in a Ray actor
 of its own: three worker processes of ~1–1.5 s of CPU each to start (on two cores, what set the
 time to the first request), a page's visible text sent back to the agent and out again to the
 summary writer, and one more call per batch. Here a page's text is tokenised once, by the parser:
 its content digest, its near-duplicate sketch and (kept here, not sent to the agent) its summary
 come from those tokens, and the write of a batch spills the summaries of the pages the agent
 names in the same call: stored and spilled before the call returns, so the agent commits after.
-Without a shared OUT the spill files go in the store writer's pieces (actors/store_writer.py): a
+Without a shared OUT the spill files go in the store writer's pieces (actors/visit/store_writer.py): a
 page counted as done has its summary in the object store with its WARC record, and a lost node
 takes none with it.
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 
 from raycrawl.actors import named, per_batch
-from raycrawl.actors.parser import BatchParser, ParseResult, words_of
-from raycrawl.actors.store_writer import Stored, StoreWriter
-from raycrawl.actors.summary_writer import SummaryWriter, counts_of_tokens
+from raycrawl.actors.visit.parser import BatchParser, ParseResult, words_of
+from raycrawl.actors.visit.store_writer import Stored, StoreWriter
+from raycrawl.actors.visit.summary_writer import SummaryWriter, counts_of_tokens
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import join_run

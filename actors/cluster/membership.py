@@ -9,7 +9,7 @@ It acts when membership changes:
 - an agent dies (its node left or crashed, or its process was killed): the others take its shards.
 
 A change is a short stop-the-world, which keeps it simple to reason about. Every surviving agent
-stops fetching and commits what it fetched (:meth:`actors.agent.Agent.request_pause`); a dead
+stops fetching and commits what it fetched (:meth:`actors.cluster.agent.Agent.request_pause`); a dead
 agent's in-flight URLs go back to their visit states (``recover_view``, as after a crash); the new
 shard map is computed by consistent hashing with bounded loads, so only the joining or leaving
 agent's share moves; agents close the sieve shards they lose; Redis moves those shards' hosts to
@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raycrawl.actors.agent import AGENT0, Agent
-from raycrawl.actors.agent_actor import actor_class
-from raycrawl.actors.crew import split_budget
-from raycrawl.actors.lease import TTL as LEASE_TTL
-from raycrawl.actors.lease import longest_fetch
-from raycrawl.actors.link_router import sieve_actor_name
+from raycrawl.actors.cluster.agent import AGENT0, Agent
+from raycrawl.actors.cluster.agent_actor import actor_class
+from raycrawl.actors.cluster.crew import split_budget
+from raycrawl.actors.cluster.lease import TTL as LEASE_TTL
+from raycrawl.actors.cluster.lease import longest_fetch
+from raycrawl.actors.frontier.link_router import sieve_actor_name
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import apply_shards, assign_shards
 from raycrawl.redis_server import connect
@@ -321,7 +321,7 @@ class Membership:
 
     def _bury(self, name: str) -> None:
         """A dead agent: wait until its actors are gone (they share its fate: Ray kills the actors
-        an actor created when it dies), fence it once its lease lapsed (actors/lease.py), then put
+        an actor created when it dies), fence it once its lease lapsed (actors/cluster/lease.py), then put
         its in-flight URLs back, due after its last request can have ended, and its unrecorded failures
         for the others to record."""
         import ray
@@ -358,7 +358,7 @@ class Membership:
 
     @staticmethod
     def _fence(view: RedisFrontier) -> float:
-        """Wait for a dead agent's lease to lapse, then fence it (actors/lease.py); when, by this
+        """Wait for a dead agent's lease to lapse, then fence it (actors/cluster/lease.py); when, by this
         machine's clock. A lease still renewed long after its agent's death is a fetch actor that
         outlived it (a node cut off, not gone): the crawl cannot safely give its hosts to others."""
         deadline = time.monotonic() + FENCE_PATIENCE

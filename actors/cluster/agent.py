@@ -1,16 +1,16 @@
 """One crawling agent: its loop and its lifecycle.
 
 The loop is BUbiNG's glue: drain finished visits from the fetch actors and carry them out
-(:mod:`actors.batch_commit`: parse, duplicates, decision, store, route links, commit), let the
+(:mod:`actors.visit.batch_commit`: parse, duplicates, decision, store, route links, commit), let the
 distributor move URLs from the sieve and the virtual queues to the workbench, export metrics, and
 end when the whole crawl is idle or the budget is spent. The agent's actors are its crew
-(:mod:`actors.crew`), its links go through the link router (:mod:`actors.link_router`), and the
-driver (:mod:`actors.driver`) starts Ray and Redis around it.
+(:mod:`actors.cluster.crew`), its links go through the link router (:mod:`actors.frontier.link_router`), and the
+driver (:mod:`actors.cluster.driver`) starts Ray and Redis around it.
 
 Several agents (``agents`` setting, one per Ray node as in BUbiNG/UbiCrawler) have no leader: each
 owns the shards the membership gives it, has its own view of the Redis workbench, and pauses while
-the driver moves shards (:mod:`actors.membership`). The crawl ends when every agent saw itself idle
-at the same value of the crawl's activity counter (:mod:`actors.termination`). docs/architecture.md
+the driver moves shards (:mod:`actors.cluster.membership`). The crawl ends when every agent saw itself idle
+at the same value of the crawl's activity counter (:mod:`actors.cluster.termination`). docs/architecture.md
 has the path of one URL and the crash semantics.
 """
 
@@ -24,18 +24,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from raycrawl import metrics
-from raycrawl.actors.batch_commit import BatchCommitter
-from raycrawl.actors.crew import Crew
-from raycrawl.actors.distributor import Distributor
-from raycrawl.actors.duplicates import ShardedDuplicates, ask_actors
-from raycrawl.actors.link_router import LinkRouter
-from raycrawl.actors.operator_inbox import OperatorInbox
-from raycrawl.actors.periodic import queue_revisits
-from raycrawl.actors.stages import build_stages, control_view, stage_classes
-from raycrawl.actors.termination import Termination
-from raycrawl.actors.virtualizer import Virtualizer
-from raycrawl.actors.visit_stage import StageContext, Stages
-from raycrawl.actors.workbench import Workbench
+from raycrawl.actors.cluster.crew import Crew
+from raycrawl.actors.cluster.operator_inbox import OperatorInbox
+from raycrawl.actors.cluster.periodic import queue_revisits
+from raycrawl.actors.cluster.termination import Termination
+from raycrawl.actors.frontier.distributor import Distributor
+from raycrawl.actors.frontier.link_router import LinkRouter
+from raycrawl.actors.frontier.virtualizer import Virtualizer
+from raycrawl.actors.frontier.workbench import Workbench
+from raycrawl.actors.visit.batch_commit import BatchCommitter
+from raycrawl.actors.visit.duplicates import ShardedDuplicates, ask_actors
+from raycrawl.actors.visit.stages import build_stages, control_view, stage_classes
+from raycrawl.actors.visit.visit_stage import StageContext, Stages
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import SHARDS, apply_shards
 from raycrawl.policies.focus import FocusPolicy
@@ -81,7 +81,7 @@ class Agent:
         self.stages: Stages | None = None  # the crawl-time stages, built with the crew (start)
         self.router = LinkRouter(name, s.redis_prefix, shards or dict.fromkeys(range(SHARDS), name))
         self.distributor.shards = self.router.my_shards
-        self.standalone = shards is None  # not one of several agents under actors/membership.py
+        self.standalone = shards is None  # not one of several agents under actors/cluster/membership.py
         self.crew: Crew | None = None
         self.committer: BatchCommitter | None = None
         self.next_budget: int | None = None
@@ -93,7 +93,7 @@ class Agent:
         # The operator's commands (raycrawl ctl): stop, seeds; the lead agent writes operator.log.
         self.inbox = OperatorInbox(control_view(self.f), layout(self.out).operator_log if name == AGENT0 else None)
         self.redis_run_id: str | None = None
-        self.epoch = self.f.epoch()  # a periodic crawl's pass (actors/periodic.py); 0: the first crawl
+        self.epoch = self.f.epoch()  # a periodic crawl's pass (actors/cluster/periodic.py); 0: the first crawl
 
     @property
     def run_pages(self) -> int:

@@ -1,5 +1,5 @@
 """The store writer: WARC records and link records of one agent, in one place (a role of its
-parsing worker, actors/parsing_worker.py).
+parsing worker, actors/visit/parsing_worker.py).
 
 The agent hands it finished visits with their link records already built; it writes the exchange
 (a response; a revisit only for a byte-identical payload) to the WARC store, puts the record's position in the record,
@@ -10,7 +10,7 @@ Without a shared ``OUT`` (``agent_dir``) a disk is not enough: the node may neve
 VM reclaimed). There the writer works in *pieces*: the WARC and link-record files of at most
 ``ship_seconds`` of batches, closed and uploaded to the object store together (in the background),
 and each batch's answer says which piece holds it and which pieces are in the store. The agent
-commits a batch in Redis only once its piece is (actors/batch_commit.py): a page counted as done
+commits a batch in Redis only once its piece is (actors/visit/batch_commit.py): a page counted as done
 is in the store, and a node lost costs at most the pages of its last pieces, which Redis still
 holds in flight and which the crawl fetches again.
 """

@@ -2,7 +2,7 @@
 
 A text digest, an LSH band key and a representative's id each fall in one of the crawl's shards
 (:func:`storage.dedup_store.shard_of_key`), and a shard's duplicate store is kept by the sieve
-actor of the agent owning the shard (actors/sieve_shards.py), so the indexes grow on the agents'
+actor of the agent owning the shard (actors/frontier/sieve_shards.py), so the indexes grow on the agents'
 disks, not in the shared Redis, and a duplicate is found whichever agent fetched the first copy.
 Each question is one call per owning agent, all agents asked at once.
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from raycrawl.actors.link_router import LinkRouter
+from raycrawl.actors.frontier.link_router import LinkRouter
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.storage.dedup_store import DedupShards, adds_by_shard, claims_by_shard, shard_of_key
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raycrawl.actors.sieve import RecentSet, fingerprint
+from raycrawl.actors.frontier.sieve import RecentSet, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.servers import server_of
 

@@ -5,7 +5,7 @@ counters added, the AOF synced) only after its WARC and link records and its sum
 disk (fsynced: core/durable.py) and the links it yields are in the sieves' pending logs (handed
 to the OS: a process crash keeps them, a machine crash may not; docs/crawling.md). After a kill -9
 the in-flight set therefore holds exactly the visits that may have to be redone. The decision
-itself is :func:`actors.visit_batch.decide` (no Ray, no Redis).
+itself is :func:`actors.visit.visit_batch.decide` (no Ray, no Redis).
 
 Two batches are in hand at once: while the store and summary writers write batch N, the parser
 parses batch N+1, and N is committed once its writes returned (:meth:`BatchCommitter.finish`,
@@ -26,12 +26,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from raycrawl import metrics
-from raycrawl.actors.crew import Crew
-from raycrawl.actors.duplicates import ShardedDuplicates
-from raycrawl.actors.link_router import LinkRouter
-from raycrawl.actors.store_writer import Stored
-from raycrawl.actors.visit_batch import decide, exact_duplicates
-from raycrawl.actors.visit_stage import Findings, Outcome, Stages
+from raycrawl.actors.cluster.crew import Crew
+from raycrawl.actors.frontier.link_router import LinkRouter
+from raycrawl.actors.visit.duplicates import ShardedDuplicates
+from raycrawl.actors.visit.store_writer import Stored
+from raycrawl.actors.visit.visit_batch import decide, exact_duplicates
+from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages
 from raycrawl.env import env_seconds
 from raycrawl.errors import CrawlStop
 from raycrawl.exchange import FetchResult, VisitKind
@@ -88,14 +88,14 @@ class Written:
 class BatchCommitter:
     def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, duplicates: ShardedDuplicates,
                  stages: Stages) -> None:
-        """``duplicates``: the crawl's duplicate stores (actors/duplicates.py), whose digest table
-        finds exact duplicates; ``stages``: the crawl-time stages (actors/visit_stage.py)."""
+        """``duplicates``: the crawl's duplicate stores (actors/visit/duplicates.py), whose digest table
+        finds exact duplicates; ``stages``: the crawl-time stages (actors/visit/visit_stage.py)."""
         self.f, self.crew, self.router, self.duplicates, self.stages = frontier, crew, router, duplicates, stages
-        self.epoch = frontier.epoch()  # the pass of a periodic crawl (actors/periodic.py)
+        self.epoch = frontier.epoch()  # the pass of a periodic crawl (actors/cluster/periodic.py)
         self.pages = 0  # committed by this agent in this run
         self.deferred: list[Deferred] = []
         self.written: Written | None = None  # the previous batch, until finish()
-        # Without a shared OUT, oldest first (actors/store_writer.py: pieces).
+        # Without a shared OUT, oldest first (actors/visit/store_writer.py: pieces).
         self.held: list[Held] = []
         self.shipped = 0  # the last piece known to be in the store
         self.stalled = False  # a forced ship found the store not answering

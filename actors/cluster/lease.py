@@ -35,7 +35,7 @@ TTL = 10.0  # a lease outlives four missed renewals (a loaded machine, a slow Re
 
 def longest_fetch(settings: Settings) -> float:
     """The longest a request can last once started: the fetcher's whole-exchange bound
-    (actors/fetcher.py: connect + 3 × read timeout)."""
+    (actors/fetch/fetcher.py: connect + 3 × read timeout)."""
     return settings.connect_timeout + 3 * settings.read_timeout
 
 

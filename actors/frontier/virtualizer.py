@@ -94,7 +94,7 @@ class Virtualizer:
         twice (the URLs queued twice); the next step refills again from the offset Redis holds."""
         with self.f.r.pipeline(transaction=True) as pipe:
             try:
-                # (a view declared departed refills nothing: actors/distributor.py)
+                # (a view declared departed refills nothing: actors/frontier/distributor.py)
                 pipe.watch(self.f.k.voff, self.f.fence_key())
                 if self.f.is_fenced(client=pipe):
                     return 0

@@ -58,7 +58,7 @@ class ParseResult:
     title: str = ""
     text: str = ""  # visible text (title first), whitespace-separated
     # Its tokens (raycrawl.text.tokens), for the sketches and summaries made in the parser's own
-    # process (actors/parsing_worker.py), which sends None on.
+    # process (actors/visit/parsing_worker.py), which sends None on.
     words: list[str] | None = None
     noindex: bool = False
     nofollow: bool = False
@@ -289,7 +289,7 @@ class Parser:
 
 
 class BatchParser:
-    """The parser's role in the parsing worker (actors/parsing_worker.py): batches of fetched
+    """The parser's role in the parsing worker (actors/visit/parsing_worker.py): batches of fetched
     pages parsed, scored by a focused crawl's classifier, and sketched for near-duplicates. Holds
     nothing between batches: a restarted worker parses a retried batch the same way."""
 
@@ -309,9 +309,9 @@ class BatchParser:
 
     def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):  # noqa: ANN201
         """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
-        (actors.shingler.sketch_texts, the index's parameters): sketching here, beside the
+        (actors.visit.shingler.sketch_texts, the index's parameters): sketching here, beside the
         parse, keeps it off the agent's serial batch cycle."""
-        from raycrawl.actors.shingler import sketch_token_lists
+        from raycrawl.actors.visit.shingler import sketch_token_lists
 
         results = self.parse_batch(batch)
         return results, *sketch_token_lists([words_of(r) for r in results], num_perm, k, seed)
@@ -319,9 +319,9 @@ class BatchParser:
 
 def score_pages(results: list[ParseResult], focus) -> None:
     """A focused crawl's classifier score of each page, from the term counts of its visible text —
-    the counts its summary holds (actors.summary_writer.document_counts), which is what
+    the counts its summary holds (actors.visit.summary_writer.document_counts), which is what
     ``raycrawl simulate`` scored the same page by."""
-    from raycrawl.actors.summary_writer import counts_of_tokens
+    from raycrawl.actors.visit.summary_writer import counts_of_tokens
 
     for r in results:
         if not r.sitemap:  # a list of URLs, not a page: no score (its links keep its level)

@@ -7,7 +7,7 @@ fetcher only talks HTTP and classifies what happened. Its contract:
   and refuses — sending nothing — when the network policy forbids that address;
 * it never follows redirects: a 3xx comes back with ``redirect`` = the canonical Location (its
   header bytes read as a browser reads them), which the caller enqueues as a new URL (robots.txt
-  redirects are followed by ``actors.fetch_loop``, one polite request at a time);
+  redirects are followed by ``actors.fetch.fetch_loop``, one polite request at a time);
 * it never raises for network or HTTP trouble: the result's ``error`` names the kind;
 * the body is capped twice: ``max_body`` bytes on the wire (``too-large``, body truncated there)
   and ``max_decompressed`` bytes after Content-Encoding (``bomb``, body truncated there);
@@ -238,7 +238,7 @@ class Fetcher:
         self._session: aiohttp.ClientSession | None = None
         self.requests = 0  # HTTP requests actually sent
         # Asked right before each request is sent: False, and nothing is sent (error ``local``, as if
-        # the request had found no file descriptor). The fetch loop's lease (actors/lease.py).
+        # the request had found no file descriptor). The fetch loop's lease (actors/cluster/lease.py).
         self.gate: Callable[[], bool] | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:

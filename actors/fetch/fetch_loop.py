@@ -1,7 +1,7 @@
 """The fetch loop: BUbiNG's fetching threads as one asyncio loop over the shared workbench.
 
 It acquires ready hosts from the workbench (Redis), fetches one URL per host — robots.txt of the
-URL's origin first (:mod:`actors.robots_fetch`), then pages the robots rules allow — and
+URL's origin first (:mod:`actors.fetch.robots_fetch`), then pages the robots rules allow — and
 releases each host as soon as its response has ENDED, so the next fetch of the host and of its
 IP is scheduled from the end of the response. Up to
 ``concurrency`` fetches run at once; hosts and IPs are never fetched twice at a time because the
@@ -25,12 +25,10 @@ import time
 
 from raycrawl import metrics
 from raycrawl.actors import named, per_batch
-from raycrawl.actors.dns import Resolver
-from raycrawl.actors.lease import Lease
-from raycrawl.actors.robots_fetch import RobotsFetch
-from raycrawl.actors.stages import control_view, dequeue_checks
-from raycrawl.actors.visit_stage import Outcome
-from raycrawl.actors.workbench import (
+from raycrawl.actors.cluster.lease import Lease
+from raycrawl.actors.fetch.dns import Resolver
+from raycrawl.actors.fetch.robots_fetch import RobotsFetch
+from raycrawl.actors.frontier.workbench import (
     ROBOTS,
     Release,
     Workbench,
@@ -39,6 +37,8 @@ from raycrawl.actors.workbench import (
     is_robots,
     robots_marker,
 )
+from raycrawl.actors.visit.stages import control_view, dequeue_checks
+from raycrawl.actors.visit.visit_stage import Outcome
 from raycrawl.exchange import LOCAL, FetchResult, VisitKind
 from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.policies.front_queues import split_level
@@ -70,7 +70,7 @@ class FetchLoop:
     def __init__(self, settings: Settings, redis_url: str, budget: int | None = None, view: str = "agent0") -> None:
         self.s = settings
         self.client = connect(redis_url)
-        # Fencing: no request starts unless this agent's lease surely runs (actors/lease.py).
+        # Fencing: no request starts unless this agent's lease surely runs (actors/cluster/lease.py).
         self.lease = Lease(redis_url, settings.redis_prefix, view)
         self.politeness = Politeness.of(settings)
         self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
@@ -105,7 +105,7 @@ class FetchLoop:
         self.resolver = None
 
     def _make_clients(self) -> None:
-        from raycrawl.actors.fetcher import Fetcher
+        from raycrawl.actors.fetch.fetcher import Fetcher
         from raycrawl.policies.networks import NetworkPolicy
 
         s = self.s
@@ -407,7 +407,7 @@ def actor_class():
     import ray
 
     # Restarted by Ray when its process dies; the agent then recovers its in-flight URLs and calls
-    # start() again (actors.agent.Agent._recover_fetchers).
+    # start() again (actors.cluster.agent.Agent._recover_fetchers).
     @ray.remote(num_cpus=0, max_concurrency=64, max_restarts=-1)
     @named
     class FetchActor:

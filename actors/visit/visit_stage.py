@@ -1,10 +1,10 @@
 """Crawl-time stages: the features that look at each finished visit and at each link found.
 
 A stage is a :class:`VisitStage` built once per agent from Settings (:meth:`VisitStage.build`;
-None when its setting is off). The batch decision (actors/visit_batch.py) and the committer
-(actors/batch_commit.py) loop over the crawl's stages instead of knowing them by name; the fetch
+None when its setting is off). The batch decision (actors/visit/visit_batch.py) and the committer
+(actors/visit/batch_commit.py) loop over the crawl's stages instead of knowing them by name; the fetch
 actors ask their :meth:`~VisitStage.dequeue_check` before a queued URL is fetched. The built-in
-stages and :func:`~actors.stages.build_stages` are in actors/stages.py; a stage of one's own is named in the
+stages and :func:`~actors.visit.stages.build_stages` are in actors/visit/stages.py; a stage of one's own is named in the
 ``extra_stages`` setting (``module:Class``) and needs no edit anywhere else
 (docs/architecture.md, "Add a crawl-time stage").
 
@@ -34,7 +34,7 @@ from raycrawl.storage.crawl_epochs import Capture
 from raycrawl.storage.link_records import LinkRecord
 
 if TYPE_CHECKING:
-    from raycrawl.actors.parser import ParseResult
+    from raycrawl.actors.visit.parser import ParseResult
     from raycrawl.settings import Settings
     from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -61,7 +61,7 @@ class Outcome:
 @dataclass
 class StageContext:
     """What a stage may be built with besides Settings: the shared frontier, the crawl's duplicate
-    stores (actors/duplicates.py) and the pass of a periodic crawl."""
+    stores (actors/visit/duplicates.py) and the pass of a periodic crawl."""
 
     frontier: RedisFrontier
     duplicates: Any = None

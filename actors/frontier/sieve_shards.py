@@ -1,8 +1,8 @@
-"""An agent's part of the crawl's sieve: one :class:`actors.sieve.Sieve` per host shard it owns.
+"""An agent's part of the crawl's sieve: one :class:`actors.frontier.sieve.Sieve` per host shard it owns.
 
 Hosts fall into :data:`policies.assignment.SHARDS` shards; each shard has its own sieve directory
 ``OUT/sieve/<shard>`` (fingerprint store, output queue, pending log) and its own consumed offset in
-Redis (``P soff``). A shard is what moves when agents join or leave (actors/membership.py): the
+Redis (``P soff``). A shard is what moves when agents join or leave (actors/cluster/membership.py): the
 old owner closes the directory, the new one opens it — the pending log replays what was enqueued
 but not merged, the offset says what was already distributed — so a host's seen-set and queued
 URLs move with it, and no URL is lost or emitted twice across the move.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from raycrawl import durable
 from raycrawl.actors import named, per_batch
-from raycrawl.actors.sieve import RecentSet, Sieve, fingerprint
+from raycrawl.actors.frontier.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
 from raycrawl.servers import server_of
@@ -239,7 +239,7 @@ def actor_class():
 
     The actor is the keeper of its agent's shards: beside their sieves it serves their duplicate
     stores (storage/dedup_store.py), which move with them (``take``/``give``); other agents reach
-    them through actors/duplicates.py. ``dedup_meta``: the near-duplicate parameters every store
+    them through actors/visit/duplicates.py. ``dedup_meta``: the near-duplicate parameters every store
     must have (None: no near-duplicate index)."""
     import ray
 
@@ -315,7 +315,7 @@ def actor_class():
         def stats(self) -> dict[str, int]:
             return self.sieve.stats()
 
-        # --- the shards' duplicate stores (storage/dedup_store.py; actors/duplicates.py) --------------
+        # --- the shards' duplicate stores (storage/dedup_store.py; actors/visit/duplicates.py) --------------
         @per_batch
         def dedup_claim(self, by_shard: dict[int, list[tuple[bytes, str]]]) -> dict[int, list[str]]:
             return self.dedup.claim(by_shard)

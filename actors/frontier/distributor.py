@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import redis
 
-from raycrawl.actors.virtualizer import Virtualizer
-from raycrawl.actors.workbench import Workbench, robots_marker
+from raycrawl.actors.frontier.virtualizer import Virtualizer
+from raycrawl.actors.frontier.workbench import Workbench, robots_marker
 from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.front_queues import DEFAULT_BIAS, queue_id, with_level
 from raycrawl.servers import name_of, split_server
@@ -94,7 +94,7 @@ class Distributor:
     def step(self, read_sieve: Callable[..., tuple[list[str], list[int], list[int], list[int]]],
              resolve: Callable[[list[str]], dict[str, str | None]]) -> StepResult:
         """One round: refill the limbo, then (front permitting) one batch from the sieve.
-        ``read_sieve(offsets, n, levels, bias)`` is :meth:`actors.sieve_shards.SieveShards.read_front`
+        ``read_sieve(offsets, n, levels, bias)`` is :meth:`actors.frontier.sieve_shards.SieveShards.read_front`
         over the queues in :attr:`queues`; ``resolve(names)`` maps host names to IPv4 addresses or None.
 
         The shards' offsets are WATCHed from before the read to the transaction that queues the

@@ -1,6 +1,6 @@
 """The crawl's driver: what ``raycrawl crawl`` runs. One crawl per directory (the lock, the resume
 check), Redis (embedded and supervised unless ``--redis-url``), Ray (local unless ``--address``),
-then one agent in this process or several under :mod:`actors.membership`; Ctrl-C and storage
+then one agent in this process or several under :mod:`actors.cluster.membership`; Ctrl-C and storage
 failures end it with one line."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from raycrawl.actors.agent import Agent
-from raycrawl.actors.heartbeat import Heartbeat
+from raycrawl.actors.cluster.agent import Agent
+from raycrawl.actors.cluster.heartbeat import Heartbeat
 from raycrawl.atomic import replace_bytes
 from raycrawl.errors import UserError
 from raycrawl.file_limit import files_needed, raise_file_limit
@@ -194,7 +194,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 Control(client, settings.redis_prefix).clear_stop()
                 resume_focus(settings, RedisFrontier(client, settings.redis_prefix, register=False))
                 if settings.revisit:
-                    from raycrawl.actors.periodic import begin_pass
+                    from raycrawl.actors.cluster.periodic import begin_pass
 
                     begin_pass(out, RedisFrontier(client, settings.redis_prefix, register=False), settings,
                                store if settings.agent_dir is not None else None)
@@ -205,7 +205,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
             if settings.agent_dir is not None:  # agents without a shared out take it from the store
                 store.put(out / FILE, FILE)
         # `raycrawl status` tells from this heartbeat that the crawl runs (its state may outlive it
-        # in an external Redis: actors/heartbeat.py); only now, as a refused --resume writes nothing.
+        # in an external Redis: actors/cluster/heartbeat.py); only now, as a refused --resume writes nothing.
         heartbeat, started_ray = Heartbeat(url, settings.redis_prefix, "driver").start(), False
         try:
             started_ray = start_ray(settings.address, log_to_driver=True, dashboard=settings.dashboard)
@@ -213,7 +213,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
                 layout(out).dashboard_url.write_text(dashboard_url() + "\n")
                 print(f"Ray dashboard: {dashboard_url()}", file=sys.stderr, flush=True)
             if settings.agents > 1 or settings.elastic:
-                from raycrawl.actors.membership import run_agents
+                from raycrawl.actors.cluster.membership import run_agents
 
                 with _signals_stop(lambda: stop_all(url, settings.redis_prefix)) as caught:
                     report = run_agents(settings, url)

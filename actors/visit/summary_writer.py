@@ -11,7 +11,7 @@ frequency and filtered by document frequency only once the crawl is over. The fi
 twice: term statistics first, then the archive (:func:`storage.summaries.build_archive`).
 
 ``SummaryWriter`` is plain and synchronous; it is a role of the agent's parsing worker
-(actors/parsing_worker.py), which hands it the texts its parser extracted.
+(actors/visit/parsing_worker.py), which hands it the texts its parser extracted.
 """
 
 from __future__ import annotations
