@@ -186,9 +186,14 @@ class Settings:
         "$RAYCRAWL_SPAM_GATE).")
     near_dup: bool = knob(True, FILTERS,
         "Check parsed pages against the near-duplicate index (actors/visit/shingler.py) when present.")
+    stages: list[str] = knob(None, FILTERS,
+        "Changes to the chain of crawl-time stages (actors/visit/chain.py; `raycrawl settings` prints the chain "
+        "in force, each stage's name and position): ``NAME=POSITION`` moves a stage, ``NAME=off`` switches it off, "
+        "``module:Class=POSITION`` adds a VisitStage of one's own (docs/architecture.md, \"Add a crawl-time stage\").",
+        factory=list)
     extra_stages: list[str] = knob(None, FILTERS,
         "Crawl-time stages of one's own, as ``module:Class`` import paths of VisitStage subclasses "
-        "(actors/visit/visit_stage.py; docs/architecture.md, \"Add a crawl-time stage\"); run after the built-in ones.",
+        "(actors/visit/visit_stage.py); run after every stage of the chain (``stages`` places them anywhere).",
         factory=list)
     summaries_at_crawl: bool = knob(True, FILTERS,
         "Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so "

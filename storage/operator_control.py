@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import redis
@@ -151,3 +152,15 @@ class ControlView:
                 self.state = self.control.read()
                 self.policy = self._policy_of(self.state)
         return self.policy
+
+
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def control_view(frontier) -> ControlView:  # noqa: ANN001 - a RedisFrontier
+    """The process's view of the control plane of ``frontier``'s crawl: one per frontier, so that
+    the fetch loop and the operator stage's checks (or the agent's stage and its inbox) share one
+    cache and one version read per second."""
+    if frontier not in _VIEWS:
+        _VIEWS[frontier] = ControlView(Control(frontier.r, frontier.p))
+    return _VIEWS[frontier]

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from raycrawl.actors.visit.parser import Parser
-from raycrawl.actors.visit.stages import Focus, Sitemaps
+from raycrawl.actors.visit.stages.focus import Focus
+from raycrawl.actors.visit.stages.sitemaps import Sitemaps
 from raycrawl.actors.visit.visit_batch import decide
 from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages
 from raycrawl.errors import UserError

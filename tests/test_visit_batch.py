@@ -8,7 +8,7 @@ import json
 import pytest
 
 from raycrawl.actors.visit.parser import ParseResult
-from raycrawl.actors.visit.stages import SpamGateStage
+from raycrawl.actors.visit.stages.spam_gate import SpamGateStage
 from raycrawl.actors.visit.visit_batch import decide, error_kind, exact_duplicates
 from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages, VisitStage
 from raycrawl.exchange import FetchResult
@@ -105,7 +105,7 @@ def test_spam_gate_sees_pages_and_blocks_links() -> None:
 def test_a_stage_of_ones_own_plugs_in_through_settings() -> None:
     """tests/toy_stage.py is named in Settings and nowhere else: the stages built for a crawl
     include it, after the built-in ones, and the decision and the fetch actors obey it."""
-    from raycrawl.actors.visit.stages import build_stages, dequeue_checks
+    from raycrawl.actors.visit.chain import build_stages, fetch_hooks
     from raycrawl.actors.visit.visit_stage import StageContext
     from raycrawl.errors import UserError
     from raycrawl.settings import Settings
@@ -120,20 +120,46 @@ def test_a_stage_of_ones_own_plugs_in_through_settings() -> None:
     d = decide(outcomes, Findings(parsed), stages)
     assert d.follow == [C] and d.counters["filtered:toy-private"] == 1
     assert d.counters["toy:pages-linking-private"] == 1
-    checks = dequeue_checks(s, None)
-    assert [c("http://a.test/private/y", "a.test") for c in checks] == ["toy-private"]
-    assert dequeue_checks(Settings(), None) == []  # (no spam gate configured)
+    assert fetch_hooks(s, None).refuse("http://a.test/private/y", "a.test") == "toy-private"
+    assert fetch_hooks(Settings(), None).refuse is None  # (no spam gate configured, no frontier)
     for bad in ("toy_stage:Nope", "no_such_module:X", "json:dumps"):
         with pytest.raises(UserError):
             build_stages(Settings(extra_stages=[bad]), StageContext(None))
+        with pytest.raises(UserError):
+            build_stages(Settings(stages=[f"{bad}=150"]), StageContext(None))
+
+
+def test_the_chain_is_a_table_the_settings_change() -> None:
+    """The stages run in the order of the chain's table; one ``stages`` entry moves a stage,
+    switches one off or adds one of one's own where it says, and a wrong entry is one clear error."""
+    from raycrawl.actors.visit.chain import BUILT_IN, build_stages, chain
+    from raycrawl.actors.visit.visit_stage import StageContext
+    from raycrawl.errors import UserError
+    from raycrawl.settings import Settings
+
+    assert [k.name for k in chain(Settings())] == sorted(BUILT_IN, key=lambda n: BUILT_IN[n][0])
+    s = Settings(stages=["sitemaps=off", "toy_stage:NoPrivate=150", "scope=250"], follow_sitemaps=True)
+    names = [k.name for k in chain(s)]
+    assert names[:3] == ["toy_stage:NoPrivate", "operator", "scope"] and "sitemaps" not in names
+    built = [st.name for st in build_stages(s, StageContext(None)).stages]
+    assert built[0] == "no-private" and "sitemaps" not in built
+    assert "sitemaps" in [st.name for st in build_stages(Settings(follow_sitemaps=True), StageContext(None)).stages]
+    parsed = {A: ParseResult(A, links=["http://a.test/private/x", C], digest=b"d" * 16)}
+    d = decide([Outcome(A, "page", page(A))], Findings(parsed), build_stages(s, StageContext(None)))
+    assert d.follow == [C] and d.counters["filtered:toy-private"] == 1
+    for bad, said in (("nosuch=off", "no stage 'nosuch'"), ("scope", "expected NAME=POSITION"),
+                      ("scope=first", "whole number")):
+        with pytest.raises(UserError, match=said):
+            chain(Settings(stages=[bad]))
 
 
 def test_requisites_leave_the_scope_within_the_hop_budget() -> None:
-    """Heritrix's transclusion hops (actors/visit/stages.py Scope.judge_requisite): with scope rules, a
+    """Heritrix's transclusion hops (actors/visit/stages/scope.py, Scope.judge_requisite): with scope rules, a
     page's requisites on another host are fetched (hop 1), the url()s of such an out-of-scope
     stylesheet too (hop 2) but not its @imports; links never; deny rules always hold; with
     ``requisite_hops`` 0 requisites obey the scope as links do."""
-    from raycrawl.actors.visit.stages import PageRequisites, Scope
+    from raycrawl.actors.visit.stages.requisites import PageRequisites
+    from raycrawl.actors.visit.stages.scope import Scope
     from raycrawl.settings import Settings
 
     site, cdn = "http://site.test/", "http://cdn.test/"
@@ -155,3 +181,20 @@ def test_requisites_leave_the_scope_within_the_hop_budget() -> None:
     assert follow(2) == [cdn + "s.css", cdn + "logo.png", cdn + "font.woff"]
     assert follow(1) == [cdn + "s.css", cdn + "logo.png"]
     assert follow(0) == []
+
+
+def test_each_built_in_stage_is_one_module_and_one_line_of_the_table() -> None:
+    """actors/visit/stages/ holds one module per built-in stage (its STAGE), and the chain's table
+    names each once, under the stage's own name: a new built-in is a module there and a line there."""
+    import importlib
+    import pkgutil
+
+    from raycrawl.actors.visit import stages
+    from raycrawl.actors.visit.chain import BUILT_IN, load_stage
+
+    modules = {m.name for m in pkgutil.iter_modules(stages.__path__)}
+    in_table = {path.partition(":")[0].rsplit(".", 1)[1]: name for name, (_, path) in BUILT_IN.items()}
+    assert set(in_table) == modules
+    for module, name in in_table.items():
+        cls = load_stage(BUILT_IN[name][1])
+        assert importlib.import_module(f"{stages.__name__}.{module}").STAGE is cls and cls.name == name

@@ -1,7 +1,7 @@
 """A crawl-time stage of one's own, as docs/architecture.md shows it: nothing outside this file
-names it but the ``extra_stages`` setting (tests/test_visit_batch.py)."""
+names it but the ``stages`` (or ``extra_stages``) setting (tests/test_visit_batch.py)."""
 
-from raycrawl.actors.visit.visit_stage import PageVisit, VisitStage
+from raycrawl.actors.visit.visit_stage import FetchHooks, PageVisit, VisitStage
 
 
 class NoPrivate(VisitStage):
@@ -17,5 +17,5 @@ class NoPrivate(VisitStage):
         return "toy-private" if "/private/" in url else None
 
     @classmethod
-    def dequeue_check(cls, settings, frontier):  # noqa: ANN001, ANN206 - VisitStage's signature
-        return lambda url, host: "toy-private" if "/private/" in url else None
+    def fetch_hooks(cls, settings, frontier):  # noqa: ANN001, ANN206 - VisitStage's signature
+        return FetchHooks(refuse=lambda url, host: "toy-private" if "/private/" in url else None)

@@ -33,8 +33,8 @@ from raycrawl.actors.frontier.link_router import LinkRouter
 from raycrawl.actors.frontier.virtualizer import Virtualizer
 from raycrawl.actors.frontier.workbench import Workbench
 from raycrawl.actors.visit.batch_commit import BatchCommitter
+from raycrawl.actors.visit.chain import build_stages, stage_classes
 from raycrawl.actors.visit.duplicates import ShardedDuplicates, ask_actors
-from raycrawl.actors.visit.stages import build_stages, control_view, stage_classes
 from raycrawl.actors.visit.visit_stage import StageContext, Stages
 from raycrawl.errors import UserError
 from raycrawl.policies.assignment import SHARDS, apply_shards
@@ -50,6 +50,7 @@ from raycrawl.settings import Settings
 from raycrawl.stops import storage_failure
 from raycrawl.storage import crawl_timeline
 from raycrawl.storage.crawl_dir import begin, layout, read_crawl_id
+from raycrawl.storage.operator_control import control_view
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class Agent:
                                        max_urls_per_host=s.max_urls_per_host, batch=s.batch * 4,
                                        allows=NetworkPolicy(s.allow_networks).allows, levels=levels, bias=bias,
                                        focused=self.focus is not None)
-        stage_classes(s)  # (a bad ``extra_stages`` fails here, before any actor starts)
+        stage_classes(s)  # (a bad ``stages`` or ``extra_stages`` fails here, before any actor starts)
         self.stages: Stages | None = None  # the crawl-time stages, built with the crew (start)
         self.router = LinkRouter(name, s.redis_prefix, shards or dict.fromkeys(range(SHARDS), name))
         self.distributor.shards = self.router.my_shards

@@ -23,7 +23,7 @@ POLL = 1.0
 
 class OperatorInbox:
     def __init__(self, view: ControlView, log_path: Path | None) -> None:
-        """``view``: the agent's view of the control plane (actors.visit.stages.control_view);
+        """``view``: the agent's view of the control plane (storage/operator_control.py's control_view);
         ``log_path``: where the lead agent copies the operator's commands; None: not the lead."""
         self.control, self.view, self.log_path = view.control, view, log_path
         self.next_poll = 0.0

@@ -37,7 +37,7 @@ from raycrawl.actors.frontier.workbench import (
     is_robots,
     robots_marker,
 )
-from raycrawl.actors.visit.stages import control_view, dequeue_checks
+from raycrawl.actors.visit.chain import fetch_hooks
 from raycrawl.actors.visit.visit_stage import Outcome
 from raycrawl.exchange import LOCAL, FetchResult, VisitKind
 from raycrawl.file_limit import files_needed, raise_file_limit
@@ -89,11 +89,11 @@ class FetchLoop:
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0}
         self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters)
         self.robots = self.robots_fetch.cache  # origin → rules (the tests read them here)
-        # The stages' reasons not to fetch a queued URL any more (the spam gate's blocked hosts).
-        self.dequeue_checks = dequeue_checks(settings, self.wb.frontier)
-        # The operator's switches and rules (raycrawl ctl): pause, throttle, block.
-        self.control = control_view(self.wb.frontier)
-        self.wb.delay_of = lambda server: self.control.current().delay(server)
+        # The stages' say here (actors/visit/chain.py): queued URLs refused (the operator's blocks,
+        # scope and budgets, the spam gate's hosts), the operator's pause and throttles.
+        self.hooks = fetch_hooks(settings, self.wb.frontier)
+        if self.hooks.delay is not None:
+            self.wb.delay_of = self.hooks.delay
         # A periodic crawl's pass: the last captures of the URLs acquired (conditional GETs).
         self.epoch = self.wb.frontier.epoch()
         self.priors: dict[str, Capture] = {}
@@ -242,7 +242,7 @@ class FetchLoop:
                     self.s.max_uncommitted - len(self.tasks) - len(self.done))
         if self.budget is not None:
             slots = min(slots, self.budget)
-        if self.control.current().paused:  # (what is in flight finishes)
+        if self.hooks.paused is not None and self.hooks.paused():  # (what is in flight finishes)
             slots = 0
         if not self.lease.valid(LEASE_MARGIN):  # renewals failing (Redis away) or the agent fenced
             slots = 0
@@ -266,10 +266,7 @@ class FetchLoop:
             task.add_done_callback(self._done)
 
     def _refused(self, url: str, host: str) -> str | None:
-        if not self.dequeue_checks:
-            return None
-        name = name_of(host)
-        return next((why for check in self.dequeue_checks if (why := check(url, name)) is not None), None)
+        return None if self.hooks.refuse is None else self.hooks.refuse(url, name_of(host))
 
     def _load_priors(self, entries: list[tuple[str, str]]) -> None:
         """One round trip for the last captures of the URLs a revisit pass just acquired."""
@@ -326,10 +323,11 @@ class FetchLoop:
         """Visit one entry of server ``host``'s visit state (a page, or robots.txt of an origin)."""
         origin, rest = origin_of(host, entry)
         if rest.startswith(ROBOTS):
-            if self.control.current().blocked(origin + "/robots.txt", name_of(host)):
+            robots = origin + "/robots.txt"
+            if self.hooks.refuse_robots is not None and self.hooks.refuse_robots(robots, name_of(host)):
                 self._release(host, ip)  # the operator blocked it after it was queued
                 self.done.append(Outcome(inflight_key(host, entry), VisitKind.ROBOTS,
-                                         FetchResult(url=origin + "/robots.txt", ip=ip, ended=time.time(),
+                                         FetchResult(url=robots, ip=ip, ended=time.time(),
                                                      error="blocked")))
                 return
             step = await self.robots_fetch.visit(self.fetcher, self.resolver, host, ip, entry, origin, rest,

@@ -3,9 +3,10 @@
 A stage is a :class:`VisitStage` built once per agent from Settings (:meth:`VisitStage.build`;
 None when its setting is off). The batch decision (actors/visit/visit_batch.py) and the committer
 (actors/visit/batch_commit.py) loop over the crawl's stages instead of knowing them by name; the fetch
-actors ask their :meth:`~VisitStage.dequeue_check` before a queued URL is fetched. The built-in
-stages and :func:`~actors.visit.stages.build_stages` are in actors/visit/stages.py; a stage of one's own is named in the
-``extra_stages`` setting (``module:Class``) and needs no edit anywhere else
+actors build each stage's :meth:`~VisitStage.fetch_hooks` (a queued URL refused, a pause, a server's
+delay). The built-in stages are in actors/visit/stages/, one module each; which run, and in which
+order, is the chain's table (actors/visit/chain.py), which the ``stages`` setting changes: a stage
+of one's own is ``module:Class=POSITION`` there and needs no edit anywhere else
 (docs/architecture.md, "Add a crawl-time stage").
 
 The hooks, in the order a batch meets them:
@@ -103,6 +104,19 @@ class Findings:
     parsed_urls: list[str] = field(default_factory=list)
 
 
+@dataclass
+class FetchHooks:
+    """A stage's say in the fetch actors, each part optional: ``refuse`` (URL, server name) → why a
+    queued URL is not fetched any more (an error kind its link record gets); ``refuse_robots``
+    (robots.txt URL, server name) → not fetched; ``paused`` → acquire nothing now; ``delay`` server
+    name → a host delay that replaces the crawl's (None: the crawl's)."""
+
+    refuse: Callable[[str, str], str | None] | None = None
+    refuse_robots: Callable[[str, str], bool] | None = None
+    paused: Callable[[], bool] | None = None
+    delay: Callable[[str], float | None] | None = None
+
+
 class VisitStage:
     """A crawl-time feature. Every hook is optional (the defaults do nothing)."""
 
@@ -116,9 +130,8 @@ class VisitStage:
         return cls()
 
     @classmethod
-    def dequeue_check(cls, settings: Settings, frontier: RedisFrontier) -> Callable[[str, str], str | None] | None:
-        """For the fetch actors: (URL, server name) → why a queued URL is not fetched any more
-        (an error kind its link record gets), or None; None: the stage never refuses one."""
+    def fetch_hooks(cls, settings: Settings, frontier: RedisFrontier | None) -> FetchHooks | None:
+        """What the stage asks of the fetch actors (built in each fetch actor's process), or None."""
         return None
 
     def parses(self, fr: FetchResult) -> bool:
