@@ -44,13 +44,13 @@ def test_parse_write_and_summaries_in_one_actor(ray_local, tmp_path) -> None:
     actor = actor_class().remote(str(out), "agent0", Settings(out=str(out)))
     try:
         batch = pages(5, "a")
-        parsed = ray.get(actor.parse_batch.remote(batch), timeout=60)
+        parsed, _ = ray.get(actor.parse.remote(batch), timeout=60)
         assert [r.links for r in parsed] == [Parser().parse(fr).links for fr in batch]
         # all five stored; the summaries of the three named, from the parser's texts
         ray.get(actor.write_batch.remote(items(batch), [fr.url for fr in batch[:3]]), timeout=60)
         # a worker killed after a parse (Ray restarts it) spills the next write's summaries from its bodies
         later = pages(4, "b")
-        ray.get(actor.parse_batch.remote(later), timeout=60)
+        ray.get(actor.parse.remote(later), timeout=60)
         ray.kill(actor, no_restart=False)
         ray.get(actor.write_batch.remote(items(later), [fr.url for fr in later]), timeout=120)
         ray.get(actor.close.remote(), timeout=60)
@@ -78,7 +78,7 @@ def test_a_write_without_its_parse_spills_the_same_summaries(tmp_path) -> None:
     batch = pages(6, "c")
     urls = [fr.url for fr in batch]
     parsed = ParsingWorker(str(tmp_path / "one"), "agent0", Settings(out=str(tmp_path / "one")))
-    parsed.parse_batch(batch)
+    parsed.parse(batch)
     parsed.write_batch(items(batch), urls)
     parsed.close()
     fresh = ParsingWorker(str(tmp_path / "two"), "agent0", Settings(out=str(tmp_path / "two")))
@@ -100,7 +100,7 @@ def test_without_a_shared_out_a_piece_carries_its_summaries(monkeypatch, tmp_pat
         shipped = []
         for piece, tag in enumerate(("d", "e"), 1):
             batch = pages(3, tag)
-            worker.parse_batch(batch)
+            worker.parse(batch)
             assert worker.write_batch(items(batch), [fr.url for fr in batch]).piece == piece
             stored = worker.ship(timeout=30)
             assert stored.in_store

@@ -196,7 +196,7 @@ def test_a_sitemap_in_a_focused_crawl_is_no_page():
     """A focused crawl scores pages, not sitemaps: a sitemap gets no score (it once got an empty
     page's, counted in the live harvest), and its URLs keep the level it was queued with."""
     from raycrawl import text
-    from raycrawl.actors.visit.parser import score_pages
+    from raycrawl.actors.visit.stages.focus import score_pages
     from raycrawl.policies.focus import FocusPolicy, TermQuery
 
     policy = FocusPolicy("best-first", 4, TermQuery(text.stems(["hawaii"], drop_stopwords=False), 1), "terms:hawaii")

@@ -9,7 +9,7 @@ import pytest
 
 from raycrawl.actors.visit.parser import ParseResult
 from raycrawl.actors.visit.stages.spam_gate import SpamGateStage
-from raycrawl.actors.visit.visit_batch import decide, error_kind, exact_duplicates
+from raycrawl.actors.visit.visit_batch import decide, error_kind
 from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages, VisitStage
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.warc import sha1_b32
@@ -50,7 +50,20 @@ def test_pages_links_and_counters() -> None:
     assert c["filtered:host-filter"] == 1 and c["status:200"] == 1 and c["status:404"] == 1 and c["error:http-4xx"] == 1
 
 
+class FirstClaim:
+    """The digest table's rule (actors/visit/duplicates.py), in a dict: the first claim of a
+    digest stays, every claim answers the entry that stays."""
+
+    def __init__(self) -> None:
+        self.table: dict[bytes, str] = {}
+
+    def claim_digests(self, claims: list[tuple[bytes, str]]) -> list[str]:
+        return [self.table.setdefault(digest, entry) for digest, entry in claims]
+
+
 def test_duplicates_are_revisits_only_when_byte_identical() -> None:
+    from raycrawl.actors.visit.stages.exact_duplicates import ExactDuplicates, exact_duplicates
+
     body = b"<p>same</p>"
     first = json.dumps([A, "2026-01-01T00:00:00Z", sha1_b32(body)])
     copy, other, cut = page(B, body=body), page(C, body=b"<p>same</p> "), page(B + "2", body=body, truncated="length")
@@ -59,8 +72,15 @@ def test_duplicates_are_revisits_only_when_byte_identical() -> None:
                                           [first, first, first, first])
     assert dup_of == {B: (A, "exact"), C: (A, "exact"), B + "2": (A, "exact")}  # A owns the digest
     assert revisit_of == {B: (A, "2026-01-01T00:00:00Z", sha1_b32(body))}  # not the other bytes, not a cut body
+    # The same through the stage: A claimed the digest in an earlier batch.
+    claims = FirstClaim()
+    claims.table[b"d" * 16] = first
+    stage = ExactDuplicates(claims)
     parsed = {u: ParseResult(u, links=["http://d.test/"], digest=b"d" * 16) for u in (B, C)}
-    d = decide([Outcome(B, "page", copy), Outcome(C, "page", other)], Findings(parsed, dup_of, revisit_of), NONE)
+    found = Findings(parsed, parsed_urls=[B, C], fetched={B: copy, C: other},
+                     sha1s={B: sha1_b32(copy.body), C: sha1_b32(other.body)})
+    stage.find(found)
+    d = decide([Outcome(B, "page", copy), Outcome(C, "page", other)], found, Stages([stage]))
     (_, rev_b, rec_b), (_, rev_c, rec_c) = d.items
     assert rev_b == revisit_of[B] and rev_c is None
     assert rec_b.dup_of == rec_c.dup_of == A and rec_b.links == rec_c.links == []

@@ -116,7 +116,7 @@ class Agent:
         duplicates = ShardedDuplicates(ask_actors(self.router, self.crew.sieve))
         self.stages = build_stages(s, StageContext(self.f, duplicates, self.epoch))
         seeds = [u for u in seeds if self.stages.judge(u, (urlsplit(u).hostname or "").lower()) is None]
-        self.committer = BatchCommitter(self.f, self.crew, self.router, duplicates, self.stages)
+        self.committer = BatchCommitter(self.f, self.crew, self.router, self.stages)
         self.redis_run_id = self.client.info("server")["run_id"]
         if self.epoch:
             queue_revisits(self.out, self.epoch, self.crew.sieve, lambda u: self.router.owner(u) == self.name)

@@ -1,4 +1,4 @@
-"""Carrying out one batch of finished visits: parse, find duplicates, decide, store, route, commit.
+"""Carrying out one batch of finished visits: parse, the stages' findings, decide, store, route, commit.
 
 The order is the crash semantics: a visit is committed in Redis (its in-flight entry dropped, its
 counters added, the AOF synced) only after its WARC and link records and its summaries are on
@@ -11,15 +11,15 @@ Two batches are in hand at once: while the store and summary writers write batch
 parses batch N+1, and N is committed once its writes returned (:meth:`BatchCommitter.finish`,
 called by the next :meth:`~BatchCommitter.process`). The store receives N+1 after N (one caller,
 one actor: Ray keeps the order), so the archive is written in batch order, and each commit still
-follows its own batch's durable writes. The parser also computes the batch's near-duplicate
-sketches, so the agent's serial cycle keeps only the lookups (benchmarks/RESULTS.md, issue 16: on
+follows its own batch's durable writes. The parser also runs the stages' work on the batch (the
+near-duplicate fingerprints, a focused crawl's scores), so the agent's serial cycle keeps only the
+lookups (benchmarks/RESULTS.md, issue 16: on
 two cores the crawl is bound by CPU either way; with more cores the cycle should matter more, not
 measured here).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -28,18 +28,16 @@ from dataclasses import dataclass
 from raycrawl import metrics
 from raycrawl.actors.cluster.crew import Crew
 from raycrawl.actors.frontier.link_router import LinkRouter
-from raycrawl.actors.visit.duplicates import ShardedDuplicates
 from raycrawl.actors.visit.store_writer import Stored
-from raycrawl.actors.visit.visit_batch import decide, exact_duplicates
+from raycrawl.actors.visit.visit_batch import decide
 from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages
 from raycrawl.env import env_seconds
 from raycrawl.errors import CrawlStop
 from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.sitemaps import is_sitemap
-from raycrawl.storage.crawl_pages import is_page
 from raycrawl.storage.link_records import LinkRecord
 from raycrawl.storage.redis_frontier import RedisFrontier
-from raycrawl.storage.warc import sha1_b32, warc_date
+from raycrawl.storage.warc import sha1_b32
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +84,9 @@ class Written:
 
 
 class BatchCommitter:
-    def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, duplicates: ShardedDuplicates,
-                 stages: Stages) -> None:
-        """``duplicates``: the crawl's duplicate stores (actors/visit/duplicates.py), whose digest table
-        finds exact duplicates; ``stages``: the crawl-time stages (actors/visit/visit_stage.py)."""
-        self.f, self.crew, self.router, self.duplicates, self.stages = frontier, crew, router, duplicates, stages
+    def __init__(self, frontier: RedisFrontier, crew: Crew, router: LinkRouter, stages: Stages) -> None:
+        """``stages``: the crawl-time stages in the chain's order (actors/visit/chain.py), duplicates included."""
+        self.f, self.crew, self.router, self.stages = frontier, crew, router, stages
         self.epoch = frontier.epoch()  # the pass of a periodic crawl (actors/cluster/periodic.py)
         self.pages = 0  # committed by this agent in this run
         self.deferred: list[Deferred] = []
@@ -109,37 +105,19 @@ class BatchCommitter:
         pages = [o for o in outcomes if o.kind == VisitKind.PAGE]
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300
                     and (stages.parses(o.fr) or is_sitemap(o.fr.ctype, o.fr.body))]
-        parsing = None
-        if to_parse and stages.sketch is not None:  # the near-duplicate sketches too, off the agent's cycle
-            parsing = crew.worker.parse_and_sketch.remote(to_parse, *stages.sketch)
-        elif to_parse:
-            parsing = crew.worker.parse_batch.remote(to_parse)
+        parsing = crew.worker.parse.remote(to_parse, stages.parser_works()) if to_parse else None
         self.finish()
-        found = Findings(parsed_urls=[fr.url for fr in to_parse])
+        found = Findings(parsed_urls=[fr.url for fr in to_parse], fetched={fr.url: fr for fr in to_parse})
         results = []
-        if parsing is not None and stages.sketch is not None:
-            results, found.sketches, found.nonempty = ray.get(parsing)
-        elif parsing is not None:
-            results = ray.get(parsing)
-        parsed = found.parsed = dict(zip(found.parsed_urls, results, strict=True))
-        # Exact duplicates: the first URL with a text digest owns it, for every agent; the owner's
-        # date and payload SHA-1 come along, so that a duplicate whose bytes are the owner's can be a
-        # WARC revisit (and only then).
-        with_digest = [(fr, parsed[fr.url]) for fr in to_parse if parsed[fr.url].digest]
-        # Each payload's SHA-1 once: the digest table, the link records and the revisit decision read it.
-        sha1s = found.sha1s = {o.fr.url: sha1_b32(o.fr.body) for o in pages if o.fr.status > 0 and o.fr.status != 304}
-        payloads = [(fr, sha1s[fr.url]) for fr, _ in with_digest]
-        owners = self.duplicates.claim_digests([(pr.digest, json.dumps([fr.url, warc_date(fr.ended), payload]))
-                                                for (fr, pr), (_, payload) in zip(with_digest, payloads, strict=True)])
-        found.dup_of, found.revisit_of = exact_duplicates(payloads, owners)
+        if parsing is not None:
+            results, found.extras = ray.get(parsing)
+        found.parsed = dict(zip(found.parsed_urls, results, strict=True))
+        # Each payload's SHA-1 once: the duplicates, the link records and the revisit decision read it.
+        found.sha1s = {o.fr.url: sha1_b32(o.fr.body) for o in pages if o.fr.status > 0 and o.fr.status != 304}
         stages.find(found)
         decision = decide(outcomes, found, stages)
         stages.settle()
-        # The pages a post-crawl build reads from the WARC (storage/crawl_pages.py) have their
-        # summaries spilled with the write, from the tokens the worker's parser kept.
-        summarise = [o.fr.url for o in pages if is_page(o.fr.url, o.fr.status, o.fr.ctype, o.fr.truncated,
-                                                         o.fr.url in found.dup_of)] if crew.summaries else None
-        refs = [crew.worker.write_batch.remote(decision.items, summarise)]
+        refs = [crew.worker.write_batch.remote(decision.items, decision.summarise)]
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
         delivered = self.router.deliver(crew.sieve, decision.follow, decision.levels)
         self.written = Written(refs, [o.key for o in outcomes], decision.counters, decision.follow, decision.levels,

@@ -33,7 +33,9 @@ BUILT_IN: dict[str, tuple[int, str]] = {  # name → (position, module:Class)
     "focus": (600, f"{_HERE}.focus:Focus"),
     "spam": (700, f"{_HERE}.spam_gate:SpamGateStage"),
     "sitemaps": (800, f"{_HERE}.sitemaps:Sitemaps"),
+    "exact-dup": (850, f"{_HERE}.exact_duplicates:ExactDuplicates"),
     "near-dup": (900, f"{_HERE}.near_duplicates:NearDuplicates"),
+    "summaries": (950, f"{_HERE}.summaries:Summaries"),
 }
 EXTRA_AT = 10_000  # where ``extra_stages`` go: after every stage of the table
 

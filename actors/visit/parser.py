@@ -290,42 +290,17 @@ class Parser:
 
 class BatchParser:
     """The parser's role in the parsing worker (actors/visit/parsing_worker.py): batches of fetched
-    pages parsed, scored by a focused crawl's classifier, and sketched for near-duplicates. Holds
-    nothing between batches: a restarted worker parses a retried batch the same way."""
+    pages parsed, then the stages' work on the results (a focused crawl's scores, near-duplicate
+    sketches: :meth:`VisitStage.parser_work`). Holds nothing between batches: a restarted worker
+    parses a retried batch the same way."""
 
-    def __init__(self, user_agent: str = "", focus: str | None = None) -> None:
+    def __init__(self, user_agent: str = "") -> None:
         self.parser = Parser(user_agent)
-        self.focus = None
-        if focus:
-            from raycrawl.policies.focus import FocusPolicy
 
-            self.focus = FocusPolicy.load(focus)
-
-    def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
+    def parse(self, batch: list[FetchResult], works: dict | None = None) -> tuple[list[ParseResult], dict]:
+        """The parse results, and what each of ``works`` (stage name → callable) made of them."""
         results = [self.parser.parse(fr) for fr in batch]
-        if self.focus is not None:
-            score_pages(results, self.focus)
-        return results
-
-    def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):  # noqa: ANN201
-        """:meth:`parse_batch` and the near-duplicate sketches of the visible texts
-        (actors.visit.shingler.sketch_texts, the index's parameters): sketching here, beside the
-        parse, keeps it off the agent's serial batch cycle."""
-        from raycrawl.actors.visit.shingler import sketch_token_lists
-
-        results = self.parse_batch(batch)
-        return results, *sketch_token_lists([words_of(r) for r in results], num_perm, k, seed)
-
-
-def score_pages(results: list[ParseResult], focus) -> None:
-    """A focused crawl's classifier score of each page, from the term counts of its visible text —
-    the counts its summary holds (actors.visit.summary_writer.document_counts), which is what
-    ``raycrawl simulate`` scored the same page by."""
-    from raycrawl.actors.visit.summary_writer import counts_of_tokens
-
-    for r in results:
-        if not r.sitemap:  # a list of URLs, not a page: no score (its links keep its level)
-            r.score = focus.score_counts(counts_of_tokens(words_of(r))[1])
+        return results, {name: work(results) for name, work in (works or {}).items()}
 
 
 def words_of(result: ParseResult) -> list[str]:

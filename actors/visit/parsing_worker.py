@@ -39,7 +39,7 @@ class ParsingWorker:
     """The three roles, and the tokens of the pages parsed and not yet written."""
 
     def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
-        self.parser = BatchParser(settings.user_agent, settings.focus)
+        self.parser = BatchParser(settings.user_agent)
         self.store = StoreWriter.of_agent(crawl_dir, writer, settings)
         self.summaries = None
         if settings.summaries_at_crawl:
@@ -53,15 +53,11 @@ class ParsingWorker:
         # fetched again in the next batch is another page).
         self.words: dict[tuple[str, float], list[str]] = {}
 
-    def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
-        results = self.parser.parse_batch(batch)
+    def parse(self, batch: list[FetchResult], works: dict | None = None) -> tuple[list[ParseResult], dict]:
+        """:meth:`BatchParser.parse`; the tokens are kept for the summaries."""
+        results, extras = self.parser.parse(batch, works)
         self._keep(batch, results)
-        return results
-
-    def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):  # noqa: ANN201
-        out = self.parser.parse_and_sketch(batch, num_perm, k, seed)
-        self._keep(batch, out[0])
-        return out
+        return results, extras
 
     def _keep(self, batch: list[FetchResult], results: list[ParseResult]) -> None:
         """Keep the tokens for the summaries; they do not travel to the agent."""
@@ -111,12 +107,8 @@ def actor_class():  # noqa: ANN201 - a Ray actor class, built lazily
             self.worker = ParsingWorker(crawl_dir, writer, settings)
 
         @per_batch(group="parse")
-        def parse_batch(self, batch: list[FetchResult]) -> list[ParseResult]:
-            return self.worker.parse_batch(batch)
-
-        @per_batch(group="parse")
-        def parse_and_sketch(self, batch: list[FetchResult], num_perm: int, k: int, seed: int):  # noqa: ANN202
-            return self.worker.parse_and_sketch(batch, num_perm, k, seed)
+        def parse(self, batch: list[FetchResult], works: dict | None = None) -> tuple[list[ParseResult], dict]:
+            return self.worker.parse(batch, works)
 
         @per_batch(group="write")
         def write_batch(self, items: list, summarise: list[str] | None = None) -> Stored:

@@ -1,15 +1,15 @@
 """What one batch of finished visits means for the crawl — decided with no Ray and no Redis.
 
-The committer (actors/visit/batch_commit.py) gathers the inputs (the parser's results, the duplicate
-stores' answers: :class:`~actors.visit.visit_stage.Findings`) and carries out the outputs (the store
-writer, the sieves, the commit); this module is the decision in between: for each visit its link
-record, whether its WARC record is a revisit, the links to follow and the counters of the batch.
-The crawl-time features take part as stages (actors/visit/visit_stage.py).
+The committer (actors/visit/batch_commit.py) gathers the inputs (the parser's results and what the
+stages found in the batch — duplicates among them: :class:`~actors.visit.visit_stage.Findings`) and
+carries out the outputs (the store writer, the sieves, the commit); this module is the decision in
+between: for each visit its link record, whether its WARC record is a revisit, the links to follow,
+the summaries to spill and the counters of the batch. The crawl-time features take part as stages
+(actors/visit/visit_stage.py), duplicates and summaries included.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -29,6 +29,8 @@ class BatchDecision:
     """Links (and redirect targets) that every stage let through, in order."""
     levels: list[int] = field(default_factory=list)
     """The priority level of each link in ``follow`` (a focused crawl's front queue; else 0)."""
+    summarise: list[str] = field(default_factory=list)
+    """The pages whose summaries are spilled with their records."""
 
 
 def error_kind(fr: FetchResult) -> str | None:
@@ -44,23 +46,6 @@ def error_kind(fr: FetchResult) -> str | None:
 NOT_REQUESTED = frozenset({"robots", "robots-unavailable", "spam", "filtered", "forbidden-network", "dns",
                            "blocked", "operator-scope", "budget"})
 """Error kinds of URLs no request was sent for."""
-
-
-def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
-                     ) -> tuple[dict[str, tuple[str, str]], dict[str, Revisit]]:
-    """Read the digest table's answers: ``pages`` are (exchange, payload SHA-1) of the pages with
-    a text digest, ``owners`` the table's entry for each digest (JSON [first URL, its WARC-Date,
-    its payload SHA-1]). Returns ``dup_of`` (URL → (first URL, "exact")) and ``revisit_of`` (URL →
-    (first URL, date, payload digest)) — a revisit only for a byte-identical, whole payload."""
-    dup_of: dict[str, tuple[str, str]] = {}
-    revisit_of: dict[str, Revisit] = {}
-    for (fr, payload), owner in zip(pages, owners, strict=True):
-        first_url, first_date, *first_payload = json.loads(owner)
-        if first_url != fr.url:
-            dup_of[fr.url] = (first_url, "exact")
-            if first_payload == [payload] and not fr.truncated:
-                revisit_of[fr.url] = (first_url, first_date, payload)
-    return dup_of, revisit_of
 
 
 def page_record(o: Outcome, sha1s: dict[str, str]) -> LinkRecord:
@@ -100,17 +85,10 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
         visit = PageVisit(o, pr, rec, counters, link_level=rec.level if pr is not None and pr.sitemap else 0)
         if pr is not None:
             rec.digest, rec.title, rec.canonical, rec.score = pr.digest, pr.title, pr.canonical, pr.score
+            rec.links = pr.links
         stages.observe(visit)
-        if pr is not None:
-            if fr.url in found.dup_of:
-                rec.dup_of, rec.dup_kind = found.dup_of[fr.url]
-                rec.embeds = []  # (as its links: they are its original's)
-                counters[f"dup:{rec.dup_kind}"] += 1
-                if visit.revisit is None and fr.url in found.revisit_of:
-                    visit.revisit = found.revisit_of[fr.url]
-                    counters["dup:revisit-records"] += 1
-            else:
-                rec.links = pr.links
+        if visit.summarise:
+            d.summarise.append(fr.url)
         if visit.revisit is not None:
             rec.revisit_of = (visit.revisit[0], visit.revisit[1])
         if fr.redirect:

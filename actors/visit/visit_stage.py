@@ -12,8 +12,10 @@ of one's own is ``module:Class=POSITION`` there and needs no edit anywhere else
 The hooks, in the order a batch meets them:
 
 1. :meth:`~VisitStage.parses` — whether a fetched response is parsed at all;
-2. :meth:`~VisitStage.find` — after the exact duplicates are known, before the decision
-   (near-duplicates add theirs);
+   :meth:`~VisitStage.parser_work` — what runs in the parser's process on the batch's results
+   (a focused crawl's scores, the near-duplicate fingerprints);
+2. :meth:`~VisitStage.find` — what the stage finds in the batch before the decision (the
+   duplicates: exact ones, then near ones), in ``Findings``;
 3. :meth:`~VisitStage.robots` — the links a robots.txt answer yields (sitemaps);
 4. :meth:`~VisitStage.observe` — each page visit, in order; may set its revisit, its links'
    level, its link record's fields and count in the batch's counters;
@@ -81,6 +83,8 @@ class PageVisit:
     """The priority level of the links found in the page."""
     revisit: Revisit | None = None
     """The capture its response is a WARC revisit of (None: a full response record)."""
+    summarise: bool = False
+    """Its summary is spilled with its records (the summaries stage says so)."""
 
     @property
     def fr(self) -> FetchResult:
@@ -98,10 +102,12 @@ class Findings:
     """URL → the earlier capture of a byte-identical payload (exact duplicates only)."""
     sha1s: dict[str, str] = field(default_factory=dict)
     """URL → payload digest, for every answer with a body."""
-    sketches: Any = None
-    """The parser's near-duplicate sketches of ``parsed_urls`` (rows), with ``nonempty``."""
-    nonempty: Any = None
     parsed_urls: list[str] = field(default_factory=list)
+    """The pages parsed, in the order of the parser's batch."""
+    fetched: dict[str, FetchResult] = field(default_factory=dict)
+    """URL → exchange, for every page parsed."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Stage name → what its :meth:`VisitStage.parser_work` made of the batch in the parser."""
 
 
 @dataclass
@@ -121,8 +127,6 @@ class VisitStage:
     """A crawl-time feature. Every hook is optional (the defaults do nothing)."""
 
     name = "stage"
-    sketch: tuple[int, int, int] | None = None
-    """(num_perm, k, seed) when the stage needs the parser's MinHash sketches of the pages."""
 
     @classmethod
     def build(cls, settings: Settings, ctx: StageContext) -> VisitStage | None:
@@ -136,6 +140,12 @@ class VisitStage:
 
     def parses(self, fr: FetchResult) -> bool:
         return True
+
+    def parser_work(self) -> Callable[[list[ParseResult]], Any] | None:
+        """Work to run in the parser's process over each batch's parse results (a picklable
+        callable: it travels with each batch): it may set fields of the results (a focused crawl's
+        scores), and what it returns reaches :meth:`find` as ``findings.extras[self.name]``."""
+        return None
 
     def find(self, findings: Findings) -> None:
         pass
@@ -169,10 +179,12 @@ class Stages:
 
     def __init__(self, stages: list[VisitStage]) -> None:
         self.stages = stages
-        self.sketch = next((st.sketch for st in stages if st.sketch), None)
 
     def parses(self, fr: FetchResult) -> bool:
         return all(st.parses(fr) for st in self.stages)
+
+    def parser_works(self) -> dict[str, Callable[[list[ParseResult]], Any]]:
+        return {st.name: work for st in self.stages if (work := st.parser_work()) is not None}
 
     def find(self, findings: Findings) -> None:
         for st in self.stages:
@@ -208,3 +220,16 @@ class Stages:
     def close(self) -> None:
         for st in self.stages:
             st.close()
+
+
+def mark_duplicate(visit: PageVisit, original: str, kind: str, revisit: Revisit | None = None) -> None:
+    """``visit`` is a duplicate (``kind``: "exact" or "near") of ``original``: its links and
+    requisites are not followed (they are its original's), and its WARC record is a revisit of the
+    original's capture when ``revisit`` is given and no stage made it one already."""
+    rec = visit.record
+    rec.dup_of, rec.dup_kind = original, kind
+    rec.links, rec.embeds = [], []
+    visit.counters[f"dup:{kind}"] += 1
+    if visit.revisit is None and revisit is not None:
+        visit.revisit = revisit
+        visit.counters["dup:revisit-records"] += 1
