@@ -23,6 +23,7 @@ A crawl directory without revisit passes has the single epoch 0 and is read as b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +47,13 @@ class Capture:
     etag: str | None
     modified: str | None
 
-    def to_list(self) -> list:
-        return [self.url, self.date, self.sha1, self.etag, self.modified]
+    def encode(self) -> str:
+        """Its stored form (``P prior``: storage/redis_frontier.py), a JSON array."""
+        return json.dumps([self.url, self.date, self.sha1, self.etag, self.modified])
 
     @classmethod
-    def from_list(cls, row: list) -> Capture:
-        return cls(*row)
+    def decode(cls, raw: str | bytes) -> Capture:
+        return cls(*json.loads(raw))
 
 
 def _ordered(records: Iterable[Record]) -> dict[str, list[Record]]:

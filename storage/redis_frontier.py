@@ -88,11 +88,15 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 
 from raycrawl.errors import UserError
 from raycrawl.storage.lua_script import LuaScript
+
+if TYPE_CHECKING:
+    from raycrawl.storage.crawl_epochs import Capture
 
 log = logging.getLogger(__name__)
 
@@ -341,18 +345,20 @@ class RedisFrontier:
         """Pages committed in the current pass (the pass's own budget counts these)."""
         return self.stats().get("pages", 0) - int(self.r.hget(self.k.meta, "pass_pages") or 0)
 
-    def begin_pass(self, epoch: int, priors: dict[str, str], batch: int = 5000) -> None:
+    def begin_pass(self, epoch: int, priors: dict[str, Capture], batch: int = 5000) -> None:
         """Make ``epoch`` the current pass, with the last captures of the URLs it revisits; the
         per-host scheduling counts (``max_urls_per_host``) start again."""
         self.r.delete(self.k.prior, self.k.hcount)
-        items = list(priors.items())
+        items = [(url, capture.encode()) for url, capture in priors.items()]
         for i in range(0, len(items), batch):
             self.r.hset(self.k.prior, mapping=dict(items[i : i + batch]))
         self.r.hset(self.k.meta, mapping={"epoch": epoch, "pass_pages": self.stats().get("pages", 0)})
 
-    def priors(self, urls: list[str]) -> list[bytes | None]:
-        """The last capture (JSON) of each URL the current pass revisits; None for the others."""
-        return self.r.hmget(self.k.prior, urls) if urls else []
+    def priors(self, urls: list[str]) -> list[Capture | None]:
+        """The last capture of each URL the current pass revisits; None for the others."""
+        from raycrawl.storage.crawl_epochs import Capture
+
+        return [None if raw is None else Capture.decode(raw) for raw in self.r.hmget(self.k.prior, urls)] if urls else []
 
     def confirm_resume(self, unconfirmed: int) -> None:
         """The resume goes ahead: ``unconfirmed`` URLs fetched but never committed are allowed to be

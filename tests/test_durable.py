@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raycrawl.actors.visit.store_writer import StoreWriter
+from raycrawl.actors.visit.store_writer import StoreItem, StoreWriter
 from raycrawl.actors.visit.summary_writer import SummaryWriter
 from raycrawl.exchange import FetchResult
 from raycrawl.storage.crawl_dir import layout
@@ -52,7 +52,7 @@ def test_store_writer_returns_with_its_batch_on_disk(tmp_path, synced):
     for start in (0, 7, 14):
         synced.clear()
         before = every_file(tmp_path)
-        items = [(page(i), None, LinkRecord(url=page(i).url, status=200, ctype="text/html")) for i in range(start, start + 7)]
+        items = [StoreItem(page(i), None, LinkRecord(url=page(i).url, status=200, ctype="text/html")) for i in range(start, start + 7)]
         store.write_batch(items)
         grown = {p: size for p, size in every_file(tmp_path).items() if before.get(p) != size}
         assert any(p.name.endswith(".warc.gz") for p in grown) and any("links" in p.parts for p in grown)

@@ -88,7 +88,7 @@ def test_store_writer_pieces_reach_the_store_before_they_count(s3, tmp_path) -> 
     """Without a shared OUT the store writer works in pieces of ``ship_seconds``: a batch's answer
     names its piece and the last piece in the store; a piece is in the store (read back with boto3)
     by the time it is counted shipped; ``ship`` closes the piece in progress and waits for it."""
-    from raycrawl.actors.visit.store_writer import StoreWriter
+    from raycrawl.actors.visit.store_writer import StoreItem, StoreWriter
     from raycrawl.exchange import FetchResult
     from raycrawl.storage.link_records import LinkRecord
 
@@ -96,7 +96,7 @@ def test_store_writer_pieces_reach_the_store_before_they_count(s3, tmp_path) -> 
         fr = FetchResult(url=f"http://a.test/{i}", ip="127.0.0.1", status=200, body=b"page %d" % i,
                          ctype="text/html", started=1.7e9, ended=1.7e9, status_line="HTTP/1.1 200 OK",
                          raw_headers=[(b"Content-Type", b"text/html")], http_version="1.1")
-        return [(fr, None, LinkRecord(url=fr.url, status=200, ctype="text/html"))]
+        return [StoreItem(fr, None, LinkRecord(url=fr.url, status=200, ctype="text/html"))]
 
     w = StoreWriter(tmp_path, "agent3", out_store=f"s3://{BUCKET}/pieces/", ship_seconds=0.3)
     first = w.write_batch(batch(0))

@@ -11,6 +11,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from raycrawl.actors.visit.parser import Parser
 from raycrawl.actors.visit.parsing_worker import ParsingWorker, actor_class
+from raycrawl.actors.visit.store_writer import StoreItem
 from raycrawl.actors.visit.summary_writer import document_counts
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
@@ -30,7 +31,7 @@ def pages(n: int, tag: str) -> list[FetchResult]:
 
 
 def items(frs: list[FetchResult]) -> list:
-    return [(fr, None, LinkRecord(url=fr.url, status=fr.status, ctype=fr.ctype, size=len(fr.body))) for fr in frs]
+    return [StoreItem(fr, None, LinkRecord(url=fr.url, status=fr.status, ctype=fr.ctype, size=len(fr.body))) for fr in frs]
 
 
 def spilled(out: Path) -> dict[str, dict]:

@@ -77,7 +77,7 @@ def _other_value(f: dataclasses.Field):
                "allow_networks": ("127.0.0.0/8", "127.0.0.0/8"), "focus": None, "spam_gate": None, "dedup_index": None, "requisite_hops": (1, "1"),
                "robots_ttl": (60.0, "60"), "seeds": ("s.txt", "s.txt"), "redis_url": ("redis://127.0.0.1:1/0",) * 2,
                "address": ("127.0.0.1:6379", "127.0.0.1:6379"), "out_store": ("s3://crawls/run", "s3://crawls/run"),
-               "agent_dir": None}
+               "agent_dir": None, "stages": (["sitemaps=off", "scope=150"], "sitemaps=off, scope=150")}
     if f.name in special:
         return special[f.name]
     if kind.startswith("bool"):

@@ -40,7 +40,7 @@ def test_pages_links_and_counters() -> None:
                 Outcome(C, "page", page(C, status=404))]
     parsed = {A: ParseResult(A, links=[C, "http://c.test/"], digest=b"d" * 16, title="T")}
     d = decide(outcomes, Findings(parsed), Stages([Refuse("c.test")]))
-    records = [rec for _, _, rec in d.items if rec is not None]
+    records = [it.record for it in d.items if it.record is not None]
     assert [r.url for r in records] == [A, C] and len(d.items) == 3  # robots.txt: stored, no record
     assert records[0].links == [C, "http://c.test/"] and records[0].title == "T"
     assert records[1].error == "http-4xx" and records[1].links == []
@@ -81,7 +81,7 @@ def test_duplicates_are_revisits_only_when_byte_identical() -> None:
                      sha1s={B: sha1_b32(copy.body), C: sha1_b32(other.body)})
     stage.find(found)
     d = decide([Outcome(B, "page", copy), Outcome(C, "page", other)], found, Stages([stage]))
-    (_, rev_b, rec_b), (_, rev_c, rec_c) = d.items
+    (rev_b, rec_b), (rev_c, rec_c) = ((it.revisit_of, it.record) for it in d.items)
     assert rev_b == revisit_of[B] and rev_c is None
     assert rec_b.dup_of == rec_c.dup_of == A and rec_b.links == rec_c.links == []
     assert rec_b.revisit_of == (A, "2026-01-01T00:00:00Z") and rec_c.revisit_of is None
@@ -93,7 +93,7 @@ def test_redirects_are_followed_and_errors_classified() -> None:
     d = decide([Outcome(A, "page", moved), Outcome(B, "page", FetchResult(url=B, ip="", error="dns"))], Findings(),
                NONE)
     assert d.follow == [C] and d.counters["redirects"] == 1
-    assert [rec.error for _, _, rec in d.items] == [None, "dns"]
+    assert [it.record.error for it in d.items] == [None, "dns"]
     assert error_kind(page(A, status=503)) == "http-5xx" and error_kind(page(A)) is None
 
 

@@ -18,7 +18,6 @@ tag stops a second queueing) or left by the next ``--revisit``, whose plan count
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def begin_pass(out: Path, f: RedisFrontier, settings: Settings, store: OutStore 
         if due(h.visits, epoch, max_interval=settings.revisit_max_interval):
             rows.append(f"{url}\t{h.level}\n")
             if h.capture is not None:
-                priors[url] = json.dumps(h.capture.to_list())
+                priors[url] = h.capture
     path = due_path(out, epoch)
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_bytes(path, "".join(rows).encode())

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 
@@ -272,9 +271,9 @@ class FetchLoop:
         """One round trip for the last captures of the URLs a revisit pass just acquired."""
         keys = [inflight_key(host, entry) for host, entry in entries]
         urls = [inflight_url(k) for k in keys]
-        for key, raw in zip(keys, self.wb.frontier.priors(urls), strict=True):
-            if raw is not None:
-                self.priors[key] = Capture.from_list(json.loads(raw))
+        for key, capture in zip(keys, self.wb.frontier.priors(urls), strict=True):
+            if capture is not None:
+                self.priors[key] = capture
 
     def _done(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from raycrawl import metrics
 from raycrawl.actors.cluster.crew import Crew
 from raycrawl.actors.frontier.link_router import LinkRouter
-from raycrawl.actors.visit.store_writer import Stored
+from raycrawl.actors.visit.store_writer import Stored, StoreItem
 from raycrawl.actors.visit.visit_batch import decide
 from raycrawl.actors.visit.visit_stage import Findings, Outcome, Stages
 from raycrawl.env import env_seconds
@@ -58,19 +58,6 @@ class Held:
 
 
 @dataclass
-class Deferred:
-    """A stored batch whose links could not reach a dead agent's sieve: sent again after the
-    membership change, then committed."""
-
-    keys: list[str]
-    counters: Counter[str]
-    follow: list[str]
-    levels: list[int]
-    latencies: list[float]
-    piece: int  # the piece holding its records (0: no pieces)
-
-
-@dataclass
 class Written:
     """A batch whose records are being written: commit it once ``refs`` return."""
 
@@ -81,6 +68,15 @@ class Written:
     levels: list[int]
     latencies: list[float]
     delivered: bool
+
+
+@dataclass
+class Deferred:
+    """A stored batch whose links could not reach a dead agent's sieve: sent again after the
+    membership change, then committed."""
+
+    batch: Written
+    piece: int  # the piece holding its records (0: no pieces)
 
 
 class BatchCommitter:
@@ -133,14 +129,15 @@ class BatchCommitter:
         if w.delivered:
             self.commit_stored(stored, w.keys, w.counters, w.latencies)
         else:
-            self.deferred.append(Deferred(w.keys, w.counters, w.follow, w.levels, w.latencies, stored.piece))
+            self.deferred.append(Deferred(w, stored.piece))
 
     def retry_deferred(self) -> None:
         """Send deferred batches' links to the shards' new owners and commit them."""
         deferred, self.deferred = self.deferred, []
         for d in deferred:
-            if self.router.deliver(self.crew.sieve, d.follow, d.levels, cache=False):
-                self.commit_stored(Stored(d.piece, self.shipped), d.keys, d.counters, d.latencies)
+            b = d.batch
+            if self.router.deliver(self.crew.sieve, b.follow, b.levels, cache=False):
+                self.commit_stored(Stored(d.piece, self.shipped), b.keys, b.counters, b.latencies)
             else:
                 self.deferred.append(d)
 
@@ -198,7 +195,8 @@ class BatchCommitter:
             ray.get(self.crew.fetchers[0].consume_budget.remote(len(failed)))
         now = time.time()
         records = [LinkRecord(url, time=now, error=kind, epoch=self.epoch) for url, kind in failed]
-        stored = ray.get(self.crew.worker.write_batch.remote([(FetchResult(url=r.url, ip=""), None, r) for r in records]))
+        stored = ray.get(self.crew.worker.write_batch.remote([StoreItem(FetchResult(url=r.url, ip=""), None, r)
+                                                              for r in records]))
         counters = Counter({"pages": len(records), "status:0": len(records)})
         counters.update(f"error:{kind}" for _, kind in failed)
         self.commit_stored(stored, [url for url, _ in failed], counters, [])

@@ -25,7 +25,7 @@ import logging
 
 from raycrawl.actors import named, per_batch
 from raycrawl.actors.visit.parser import BatchParser, ParseResult, words_of
-from raycrawl.actors.visit.store_writer import Stored, StoreWriter
+from raycrawl.actors.visit.store_writer import Stored, StoreItem, StoreWriter
 from raycrawl.actors.visit.summary_writer import SummaryWriter, counts_of_tokens
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
@@ -66,12 +66,12 @@ class ParsingWorker:
                 self.words[(fr.url, fr.ended)] = words_of(r)
             r.words = None
 
-    def write_batch(self, items: list, summarise: list[str] | None = None) -> Stored:
+    def write_batch(self, items: list[StoreItem], summarise: list[str] | None = None) -> Stored:
         """Store ``items`` (:meth:`StoreWriter.write_batch`), and spill the summaries of the pages
         ``summarise`` names (URLs of items); both durable on return."""
         stored = self.store.write_batch(items)
         if self.summaries is not None:
-            fetched = {fr.url: (fr, self.words.pop((fr.url, fr.ended), None)) for fr, _, _ in items}
+            fetched = {it.fr.url: (it.fr, self.words.pop((it.fr.url, it.fr.ended), None)) for it in items}
             for url in summarise or ():
                 fr, words = fetched[url]
                 if words is None:  # (a page not parsed, or parsed before a restart of this worker)
@@ -111,7 +111,7 @@ def actor_class():  # noqa: ANN201 - a Ray actor class, built lazily
             return self.worker.parse(batch, works)
 
         @per_batch(group="write")
-        def write_batch(self, items: list, summarise: list[str] | None = None) -> Stored:
+        def write_batch(self, items: list[StoreItem], summarise: list[str] | None = None) -> Stored:
             return self.worker.write_batch(items, summarise)
 
         @ray.method(concurrency_group="write")

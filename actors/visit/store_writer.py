@@ -22,17 +22,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
-from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter
 from raycrawl.storage.out_store import Shipper
 from raycrawl.storage.warc import WarcStore, warc_info
 
 log = logging.getLogger(__name__)
 
+
+
+@dataclass(slots=True)
+class StoreItem:
+    """One exchange for the store writer: its WARC record — a revisit of ``revisit_of`` (URL,
+    WARC-Date, payload digest or None: :meth:`WarcStore.write`) when given — and its link record
+    (None for robots.txt, which has none)."""
+
+    fr: FetchResult
+    revisit_of: tuple[str, str, str | None] | None = None
+    record: LinkRecord | None = None
 
 @dataclass(frozen=True)
 class Stored:
@@ -92,9 +102,8 @@ class StoreWriter:
             self._end_piece()
         return Stored(last, self.shipper.wait_shipped(last, timeout))
 
-    def write_batch(self, items: list[tuple[FetchResult, tuple[str, str, str] | None, dict[str, Any] | None]]) -> Stored:
-        """Store (exchange, revisit_of, link record or None) triples (``revisit_of`` as for
-        :meth:`WarcStore.write`; a link record's ``dup_of``/``dup_kind`` mark its response as a
+    def write_batch(self, items: list[StoreItem]) -> Stored:
+        """Store ``items`` (a link record's ``dup_of``/``dup_kind`` mark its response as a
         duplicate). Exchanges without a response (status 0) get no WARC record. Returns where the
         batch went (:class:`Stored`)."""
         if self.ship_seconds:
@@ -104,7 +113,8 @@ class StoreWriter:
             if self.piece_began is None:
                 self.piece_began = now
         records = []
-        for fr, revisit_of, record in items:
+        for item in items:
+            fr, revisit_of, record = item.fr, item.revisit_of, item.record
             pos = None
             if fr.status > 0:
                 dup = (record.dup_of, record.dup_kind) if record is not None and record.dup_of else None

@@ -14,7 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from raycrawl.actors.visit.visit_stage import Findings, Outcome, PageVisit, Revisit, Stages
+from raycrawl.actors.visit.store_writer import StoreItem
+from raycrawl.actors.visit.visit_stage import Findings, Outcome, PageVisit, Stages
 from raycrawl.exchange import FetchResult, VisitKind
 from raycrawl.storage.link_records import LinkRecord
 from raycrawl.storage.warc import sha1_b32
@@ -22,8 +23,8 @@ from raycrawl.storage.warc import sha1_b32
 
 @dataclass
 class BatchDecision:
-    items: list[tuple[FetchResult, Revisit | None, LinkRecord | None]] = field(default_factory=list)
-    """(exchange, revisit_of, link record) for the store writer (robots.txt exchanges: no record)."""
+    items: list[StoreItem] = field(default_factory=list)
+    """What the store writer writes (robots.txt exchanges: no link record)."""
     counters: Counter[str] = field(default_factory=Counter)
     follow: list[str] = field(default_factory=list)
     """Links (and redirect targets) that every stage let through, in order."""
@@ -77,7 +78,7 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
             if kind:
                 counters[f"robots_error:{kind}"] += 1
             counters["bytes"] += len(fr.body)
-            d.items.append((fr, None, None))
+            d.items.append(StoreItem(fr))
             links += [(u, 0) for u in stages.robots(fr, counters)]
             continue
         pr = found.parsed.get(fr.url)
@@ -106,7 +107,7 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
         if o.attempts > 1:
             counters["retries"] += o.attempts - 1
         counters["bytes"] += len(fr.body)
-        d.items.append((fr, visit.revisit, rec))
+        d.items.append(StoreItem(fr, visit.revisit, rec))
     for url, lvl in links:
         why = stages.judge(url, (urlsplit(url).hostname or "").lower())
         if why is None:
