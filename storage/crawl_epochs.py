@@ -23,37 +23,17 @@ A crawl directory without revisit passes has the single epoch 0 and is read as b
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from raycrawl.policies.revisit import Visit
+from raycrawl.storage.capture import Capture
 from raycrawl.storage.link_records import LinkRecord, iter_link_records
 from raycrawl.storage.warc import warc_date
 
 Record = LinkRecord
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:
-    """A page's last stored content: the record a revisit refers to and the validators a
-    conditional GET sends."""
-
-    url: str       # the URL whose response record holds the bytes (this page, or what it duplicates)
-    date: str      # that record's WARC-Date
-    sha1: str      # its payload digest ("sha1:BASE32")
-    etag: str | None
-    modified: str | None
-
-    def encode(self) -> str:
-        """Its stored form (``P prior``: storage/redis_frontier.py), a JSON array."""
-        return json.dumps([self.url, self.date, self.sha1, self.etag, self.modified])
-
-    @classmethod
-    def decode(cls, raw: str | bytes) -> Capture:
-        return cls(*json.loads(raw))
 
 
 def _ordered(records: Iterable[Record]) -> dict[str, list[Record]]:

@@ -96,7 +96,7 @@ from raycrawl.errors import UserError
 from raycrawl.storage.lua_script import LuaScript
 
 if TYPE_CHECKING:
-    from raycrawl.storage.crawl_epochs import Capture
+    from raycrawl.storage.capture import Capture
 
 log = logging.getLogger(__name__)
 
@@ -356,7 +356,7 @@ class RedisFrontier:
 
     def priors(self, urls: list[str]) -> list[Capture | None]:
         """The last capture of each URL the current pass revisits; None for the others."""
-        from raycrawl.storage.crawl_epochs import Capture
+        from raycrawl.storage.capture import Capture
 
         return [None if raw is None else Capture.decode(raw) for raw in self.r.hmget(self.k.prior, urls)] if urls else []
 

@@ -47,7 +47,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
@@ -65,6 +65,15 @@ SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 DUPLICATE_OF = "Raycrawl-Duplicate-Of"
+
+
+class Revisit(NamedTuple):
+    """The capture a ``revisit`` record refers to: its URL, its WARC-Date, and its payload digest
+    (``identical-payload-digest``) or None (``server-not-modified``: a 304 to a conditional GET)."""
+
+    url: str
+    date: str
+    digest: str | None
 DUPLICATE_KIND = "Raycrawl-Duplicate-Kind"
 _RENAMED = {b"content-encoding": b"X-Crawler-Content-Encoding", b"transfer-encoding": b"X-Crawler-Transfer-Encoding",
             b"content-length": b"X-Crawler-Content-Length"}
@@ -197,7 +206,7 @@ class WarcStore:
         self.bytes += len(data)
         return offset
 
-    def write(self, fr: FetchResult, revisit_of: tuple[str, str, str] | None = None,
+    def write(self, fr: FetchResult, revisit_of: Revisit | None = None,
               duplicate_of: tuple[str, str] | None = None) -> tuple[str, int]:
         """Store the exchange ``fr`` (which must have a response: ``fr.status > 0``).
 

@@ -46,8 +46,8 @@ from raycrawl.redis_server import connect
 from raycrawl.servers import name_of, origin_of
 from raycrawl.settings import Settings, parse_hostport
 from raycrawl.stops import storage_failure
+from raycrawl.storage.capture import Capture
 from raycrawl.storage.crawl_dir import join_run, read_crawl_id
-from raycrawl.storage.crawl_epochs import Capture
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter
 from raycrawl.storage.out_store import Shipper
-from raycrawl.storage.warc import WarcStore, warc_info
+from raycrawl.storage.warc import Revisit, WarcStore, warc_info
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class StoreItem:
     (None for robots.txt, which has none)."""
 
     fr: FetchResult
-    revisit_of: tuple[str, str, str | None] | None = None
+    revisit_of: Revisit | None = None
     record: LinkRecord | None = None
 
 @dataclass(frozen=True)

@@ -33,16 +33,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from raycrawl.exchange import FetchResult, VisitKind
-from raycrawl.storage.crawl_epochs import Capture
+from raycrawl.storage.capture import Capture
 from raycrawl.storage.link_records import LinkRecord
+from raycrawl.storage.warc import Revisit
 
 if TYPE_CHECKING:
     from raycrawl.actors.visit.parser import ParseResult
     from raycrawl.settings import Settings
     from raycrawl.storage.redis_frontier import RedisFrontier
 
-Revisit = tuple[str, str, str | None]
-"""(URL, WARC-Date, payload digest or None) of the capture a WARC revisit record refers to."""
 
 
 @dataclass

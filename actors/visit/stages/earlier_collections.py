@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raycrawl.actors.visit.visit_stage import Findings, PageVisit, StageContext, VisitStage
+from raycrawl.storage.warc import Revisit
 
 if TYPE_CHECKING:
     from raycrawl.settings import Settings
@@ -36,7 +37,7 @@ class EarlierCollections(VisitStage):
             return
         hit = self.archived.get(sha1)
         if hit is not None:
-            visit.revisit = (hit[0], hit[1], sha1)
+            visit.revisit = Revisit(hit[0], hit[1], sha1)
             visit.counters["dedup-index:revisits"] += 1
 
     def close(self) -> None:

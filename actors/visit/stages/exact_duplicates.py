@@ -5,16 +5,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from raycrawl.actors.visit.visit_stage import (
-    Findings,
-    PageVisit,
-    Revisit,
-    StageContext,
-    VisitStage,
-    mark_duplicate,
-)
+from raycrawl.actors.visit.visit_stage import Findings, PageVisit, StageContext, VisitStage, mark_duplicate
 from raycrawl.exchange import FetchResult
-from raycrawl.storage.warc import warc_date
+from raycrawl.storage.warc import Revisit, warc_date
 
 if TYPE_CHECKING:
     from raycrawl.settings import Settings
@@ -33,7 +26,7 @@ def exact_duplicates(pages: list[tuple[FetchResult, str]], owners: list[str]
         if first_url != fr.url:
             dup_of[fr.url] = (first_url, "exact")
             if first_payload == [payload] and not fr.truncated:
-                revisit_of[fr.url] = (first_url, first_date, payload)
+                revisit_of[fr.url] = Revisit(first_url, first_date, payload)
     return dup_of, revisit_of
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from raycrawl.actors.visit.visit_stage import PageVisit, Revisit, StageContext, VisitStage
+from raycrawl.actors.visit.visit_stage import PageVisit, StageContext, VisitStage
 from raycrawl.exchange import FetchResult
+from raycrawl.storage.warc import Revisit
 
 if TYPE_CHECKING:
     from raycrawl.settings import Settings
-    from raycrawl.storage.crawl_epochs import Capture
+    from raycrawl.storage.capture import Capture
 
 
 def unchanged(fr: FetchResult, prior: Capture | None, sha1: str | None) -> Revisit | None:
@@ -21,9 +22,9 @@ def unchanged(fr: FetchResult, prior: Capture | None, sha1: str | None) -> Revis
     if prior is None:
         return None
     if fr.status == 304:
-        return prior.url, prior.date, None
+        return Revisit(prior.url, prior.date, None)
     if fr.status == 200 and not fr.truncated and not fr.error and sha1 == prior.sha1:
-        return prior.url, prior.date, prior.sha1
+        return Revisit(prior.url, prior.date, prior.sha1)
     return None
 
 
