@@ -38,7 +38,10 @@ class _At:
                                            submodule_search_locations=[MAPPING[fullname]])
         parent, _, _ = fullname.rpartition(".")
         if parent in MAPPING:
-            return PathFinder.find_spec(fullname, path=[MAPPING[parent]])
+            spec = PathFinder.find_spec(fullname, path=[MAPPING[parent]])
+            if spec is None:  # not in that commit: never today's module in its place
+                raise ModuleNotFoundError(f"No module named {{fullname!r}} at that commit", name=fullname)
+            return spec
         return None
 
 

@@ -71,10 +71,17 @@ def probe() -> None:
 
     timed(ray, "init", "ray_init_start", "ray_init_end")
     ray.shutdown = dump_then_shutdown
-    import raycrawl.actors.cluster.agent as agent
-    import raycrawl.actors.cluster.crew as crew
-    import raycrawl.actors.frontier.distributor as distributor
+    import importlib
+
+    import raycrawl.actors
     import raycrawl.redis_server as redis_server
+
+    def part(room: str, name: str):  # noqa: ANN202 - a module, where it is at the code measured
+        if (Path(raycrawl.actors.__path__[0]) / room).is_dir():
+            return importlib.import_module(f"raycrawl.actors.{room}.{name}")
+        return importlib.import_module(f"raycrawl.actors.{name}")  # before actors/ had rooms (issue 51)
+
+    agent, crew, distributor = part("cluster", "agent"), part("cluster", "crew"), part("frontier", "distributor")
 
     timed(redis_server.EmbeddedRedis, "__enter__", "redis_start", "redis_end")
     timed(crew.Crew, "__init__", "crew_start", "crew_end")
@@ -110,6 +117,7 @@ def one_crawl(web, env: dict[str, str], work: Path, address: str | None = None) 
            "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8", "--max-pages", "300",
            *(["--address", address] if address else [])]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert (work / "marks.json").exists(), done.stderr[-3000:]
     marks = json.loads((work / "marks.json").read_text())
     assert marks["exit"] == 0, done.stderr[-3000:]
     t0 = marks.pop("t0")

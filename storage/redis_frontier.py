@@ -88,7 +88,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import redis
 
@@ -120,6 +120,33 @@ class Fenced(UserError):
 
 class RedisNotDurable(UserError):
     """Redis cannot make its AOF durable (the crawl must stop: commits would not survive a crash)."""
+
+
+class Acquired(NamedTuple):
+    """A visit :meth:`RedisFrontier.acquire` handed out: its server, the server's IP, the visit-state entry."""
+
+    host: str
+    ip: str
+    entry: str
+
+
+class Released(NamedTuple):
+    """A server handed back (:meth:`RedisFrontier.release`): when it and its IP may be fetched
+    again (negative: as stored), and the entries that go back to the front of its visit state."""
+
+    host: str
+    ip: str
+    host_next: float
+    ip_next: float
+    putback: list[str] | tuple[str, ...]
+
+
+class Group(NamedTuple):
+    """Entries for one server's visit state (:meth:`RedisFrontier.add`)."""
+
+    host: str
+    ip: str
+    paths: list[str]
 
 
 class Keys:
@@ -193,13 +220,12 @@ class RedisFrontier:
     def views(self) -> list[str]:
         return sorted(v.decode() for v in self.r.smembers(self.key("views")))
 
-    def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
-        """Up to ``n`` (host, ip, path) ready at ``now`` (distinct hosts, distinct IPs), marked
+    def acquire(self, now: float, n: int) -> tuple[list[Acquired], float | None]:
+        """Up to ``n`` visits ready at ``now`` (distinct hosts, distinct IPs), marked
         busy and in flight; and the earliest time something else becomes ready (None if none)."""
         return self._acquired(self._scripts["acquire"](args=[self.p, self.v, repr(now), n]))
 
-    def release_and_acquire(self, items: list[tuple[str, str, float, float, list[str]]], now: float,
-                            n: int) -> tuple[list[tuple[str, str, str]], float | None]:
+    def release_and_acquire(self, items: list[Released], now: float, n: int) -> tuple[list[Acquired], float | None]:
         """:meth:`release` ``items`` (if any), then :meth:`acquire`, in one round trip (one
         pipeline, no transaction: each script is atomic, as when sent apart)."""
         if not items:
@@ -209,9 +235,9 @@ class RedisFrontier:
         self._scripts["acquire"](args=[self.p, self.v, repr(now), n], client=pipe)
         return self._acquired(pipe.execute()[-1])
 
-    def _acquired(self, raw: list) -> tuple[list[tuple[str, str, str]], float | None]:
+    def _acquired(self, raw: list) -> tuple[list[Acquired], float | None]:
         earliest = float(raw[-1])
-        items = [(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 4)]
+        items = [Acquired(raw[i].decode(), raw[i + 1].decode(), raw[i + 2].decode()) for i in range(0, len(raw) - 1, 4)]
         # Hosts with more URLs in their visit states: a fetcher keeps the connection to these.
         self.more = {raw[i].decode() for i in range(0, len(raw) - 1, 4) if int(raw[i + 3]) > 0}
         return items, (None if earliest < 0 else earliest)
@@ -223,9 +249,8 @@ class RedisFrontier:
         at = float(self._scripts["borrow"](args=[self.p, host, ip, held_ip, repr(now), self.v]))
         return None if at < 0 else at
 
-    def release(self, items: list[tuple[str, str, float, float, list[str]]],
-                pipe: redis.client.Pipeline | None = None) -> list[int]:
-        """Release (host, ip, host_next, ip_next, putback) taken by :meth:`acquire`; a negative time
+    def release(self, items: list[Released], pipe: redis.client.Pipeline | None = None) -> list[int]:
+        """Release the hosts taken by :meth:`acquire`; a negative time
         keeps the stored one; ``putback`` paths return to the front of the visit state. A host not
         busy (a release retried after a Redis restart) is skipped. Returns each host's remaining
         queue length (-1 if skipped)."""
@@ -236,9 +261,8 @@ class RedisFrontier:
             args += [host, ip, repr(float(hn)), repr(float(ipn)), len(back), *back]
         return self._scripts["release"](args=args, client=pipe or self.r)
 
-    def add(self, groups: list[tuple[str, str, list[str]]], front: bool = False,
-            pipe: redis.client.Pipeline | None = None) -> int:
-        """Append (prepend if ``front``) paths to visit states: groups of (host, ip, paths)."""
+    def add(self, groups: list[Group], front: bool = False, pipe: redis.client.Pipeline | None = None) -> int:
+        """Append (prepend if ``front``) paths to visit states, a group per host."""
         args: list[object] = [self.p, self.v, "1" if front else "0"]
         for host, ip, paths in groups:
             args += [host, ip, len(paths), *paths]

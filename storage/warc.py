@@ -67,6 +67,22 @@ NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modif
 DUPLICATE_OF = "Raycrawl-Duplicate-Of"
 
 
+class Response(NamedTuple):
+    """A response record read back: its target URI, its HTTP headers, its payload."""
+
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class Located(NamedTuple):
+    """A record read in a directory of WARC files: the file's name, the record's offset in it, the record."""
+
+    file: str
+    offset: int
+    record: WarcRecord
+
+
 class Revisit(NamedTuple):
     """The capture a ``revisit`` record refers to: its URL, its WARC-Date, and its payload digest
     (``identical-payload-digest``) or None (``server-not-modified``: a 304 to a conditional GET)."""
@@ -285,7 +301,7 @@ def warc_files(warc_dir: str | Path) -> list[Path]:
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
-def iter_records(warc_dir: str | Path, types: WarcRecordType = WarcRecordType.response) -> Iterator[tuple[str, int, WarcRecord]]:
+def iter_records(warc_dir: str | Path, types: WarcRecordType = WarcRecordType.response) -> Iterator[Located]:
     """(file name, offset, record) for every record of ``types``, files in name order, HTTP parsed.
 
     Damage does not cost the rest of a file: reading resumes at the next gzip member after it
@@ -310,7 +326,7 @@ def _iter_file(path: Path, types: WarcRecordType) -> Iterator[tuple[str, int, Wa
             try:
                 for rec in ArchiveIterator(f, record_types=types, parse_http=True):
                     last = start + rec.stream_pos
-                    yield path.name, last, rec
+                    yield Located(path.name, last, rec)
                 return
             except (OSError, ValueError) as e:
                 resume = data.find(_GZIP_MAGIC, max(last, start) + 1)
@@ -321,7 +337,7 @@ def _iter_file(path: Path, types: WarcRecordType) -> Iterator[tuple[str, int, Wa
                 start = resume
 
 
-def iter_responses(warc_dir: str | Path, duplicates: bool = False) -> Iterator[tuple[str, dict[str, str], bytes]]:
+def iter_responses(warc_dir: str | Path, duplicates: bool = False) -> Iterator[Response]:
     """(url, HTTP headers with lower-case names, body) of every complete stored response, in crawl
     order. A response whose body is shorter than its Content-Length (torn by a kill) is skipped;
     so are the responses marked as crawl-time duplicates unless ``duplicates`` (the analytics
@@ -336,7 +352,7 @@ def iter_responses(warc_dir: str | Path, duplicates: bool = False) -> Iterator[t
         body = rec.reader.read()
         if torn(name, offset, rec, headers.get("content-length", ""), body):
             continue
-        yield rec.headers.get("WARC-Target-URI", ""), headers, body
+        yield Response(rec.headers.get("WARC-Target-URI", ""), headers, body)
 
 
 def torn(name: str, offset: int, rec: WarcRecord, declared: str, body: bytes) -> bool:
@@ -349,14 +365,14 @@ def torn(name: str, offset: int, rec: WarcRecord, declared: str, body: bytes) ->
     return False
 
 
-def read_record_at(warc_dir: str | Path, name: str, offset: int) -> tuple[str, dict[str, str], bytes]:
+def read_record_at(warc_dir: str | Path, name: str, offset: int) -> Response:
     """(url, HTTP headers, body) of the response/revisit record at ``offset`` of file ``name``
     (the pair ``WarcStore.write`` returned); a revisit has an empty body."""
     with open(Path(warc_dir) / name, "rb") as f:
         f.seek(offset)
         for rec in ArchiveIterator(f, parse_http=True):
             headers = {k.lower(): v for k, v in (rec.http_headers.astuples() if rec.http_headers else [])}
-            return rec.headers.get("WARC-Target-URI", ""), headers, rec.reader.read()
+            return Response(rec.headers.get("WARC-Target-URI", ""), headers, rec.reader.read())
     raise ValueError(f"no WARC record at {name}:{offset}")
 
 

@@ -36,6 +36,7 @@ from raycrawl.policies.assignment import SHARDS
 from raycrawl.policies.front_queues import DEFAULT_BIAS, queue_id, with_level
 from raycrawl.servers import name_of, split_server
 from raycrawl.settings import Settings
+from raycrawl.storage.redis_frontier import Group
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class Distributor:
         lengths = dict(zip(hosts, self.f.queue_lengths(hosts), strict=True))
         ends = dict(zip(hosts, self.virt.ends(hosts), strict=True))
         ips: dict[str, str] = {}
-        groups: list[tuple[str, str, list[str]]] = []
+        groups: list[Group] = []
         pipe.multi()
         for host, host_urls in by_host.items():
             ip = known[host] or addresses.get(name_of(host))
@@ -168,7 +169,7 @@ class Distributor:
             if spill:
                 self.virt.spill(host, spill, pipe, end=ends[host])
                 res.spilled += len(spill)
-            groups.append((host, ip, keep))
+            groups.append(Group(host, ip, keep))
             res.queued += len(keep)
         # Even a batch that queued nothing moves the offsets: those URLs were dealt with.
         self.f.add(groups, pipe=pipe)

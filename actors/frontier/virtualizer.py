@@ -26,7 +26,7 @@ from raycrawl.durable import sync_dir, sync_path
 from raycrawl.policies.assignment import shard_of
 from raycrawl.storage import shard_log
 from raycrawl.storage.crawl_dir import virtual_queue
-from raycrawl.storage.redis_frontier import RedisFrontier
+from raycrawl.storage.redis_frontier import Group, RedisFrontier
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class Virtualizer:
                         off += len(line)
                         paths.append(line.decode().rstrip("\n"))
                 pipe.multi()
-                self.f.add([(host, ip, paths)], pipe=pipe)
+                self.f.add([Group(host, ip, paths)], pipe=pipe)
                 if off >= end:  # queue drained: forget it
                     pipe.hdel(self.f.k.voff, host)
                     pipe.hdel(self.f.k.vend, host)

@@ -29,7 +29,7 @@ from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness
 from raycrawl.servers import split_server, split_tag, url_of
 from raycrawl.settings import Settings
-from raycrawl.storage.redis_frontier import RedisFrontier
+from raycrawl.storage.redis_frontier import Group, RedisFrontier, Released
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Workbench:
             if host in new_hosts and host not in groups:
                 groups[host].append(robots_marker(entry))
             groups[host].append(entry)
-        return self.frontier.add([(h, ips[h], paths) for h, paths in groups.items()])
+        return self.frontier.add([Group(h, ips[h], paths) for h, paths in groups.items()])
 
     def acquire(self, now: float, n: int) -> tuple[list[tuple[str, str, str]], float | None]:
         """Up to ``n`` ready (host, ip, path) of this agent's view, each host and IP now busy for
@@ -145,7 +145,7 @@ class Workbench:
         items = self._release_items(releases)
         return self.frontier.release_and_acquire(items, now, n)
 
-    def _release_items(self, releases: list[Release]) -> list[tuple[str, str, float, float, list[str]]]:
+    def _release_items(self, releases: list[Release]) -> list[Released]:
         items = []
         cdelays = []
         pol = self.politeness
@@ -160,7 +160,7 @@ class Workbench:
             if rel.not_before is not None:
                 hn = max(hn, rel.not_before)
             # A URL put back is re-queued and no longer in flight in the same script: never both or neither.
-            items.append((rel.host, rel.ip, hn, ipn, list(rel.putback or ())))
+            items.append(Released(rel.host, rel.ip, hn, ipn, list(rel.putback or ())))
         if cdelays:  # for recover(): the delay a host busy at a crash must wait
             self.frontier.set_crawl_delays(dict(cdelays))
         return items
