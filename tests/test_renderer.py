@@ -1,0 +1,92 @@
+"""The renderer (actors/visit/renderer.py) in the system's headless Chromium: pages whose content
+scripts make, every request answered from the resources given and none from the network, and the
+pages that break browsers."""
+
+from __future__ import annotations
+
+import asyncio
+
+from raycrawl.actors.visit.renderer import Renderer, Resource
+
+SPA = b"""<!doctype html><html><head><title>app</title></head><body><div id="root"></div>
+<script>
+document.getElementById('root').innerHTML = '<a href="/by-script">made</a><p>Written by a script.</p>';
+fetch('/api/items.json').then(r => r.json()).then(items => items.forEach(i => {
+  const a = document.createElement('a'); a.href = i; a.textContent = i; document.body.appendChild(a); }));
+const img = new Image(); img.src = '/not-archived.png'; document.body.appendChild(img);
+</script></body></html>"""
+
+LIST = b"""<!doctype html><html><body><ul id="l"></ul><script>
+let n = 0;
+function more() { for (let k = 0; k < 5 && n < 30; k++, n++) {
+  const li = document.createElement('li'); li.innerHTML = '<a href="/item/' + n + '">item ' + n + '</a>';
+  li.style.height = '400px'; document.getElementById('l').appendChild(li); } }
+more();
+window.addEventListener('scroll', () => { if (innerHeight + scrollY >= document.body.scrollHeight - 10) more(); });
+</script></body></html>"""
+
+THROWS = b"""<!doctype html><html><body><p>still here</p><script>
+alert('hello'); document.body.insertAdjacentHTML('beforeend', '<a href="/after-alert">a</a>');
+null.boom();
+</script></body></html>"""
+
+HANGS = b"<!doctype html><html><body><p>never</p><script>while (true) {}</script></body></html>"
+
+EATS = b"""<!doctype html><html><body><script>
+const hoard = []; while (true) { hoard.push(new Array(1e6).fill(Math.random())); }
+</script></body></html>"""
+
+
+def page(body: bytes, ctype: str = "text/html") -> Resource:
+    return Resource(200, {"content-type": ctype}, body)
+
+
+WEB = {
+    "http://a.test/": page(SPA),
+    "http://a.test/api/items.json": page(b'["/from-fetch/1", "http://b.test/from-fetch/2"]', "application/json"),
+    "http://a.test/list": page(LIST),
+    "http://a.test/throws": page(THROWS),
+    "http://a.test/hangs": page(HANGS),
+    "http://a.test/eats": page(EATS),
+}
+
+
+def test_script_made_content_and_every_request_from_the_archive() -> None:
+    async def go():
+        r = Renderer(timeout=15)
+        try:
+            spa = await r.render("http://a.test/", WEB)
+            lst = await r.render("http://a.test/list", WEB)
+        finally:
+            await r.close()
+        return spa, lst
+
+    spa, lst = asyncio.run(go())
+    assert spa.error is None, spa
+    assert spa.links == ["http://a.test/by-script", "http://a.test/from-fetch/1", "http://b.test/from-fetch/2"]
+    assert "Written by a script." in spa.text and 'id="root"><a href="/by-script">' in spa.dom
+    # what the page asked for: the page, its fetch() (answered), its image (not archived: aborted, reported)
+    assert spa.requested[0] == "http://a.test/" and "http://a.test/api/items.json" in spa.requested
+    assert spa.missing == ["http://a.test/not-archived.png"]
+    # an infinite list grows as the page is scrolled to its end: every item, however many scrolls it took
+    assert lst.error is None and lst.links == [f"http://a.test/item/{i}" for i in range(30)]
+
+
+def test_pages_that_break_browsers_fail_alone() -> None:
+    """A script that throws and an alert are rendered around; a page that never yields and one that
+    eats memory fail (timeout, crashed) and the next render works in a fresh browser; browsers are
+    recycled after their renders."""
+    async def go():
+        r = Renderer(timeout=6, js_heap_mb=64, renders_per_browser=2)
+        try:
+            out = [await r.render(f"http://a.test/{p}", WEB) for p in ("throws", "hangs", "", "eats", "", "", "")]
+        finally:
+            await r.close()
+        return out, r.launches
+
+    (throws, hangs, after_hang, eats, after_eat, *more), launches = asyncio.run(go())
+    assert throws.error is None and "still here" in throws.text and throws.links == ["http://a.test/after-alert"]
+    assert hangs.error == "timeout" and after_hang.error is None and after_hang.links
+    assert eats.error in ("crashed", "timeout") and after_eat.error is None and after_eat.links
+    assert all(m.error is None and m.links == after_hang.links for m in more)
+    assert launches == 4  # the first, after the hang, after the eater, and one recycled after two renders
