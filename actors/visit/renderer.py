@@ -8,7 +8,7 @@ raw CDP client would have to grow all of it). Every request the page makes is an
 call, a lazy image) is aborted and reported in :attr:`Rendered.missing`, for the crawl to fetch
 politely and render the page again. So no request of the browser's ever leaves it.
 
-A render: load, dismiss dialogs, scroll to the end until the page stops growing (lazy images,
+A render (in the browser's one tab, as a person browsing): load, dismiss dialogs, scroll to the end until the page stops growing (lazy images,
 infinite lists; ``max_scrolls``), wait until no request came for ``settle`` seconds, then read the
 DOM, its visible text and its links; the whole within ``timeout`` seconds. A page that outlives it
 (a script that never yields) or kills its renderer (a memory eater) is recorded as failed
@@ -102,6 +102,11 @@ def _children_rss_mb(exe: str) -> float:
     return total
 
 
+def _answer_dialog(dialog) -> None:  # noqa: ANN001 - a Playwright dialog
+    """Alerts, confirms and prompts dismissed; a "leave this page?" accepted, or the next page waits."""
+    asyncio.ensure_future(dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss())
+
+
 class Renderer:
     """One browser, one page at a time. ``start`` before the first :meth:`render`; ``close`` after."""
 
@@ -114,6 +119,12 @@ class Renderer:
         self.js_heap_mb, self.user_agent = js_heap_mb, user_agent
         self._pw = None
         self._browser = None
+        self._context = None
+        self._page = None
+        # The render under way (one at a time): what the context's request handler answers from.
+        self._resources: Mapping[str, Resource] = {}
+        self._out = Rendered("")
+        self._last_request = 0.0
         self.renders = 0  # by the current browser
         self.launches = 0
 
@@ -129,12 +140,30 @@ class Renderer:
         if self.js_heap_mb:
             args.append(f"--js-flags=--max-old-space-size={self.js_heap_mb}")
         self._browser = await self._pw.chromium.launch(executable_path=self.executable, args=args)
+        # One context and one tab a browser, as a person browsing: a fresh context a page cost 346
+        # CPU-ms a page, a fresh tab in one context 314, one tab 84 (the bare loop's 71;
+        # benchmarks/render.py, 100 pages); cookies cleared before each page. A crash or a hang
+        # starts a new browser (and so a new tab).
+        self._context = await self._browser.new_context(service_workers="block", user_agent=self.user_agent)
+        await self._context.route("**/*", self._answer)
+        self._page = None
         self.renders = 0
         self.launches += 1
 
+    async def _answer(self, route, request) -> None:  # noqa: ANN001 - Playwright's
+        """Every request of the page: from the archive given, or aborted and reported missing."""
+        self._out.requested.append(request.url)
+        self._last_request = time.monotonic()
+        found = self._resources.get(request.url)
+        if found is None:
+            self._out.missing.append(request.url)
+            await route.abort()
+        else:
+            await route.fulfill(status=found.status, headers=found.headers, body=found.body)
+
     async def _restart(self, why: str) -> None:
         log.info("restarting the browser: %s", why)
-        browser, self._browser = self._browser, None
+        browser, self._browser, self._context = self._browser, None, None
         if browser is not None:
             try:
                 await asyncio.wait_for(browser.close(), 10)
@@ -162,11 +191,15 @@ class Renderer:
         elif self.max_rss_mb and _children_rss_mb(self.executable) > self.max_rss_mb:
             await self._restart(f"its processes hold more than {self.max_rss_mb:.0f} MB")
         self.renders += 1
-        out = Rendered(url)
+        out = self._out = Rendered(url)
+        self._resources, self._last_request = resources, time.monotonic()
         started = time.monotonic()
-        context = await self._browser.new_context(service_workers="block", user_agent=self.user_agent)
         try:
-            await asyncio.wait_for(self._render(context, url, resources, out), self.timeout)
+            await self._context.clear_cookies()
+            if self._page is None:
+                self._page = await self._context.new_page()
+                self._page.on("dialog", _answer_dialog)
+            await asyncio.wait_for(self._render(self._page, out), self.timeout)
         except TimeoutError:
             out.error = "timeout"
         except Exception as exc:  # noqa: BLE001 - Playwright's errors: the page or the browser went away
@@ -174,33 +207,22 @@ class Renderer:
             log.info("render of %s failed: %r", url, exc)
         finally:
             if out.error is not None:
-                await self._restart(f"{out.error} rendering {url}")  # (its context goes with it)
-            else:
-                await context.close()
+                await self._restart(f"{out.error} rendering {url}")  # (its tab goes with it)
+            self._resources = {}
         out.seconds = time.monotonic() - started
         return out
 
-    async def _render(self, context, url: str, resources: Mapping[str, Resource], out: Rendered) -> None:  # noqa: ANN001
-        last_request = [time.monotonic()]
-
-        async def answer(route, request) -> None:  # noqa: ANN001
-            out.requested.append(request.url)
-            last_request[0] = time.monotonic()
-            found = resources.get(request.url)
-            if found is None:
-                out.missing.append(request.url)
-                await route.abort()
-            else:
-                await route.fulfill(status=found.status, headers=found.headers, body=found.body)
-
-        await context.route("**/*", answer)
-        page = await context.new_page()
+    async def _render(self, page, out: Rendered) -> None:  # noqa: ANN001 - a Playwright page
         crashed = asyncio.get_running_loop().create_future()
-        page.on("crash", lambda _page: crashed.done() or crashed.set_result(True))
-        page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.dismiss()))
+
+        def on_crash(_page) -> None:  # noqa: ANN001
+            if not crashed.done():
+                crashed.set_result(True)
+
+        page.on("crash", on_crash)
 
         async def behave() -> None:
-            await page.goto(url, wait_until="load")
+            await page.goto(out.url, wait_until="load")
             height = -1
             for _ in range(self.max_scrolls):  # to the end, while the page grows
                 now = await page.evaluate("document.documentElement.scrollHeight")
@@ -209,7 +231,7 @@ class Renderer:
                 height = now
                 await page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
                 await page.wait_for_timeout(100)
-            while time.monotonic() - last_request[0] < self.settle:  # the network settles
+            while time.monotonic() - self._last_request < self.settle:  # the network settles
                 await page.wait_for_timeout(self.settle * 1000 / 3)
             out.dom = await page.content()
             out.text = await page.evaluate("document.body ? document.body.innerText : ''")
@@ -228,3 +250,4 @@ class Renderer:
                     f.cancel()
             if work.done() and not work.cancelled():
                 work.exception()  # (read: a crash's or a timeout's leftover is not "never retrieved")
+            page.remove_listener("crash", on_crash)
