@@ -145,13 +145,6 @@ def read_zeta(words, pos, k):
 
 
 @njit(cache=True, inline="always")
-def _peek_bits(words, pos, n):
-    if n == 0:
-        return np.int64(0)
-    return np.int64(peek64(words, pos) >> np.uint64(64 - n))
-
-
-@njit(cache=True, inline="always")
 def read_unary_within(words, pos, limit):
     """(value, new_pos); value −1 when the run of zeros passes ``limit`` (corrupt stream)."""
     z = 0
@@ -178,12 +171,12 @@ def read_code_within(words, pos, kind, k, limit):
         if z < 0 or z > 62:
             return -1, pos
         if kind == 1:
-            n = (np.int64(1) << z) | _peek_bits(words, pos, z)
+            n = (np.int64(1) << z) | read_bits(words, pos, z)[0]
             pos += z
             z = n - 1
             if z > 62:
                 return -1, pos
-        v = ((np.int64(1) << z) | _peek_bits(words, pos, z)) - 1
+        v = ((np.int64(1) << z) | read_bits(words, pos, z)[0]) - 1
         return v, pos + z
     h, pos = read_unary_within(words, pos, limit)
     if h < 0 or (h + 1) * k > 62:
@@ -192,11 +185,11 @@ def read_code_within(words, pos, kind, k, limit):
     hi = np.int64(1) << ((h + 1) * k)
     mx = hi - lo
     lg = 63 - np.int64(leading_zeros(np.uint64(mx)))
-    prefix = _peek_bits(words, pos, lg)
+    prefix = read_bits(words, pos, lg)[0]
     pos += lg
     limit_mb = (np.int64(1) << (lg + 1)) - mx
     if prefix >= limit_mb:
-        prefix = (prefix << 1) | _peek_bits(words, pos, 1)
+        prefix = (prefix << 1) | read_bits(words, pos, 1)[0]
         pos += 1
         prefix -= limit_mb
     return lo + prefix - 1, pos
