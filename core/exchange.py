@@ -64,3 +64,6 @@ class VisitKind(StrEnum):
 
     PAGE = "page"
     ROBOTS = "robots"
+    RENDER = "render"
+    """A page rendered in a browser (actors/visit/stages/render.py): no request of its own, its body
+    the rendered DOM."""

@@ -51,6 +51,8 @@ def build_report(stats: dict[str, int], *, elapsed: float, run_pages: int, stopp
         "virtualized": stats.get("virtualized", 0),
         "links_followed": stats.get("links", 0),
         "revisits": _group(stats, "revisit:"),
+        "rendered": stats.get("rendered", 0),
+        "render": _group(stats, "render:"),
         "elapsed_s": round(elapsed, 3),
         "pages_per_s": round(run_pages / elapsed, 2) if elapsed > 0 else 0.0,
         "stopped": stopped,
@@ -82,6 +84,9 @@ def format_report(report: dict[str, Any]) -> str:
         "robots.txt errors  " + ("  ".join(f"{k}:{v}" for k, v in report.get("robots_errors", {}).items()) or "none"),
         "filtered " + ("  ".join(f"{k}:{v}" for k, v in report["filtered"].items()) or "none"),
     ]
+    if report.get("rendered") or report.get("render"):
+        lines.append(f"rendered {report.get('rendered', 0)}  " + "  ".join(
+            f"{k}:{v}" for k, v in report.get("render", {}).items()))
     if report.get("pass"):
         lines.append(f"pass {report['pass']}  revisits (all passes) " + "  ".join(
             f"{k}:{v}" for k, v in report.get("revisits", {}).items()))

@@ -16,6 +16,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,8 @@ from typing import Any
 
 from raycrawl.errors import UserError
 
-IO, BUDGET, POLITENESS, NETWORK, FILTERS, PRIORITY, SIZING = (
-    "input / output", "budget", "politeness", "network", "filters", "priorities", "agent sizing")
+IO, BUDGET, POLITENESS, NETWORK, FILTERS, RENDERING, PRIORITY, SIZING = (
+    "input / output", "budget", "politeness", "network", "filters", "rendering", "priorities", "agent sizing")
 
 
 def knob(default: Any, group: str, help: str, *, factory: Callable[[], Any] | None = None) -> Any:
@@ -34,6 +35,19 @@ def knob(default: Any, group: str, help: str, *, factory: Callable[[], Any] | No
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+RENDER_MODES = ("never", "always", "auto")
+
+
+def render_pattern(spec: str) -> re.Pattern | None:
+    """The regular expression a ``render`` setting names (None for never, always or auto)."""
+    if spec in RENDER_MODES:
+        return None
+    try:
+        return re.compile(spec)
+    except re.error as exc:
+        raise UserError(f"render: {spec!r} is neither never, always, auto nor a regular expression ({exc})") from None
 
 
 @dataclass
@@ -199,6 +213,35 @@ class Settings:
         "Feed parsed pages to the summary writer during the crawl (``DIR/summaries/spill/``), so "
         "``raycrawl summaries build DIR --from-spill`` needs no second pass over the WARC files.")
 
+    # --- rendering ----------------------------------------------------------------------------------
+    render: str = knob("never", RENDERING,
+        "Which HTML pages are rendered in headless Chromium (actors/visit/stages/render.py): ``never``, "
+        "``always``, ``auto`` (the markup says scripts make what a reader sees: an empty application root, "
+        "a noscript asking for JavaScript, little text while a script writes markup; policies/render_policy.py) "
+        "or a regular expression of URLs. The browser has no network: every request it makes is answered "
+        "from what the crawl archived, and what is missing is fetched as the page's requisite (robots.txt, "
+        "scope, politeness, the WARC) before the page is rendered again. Needs page_requisites.")
+    render_rounds: int = knob(3, RENDERING,
+        "Most renders of one page: after each, what the page asked for and the archive lacked is fetched, "
+        "then it is rendered again, until it asks for nothing new.")
+    render_wait: float = knob(30.0, RENDERING,
+        "Seconds a page waits for its requisites before it is rendered with what has arrived.")
+    render_timeout: float = knob(15.0, RENDERING,
+        "Seconds one render may take (load, scroll, settle); a page that outlasts it is recorded as failed "
+        "(``timeout``) and the browser is started afresh.")
+    render_backlog: int = knob(2_000, RENDERING,
+        "Pages waiting for their requisites or a browser, per agent; a page found beyond it is not rendered "
+        "(counted as ``render:backlog``).")
+    render_cache_mb: int = knob(64, RENDERING,
+        "Megabytes of recently archived responses an agent keeps for its renders (a site's scripts and "
+        "stylesheets, asked for by every page).")
+    render_screenshot: bool = knob(False, RENDERING,
+        "Also store a screenshot of each rendered page (a WARC resource record ``urn:screenshot:URL``, PNG, "
+        "as Browsertrix writes them).")
+    chromium: str | None = knob(None, RENDERING,
+        "The Chromium to render with: a path or a command (default: chromium, chromium-browser or "
+        "google-chrome on PATH). It is never downloaded.")
+
     # --- priorities ---------------------------------------------------------------------------------
     focus: str | None = knob(None, PRIORITY,
         "A focus model (``*.focus.json`` written by ``raycrawl simulate``): the parser scores every page and "
@@ -253,7 +296,7 @@ class Settings:
     def validate(self) -> Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
         for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff",
-                     "keepalive_timeout", "ship_seconds", "checkpoint_seconds"):
+                     "keepalive_timeout", "ship_seconds", "checkpoint_seconds", "render_wait", "render_timeout"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 raise UserError(f"{name} must be a finite non-negative number, got {v!r}")
@@ -265,7 +308,7 @@ class Settings:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
         for name in ("agents", "fetch_actors", "fetch_concurrency", "max_uncommitted", "front_size", "workbench_urls_per_host", "sieve_batch",
-                     "revisit_max_interval",
+                     "revisit_max_interval", "render_rounds", "render_backlog", "render_cache_mb",
                      "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
@@ -291,6 +334,9 @@ class Settings:
         missing = [p for p in self.dedup_index if not Path(p).is_file()]
         if missing:
             raise UserError(f"--dedup-index: no such file: {', '.join(missing)}")
+        render_pattern(self.render)  # (a bad regular expression: one line)
+        if self.render != "never" and not self.page_requisites:
+            raise UserError("render needs page_requisites: what a page asks for is fetched as its requisites")
         if self.revisit:
             self.resume = True  # a pass continues the crawl in out: its Redis, sieve and archive
         if self.allow_networks:

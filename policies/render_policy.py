@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
 
-from raycrawl.errors import UserError
+from raycrawl.settings import render_pattern
 
 ROOT_IDS = frozenset({"root", "app", "__next", "__nuxt", "___gatsby", "main-app", "application", "svelte",
                       "react-root", "ember-app", "q-app"})
@@ -81,12 +81,8 @@ class RenderPolicy:
     @classmethod
     def parse(cls, spec: str) -> RenderPolicy:
         spec = spec.strip()
-        if spec in ("never", "always", "auto"):
-            return cls(spec)
-        try:
-            return cls("pattern", re.compile(spec))
-        except re.error as exc:
-            raise UserError(f"render: {spec!r} is neither never, always, auto nor a regular expression ({exc})") from None
+        pattern = render_pattern(spec)
+        return cls(spec) if pattern is None else cls("pattern", pattern)
 
     def wants(self, url: str, html: bytes | str) -> str | None:
         """Why ``url`` (whose markup is ``html``) is rendered, or None."""

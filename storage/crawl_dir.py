@@ -45,7 +45,7 @@ WORKERS_NAME = ".workers"
 WORKERS_WAIT = 60.0  # seconds; a killed run's Ray workers exit within a few
 ID_NAME = "crawl-id"
 # The parts of a crawl directory: attribute of Layout -> name under OUT.
-PARTS = {"warc": "warc", "links": "links", "sieve": "sieve", "virtualizer": "virtualizer", "redis": "redis",
+PARTS = {"warc": "warc", "links": "links", "rendered": "rendered", "sieve": "sieve", "virtualizer": "virtualizer", "redis": "redis",
          "redis_url": "redis-url", "dashboard_url": "dashboard-url", "report": "report.json", "crawl_id": ID_NAME, "lock": LOCK_NAME,
          "workers": WORKERS_NAME,
          "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index",
@@ -63,6 +63,7 @@ class Layout:
 
     warc: Path
     links: Path
+    rendered: Path
     sieve: Path
     virtualizer: Path
     redis: Path

@@ -9,7 +9,9 @@ Graph of a crawl (the rule, applied to ``storage.link_records`` records):
   fetched are dropped, as in WebGraph's crawls); for a redirect source, one arc to its target if
   that is a node — a redirect is a link the server made for the page. Self loops are kept,
   duplicate arcs merged. A URL recorded several times (re-crawls, epochs) gets the union of its
-  records' arcs.
+  records' arcs; a page rendered in a browser (``render``) gets its rendered DOM's links too, and
+  the arcs only the rendered DOM has are listed in ``rendered-arcs.tsv`` (source and target ids,
+  a line each: the arcs scripts made).
 
 Node ids are ranks in ``url_sort_key`` order (``storage.urlmap``), so document ids elsewhere
 (summaries, ranks, index) equal graph node ids. Output in ``DIR/graph/``: ``urls.map``,
@@ -46,7 +48,7 @@ def graph_paths(crawl_dir: str | Path) -> dict[str, Path]:
     """Where a crawl's graph files live."""
     g = Path(crawl_dir) / GRAPH_SUBDIR
     return {"dir": g, "graph": g / BASENAME, "transpose": g / TRANSPOSE, "urlmap": g / URLMAP,
-            "info": g / "graph.json"}
+            "info": g / "graph.json", "rendered": g / "rendered-arcs.tsv"}
 
 
 def is_node_record(rec: LinkRecord) -> bool:
@@ -87,6 +89,7 @@ class GraphCompressor:
                        "zeta_k": zeta_k}
         self.url_block_size = url_block_size
         self._out: dict[str, set[str]] = {}  # node URL -> candidate targets (filtered at finish)
+        self._rendered: dict[str, set[str]] = {}  # node URL -> targets only its rendered DOM links to
         self.records = 0
 
     def add_records(self, records: Iterable[LinkRecord]) -> int:
@@ -103,6 +106,19 @@ class GraphCompressor:
             elif rec.redirect:
                 targets.add(rec.redirect)
         return nodes
+
+    def add_rendered(self, records: Iterable[LinkRecord]) -> None:
+        """Take records of rendered pages (``rendered/``, after every fetch record): a node's
+        rendered DOM adds its links to the node's arcs, and those its markup lacked are listed
+        apart (``rendered-arcs.tsv``)."""
+        for rec in records:
+            targets = self._out.get(rec.url)
+            if targets is None or rec.error:
+                continue
+            new = set(rec.links) - targets
+            if new:
+                targets.update(new)
+                self._rendered.setdefault(rec.url, set()).update(new)
 
     @property
     def num_nodes(self) -> int:
@@ -128,8 +144,15 @@ class GraphCompressor:
     def finish(self, crawl_dir: str | Path) -> dict[str, Any]:
         """Write ``DIR/graph/`` (see module doc) and return its summary."""
         urls, src, dst = self.arcs()
-        return write_graph_dir(crawl_dir, urls, src, dst, url_block_size=self.url_block_size,
-                               extra={"records": self.records}, **self.params)
+        extra: dict[str, Any] = {"records": self.records}
+        if self._rendered:
+            ids = {u: i for i, u in enumerate(urls)}
+            rows = sorted((ids[u], ids[t]) for u, targets in self._rendered.items() for t in targets if t in ids)
+            path = graph_paths(crawl_dir)["rendered"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{a}\t{b}\n" for a, b in rows))
+            extra |= {"rendered_pages": len(self._rendered), "rendered_arcs": len(rows)}
+        return write_graph_dir(crawl_dir, urls, src, dst, url_block_size=self.url_block_size, extra=extra, **self.params)
 
 
 def write_graph_dir(crawl_dir: str | Path, urls: list[str] | None, src: np.ndarray, dst: np.ndarray, *,
@@ -200,4 +223,5 @@ def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     if not count:
         raise UserError(f"{Path(crawl_dir) / 'links'}: no readable link record (files missing or damaged)")
     gc.add_records(batch)
+    gc.add_rendered(iter_link_records(crawl_dir, "rendered"))
     return gc.finish(crawl_dir)

@@ -63,6 +63,7 @@ from raycrawl.storage.crawl_dir import PARTS
 log = logging.getLogger(__name__)
 
 LINKS_SUBDIR = PARTS["links"]
+RENDERED_SUBDIR = PARTS["rendered"]
 SUFFIX = ".rec.gz"
 
 
@@ -132,12 +133,14 @@ class LinkRecordWriter:
     """Appends batches of records; rotates files every ``records_per_file`` records."""
 
     def __init__(self, crawl_dir: str | Path, writer: str = "agent0", records_per_file: int = 200_000,
-                 on_closed: Callable[[Path], None] | None = None, elsewhere: Iterable[str] = ()) -> None:
+                 on_closed: Callable[[Path], None] | None = None, elsewhere: Iterable[str] = (),
+                 subdir: str = LINKS_SUBDIR) -> None:
         """``on_closed(path)`` is called with each file once it is complete (rotated or closed);
         ``elsewhere``: names of files of this crawl kept elsewhere (an object store's), which a new
-        file's name must not take."""
+        file's name must not take; ``subdir``: the crawl's part they go to (``links``, or
+        ``rendered`` for the records of rendered pages: actors/visit/stages/render.py)."""
         self.on_closed = on_closed
-        self.dir = Path(crawl_dir) / LINKS_SUBDIR
+        self.dir = Path(crawl_dir) / subdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.writer = writer
         self.records_per_file = records_per_file
@@ -231,7 +234,9 @@ def _unpack(chunk: bytes) -> Iterator[dict[str, Any]]:
     yield from unpacker
 
 
-def iter_link_records(crawl_dir: str | Path) -> Iterator[LinkRecord]:
-    """Every record of a crawl, file by file in name order."""
-    for path in sorted((Path(crawl_dir) / LINKS_SUBDIR).glob(f"*{SUFFIX}")):
+def iter_link_records(crawl_dir: str | Path, part: str = LINKS_SUBDIR) -> Iterator[LinkRecord]:
+    """Every record of a crawl, file by file in name order: of its fetches (``links``), or of its
+    rendered pages (``rendered``: a page's links and title as its rendered DOM has them, its ``embeds``
+    what it asked for, its ``warc`` the DOM's resource record)."""
+    for path in sorted((Path(crawl_dir) / part).glob(f"*{SUFFIX}")):
         yield from read_link_file(path)

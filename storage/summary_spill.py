@@ -2,7 +2,7 @@
 (storage/summaries.py).
 
 A spill file (``DIR/summaries/spill/<writer>-<seq>.spill.gz``) holds gzip members of msgpack maps
-{"url", "length", "terms": {term: count}} in crawl order (same framing as link records, so a torn
+{"url", "length", "terms": {term: count}[, "rendered": true]} in crawl order (same framing as link records, so a torn
 tail is dropped cleanly). Archives built per agent are merged by building from all agents' spill
 files at once. A module of its own: the crawl writes spill files and never decodes an archive, so
 its processes do not import the archive's numba decoder (~0.3 s a process).
@@ -48,8 +48,13 @@ class SpillWriter:
     def path(self) -> Path:
         return self.dir / f"{self.writer}-{self.seq:05d}{SPILL_SUFFIX}"
 
-    def add(self, url: str, length: int, counts: dict[str, int]) -> None:
-        self._pending.append({"url": url, "length": int(length), "terms": counts})
+    def add(self, url: str, length: int, counts: dict[str, int], rendered: bool = False) -> None:
+        """``rendered``: the counts are of the page as a browser rendered it (the archive build
+        prefers them to its markup's)."""
+        rec = {"url": url, "length": int(length), "terms": counts}
+        if rendered:
+            rec["rendered"] = True
+        self._pending.append(rec)
         if len(self._pending) >= self.batch:
             self.flush()
 

@@ -29,7 +29,7 @@ from raycrawl.errors import UserError
 from raycrawl.storage.cdxj import write_index
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.crawl_pages import is_page_record
-from raycrawl.storage.link_records import iter_link_records
+from raycrawl.storage.link_records import RENDERED_SUBDIR, iter_link_records
 from raycrawl.storage.warc import warc_files
 
 WACZ_VERSION = "1.1.1"
@@ -41,16 +41,22 @@ def _iso(t: float) -> str:
 
 
 def pages_jsonl(crawl_dir: Path, title: str) -> Iterator[str]:
-    """The lines of ``pages/pages.jsonl``: the header, then each page's first capture."""
+    """The lines of ``pages/pages.jsonl``: the header, then each page's first capture; a page the
+    crawl rendered in a browser says so (``rendered``; its title the rendered DOM's when its
+    markup had none)."""
     yield json.dumps({"format": "json-pages-1.0", "id": "pages", "title": title}) + "\n"
+    rendered = {rec.url: rec.title for rec in iter_link_records(crawl_dir, RENDERED_SUBDIR) if rec.error is None}
     seen: set[str] = set()
     for rec in iter_link_records(crawl_dir):
         if rec.url in seen or not is_page_record(rec):
             continue
         seen.add(rec.url)
         page = {"id": hashlib.sha1(rec.url.encode()).hexdigest()[:24], "url": rec.url, "ts": _iso(rec.time)}
-        if rec.title:
-            page["title"] = rec.title
+        shown = rendered.get(rec.url)
+        if rec.title or shown:
+            page["title"] = rec.title or shown
+        if shown is not None:
+            page["rendered"] = True
         yield json.dumps(page, ensure_ascii=False) + "\n"
 
 

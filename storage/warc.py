@@ -271,6 +271,24 @@ class WarcStore:
         f.flush()
         return self.name, offset
 
+    def write_rendered(self, url: str, dom: bytes, when: float, screenshot: bytes = b"") -> tuple[str, int]:
+        """Store the DOM of ``url`` as a browser rendered it (actors/visit/stages/render.py): a
+        ``resource`` record ``urn:dom:URL`` (as Browsertrix names its ``urn:text:``/``urn:view:``
+        records), so a replay of ``url`` still serves the response the server sent, and the
+        rendered DOM is there beside it; and a ``urn:screenshot:URL`` PNG when given. Returns
+        (file name, offset) of the DOM's record."""
+        self._open()
+        common = {"WARC-Date": warc_date(when), "WARC-Warcinfo-ID": self._warcinfo_id, "WARC-Refers-To-Target-URI": url}
+        headers = {"WARC-Target-URI": f"urn:dom:{url}", **common, "Content-Type": "text/html; charset=utf-8",
+                   "WARC-Payload-Digest": sha1_b32(dom)}
+        offset = self._emit(self._record(WarcRecordType.resource, dom, headers, http=False))
+        if screenshot:
+            self._emit(self._record(WarcRecordType.resource, screenshot, {
+                "WARC-Target-URI": f"urn:screenshot:{url}", **common, "Content-Type": "image/png",
+                "WARC-Payload-Digest": sha1_b32(screenshot)}, http=False))
+        self._file.flush()
+        return self.name, offset
+
     def sync(self) -> None:
         """Make every record written so far durable (core/durable.py): ``write`` only hands
         them to the OS, which a kill of the process survives but not a crash of the machine."""

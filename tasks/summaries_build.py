@@ -68,10 +68,13 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
 
 def _once_per_url(records) -> list[dict]:
     """One record per URL, the first fetch's: a page fetched again after a crash (it was in flight)
-    is spilled and archived twice, but it is one document of the collection."""
+    is spilled and archived twice, but it is one document of the collection. A page the crawl
+    rendered in a browser is its first rendered DOM's text (what a reader sees), not its markup's."""
     first: dict[str, dict] = {}
     for rec in records:
-        first.setdefault(rec["url"], rec)
+        old = first.get(rec["url"])
+        if old is None or (rec.get("rendered") and not old.get("rendered")):
+            first[rec["url"]] = rec
     return list(first.values())
 
 

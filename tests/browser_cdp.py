@@ -30,6 +30,7 @@ class Browser:
     def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         self.ws, self.ids = ws, itertools.count(1)
         self.events: list[dict] = []  # the protocol's events (Network.*, …) received while waiting
+        self.dismiss_dialogs = False  # alerts and confirms answered "cancel" as they open (they block scripts)
 
     async def call(self, method: str, **params) -> dict:
         i = next(self.ids)
@@ -38,6 +39,9 @@ class Browser:
             msg = await asyncio.wait_for(self.ws.receive_json(), 30)
             if "method" in msg:
                 self.events.append(msg)
+                if self.dismiss_dialogs and msg["method"] == "Page.javascriptDialogOpening":
+                    await self.ws.send_json({"id": next(self.ids), "method": "Page.handleJavaScriptDialog",
+                                             "params": {"accept": False}})
             if msg.get("id") == i:
                 if "error" in msg:
                     raise AssertionError(f"{method}: {msg['error']}")

@@ -62,3 +62,25 @@ def test_the_render_setting() -> None:
     assert by_url.wants("http://app.test/x", "") == "pattern" and by_url.wants("http://www.test/x", cra) is None
     with pytest.raises(UserError, match="neither never, always, auto"):
         RenderPolicy.parse("(")
+
+
+def test_auto_on_websims_javascript_web() -> None:
+    """``auto`` over every HTML page of a websim JavaScript web with every other kind of page too
+    (malformed markup, legacy charsets, traps, spam, copies, requisites): it renders exactly the
+    pages whose content scripts make — those websim labels ``js:``, and byte-for-byte copies of them."""
+    from raycrawl.websim.model import WebModel
+    from raycrawl.websim.render import Renderer
+
+    model = WebModel.generate(hosts=120, ips=12, seed=7, pages_per_host_mean=8, scripts=True, requisites=True)
+    web = Renderer(model, 80)
+    decided = {True: 0, False: 0}
+    for host in model.hosts:
+        for page in host.pages.values():
+            resp = web.response(host, page)
+            if page.kind != "html" or resp.status != 200 or not resp.body:
+                continue
+            src = model.by_name[page.copy_of[0]].pages[page.copy_of[1]] if "same_bytes" in page.labels else page
+            scripted = any(label.startswith("js:") for label in src.labels)
+            assert (needs_scripts(resp.body) is not None) == scripted, (host.name, page.path, page.labels)
+            decided[scripted] += 1
+    assert decided[True] > 100 and decided[False] > 300

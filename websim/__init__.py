@@ -36,15 +36,16 @@ class Websim:
                  pages_per_host_mean: float = 25.0, port: int = 0, slow_delay: float | None = None,
                  prerender: bool = False, start_timeout: float = 120.0, clean: bool = False,
                  change_rates: bool = False, https_hosts: int = 0, requisites: bool = False,
-                 net: str = "127.0", wrap: list[str] = ()) -> None:
+                 net: str = "127.0", wrap: list[str] = (), scripts: bool = False) -> None:
         """``https_hosts``: that many popular hosts answer https too (websim.server); ``requisites``:
-        pages need images, stylesheets, scripts and a font (WebModel._add_requisites); ``net``: the
+        pages need images, stylesheets, scripts and a font (WebModel._add_requisites); ``scripts``: a
+        JavaScript web (WebModel._add_scripts); ``net``: the
         /16 it serves on (``--net``); ``wrap``: a command the server runs under (``ip netns exec
         NAME``, which execs it: the process stays the server's)."""
         self.params = {"hosts": hosts, "ips": ips, "seed": seed, "epoch": epoch,
                        "pages_per_host_mean": pages_per_host_mean, "port": port, "slow_delay": slow_delay,
                        "prerender": prerender, "clean": clean, "change_rates": change_rates,
-                       "https_hosts": https_hosts, "requisites": requisites, "net": net}
+                       "https_hosts": https_hosts, "requisites": requisites, "net": net, "scripts": scripts}
         self.wrap = list(wrap)
         self.out_dir = Path(out_dir)
         self.start_timeout = start_timeout
@@ -73,6 +74,8 @@ class Websim:
             cmd.append("--change-rates")
         if p["requisites"]:
             cmd.append("--requisites")
+        if p["scripts"]:
+            cmd.append("--scripts")
         if p["https_hosts"]:
             cmd += ["--https", str(p["https_hosts"])]
         if p["slow_delay"] is not None:

@@ -44,7 +44,7 @@ from raycrawl.websim.robots import USER_AGENT, Rules, allowed
 
 _CTYPE = {"html": "text/html", "pdf": "application/pdf", "png": "image/png", "binary": "text/html",
           "redirect": "text/html", "error": "text/html", "oversized": "text/html", "bomb": "text/html",
-          "css": "text/css", "js": "text/javascript", "font": "font/woff"}
+          "css": "text/css", "js": "text/javascript", "font": "font/woff", "json": "application/json"}
 
 
 def trap_info(model: WebModel, host_name: str) -> dict | None:
@@ -75,7 +75,7 @@ def build_records(model: WebModel, renderer: Renderer, dns: tuple[str, int] | No
     records: list[dict] = [{
         "type": "meta", "hosts": model.n_hosts, "ips": model.n_ips, "seed": model.seed, "epoch": model.epoch,
         "port": renderer.port, "pages_per_host_mean": model.pages_per_host_mean, "clean": model.clean,
-        "change_rates": model.change_rates, "requisites": model.requisites,
+        "change_rates": model.change_rates, "requisites": model.requisites, "scripts": model.scripts,
         "seeds": [url(h, p) for h, p in model.seeds()], "user_agent": USER_AGENT,
         "topics": [model.vocab.topic_name(t) for t in range(model.vocab.topics)],
         "popular_terms": list(model.vocab.popular_terms), "nxdomain_hosts": model.nxdomain_hosts,

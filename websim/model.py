@@ -62,6 +62,8 @@ CHARSETS = ("iso-8859-1", "windows-1251", "shift_jis")
 #: The non-ASCII query word of a legacy-encoded page's /find link, per charset.
 LEGACY_QUERY_WORDS = {"iso-8859-1": "café", "windows-1251": "привет", "shift_jis": "東京"}
 SESSION_PARAM = "sid"
+#: How a JavaScript web's script-made pages make their content (WebModel._add_scripts).
+SCRIPT_KINDS = ("inline", "fetch", "lazy", "infinite", "pushstate", "throws", "alerts")
 CALENDAR_ENTRY = "/calendar/2026/01/"
 
 
@@ -70,7 +72,7 @@ class Page:
     """One URL of a host. ``links`` are (host name, path) targets, unique, in document order."""
 
     path: str
-    kind: str = "html"      # html | pdf | png | binary | redirect | error | reset | oversized | bomb | cut | css | js | font
+    kind: str = "html"      # html | pdf | png | binary | redirect | error | reset | oversized | bomb | cut | css | js | font | json
     topic: int = 0
     status: int = 200
     links: list[tuple[str, str]] = field(default_factory=list)
@@ -170,30 +172,35 @@ class WebModel:
         self.clean = False
         self.change_rates = False
         self.requisites = False
+        self.scripts = False
         self.net = LOOPBACK_NET
 
     # ------------------------------------------------------------------ public
     @classmethod
     def generate(cls, hosts: int = 1000, ips: int = 100, seed: int = 7, epoch: int = 0,
                  pages_per_host_mean: float = 25.0, clean: bool = False, change_rates: bool = False,
-                 requisites: bool = False, net: str = LOOPBACK_NET) -> WebModel:
+                 requisites: bool = False, net: str = LOOPBACK_NET, scripts: bool = False) -> WebModel:
         """The web for these parameters (same arguments, same web). ``clean``: a web for measuring
         throughput — plain hosts only (no traps, faults, spam or mirrors), robots.txt allowing
         everything with no Crawl-delay, no special resources and no browser cases.
         ``change_rates``: each page changes with a chance per epoch of its own (module doc).
         ``requisites``: pages need images, stylesheets, scripts and a font to be shown
         (:meth:`_add_requisites`); the rest of the web is the same as without. ``net``: the /16 its
-        addresses come from (:func:`ip_address`); the pages are the same on every one."""
+        addresses come from (:func:`ip_address`); the pages are the same on every one.
+        ``scripts``: a JavaScript web — some pages' content and links are made by scripts
+        (:meth:`_add_scripts`)."""
         if hosts < 1 or ips < 1 or epoch < 0 or pages_per_host_mean < 1:
             raise ValueError("hosts, ips and pages_per_host_mean must be >= 1 and epoch >= 0")
         if ips > 254 * 254:
             raise ValueError("at most 64516 loopback addresses")
         model = cls(hosts, ips, seed, epoch, pages_per_host_mean, build_vocabulary(seed))
-        model.clean, model.change_rates, model.requisites = clean, change_rates, requisites
+        model.clean, model.change_rates, model.requisites, model.scripts = clean, change_rates, requisites, scripts
         model.net = check_net(net)
         model._build()
         if requisites:
             model._add_requisites()
+        if scripts:
+            model._add_scripts()
         if change_rates:
             for host in model.hosts:
                 for page in host.pages.values():
@@ -671,6 +678,52 @@ class WebModel:
                     page.embeds.append((host.name, figure))
             for path, page in own.items():
                 host.pages.setdefault(path, page)
+
+    def _add_scripts(self) -> None:
+        """A JavaScript web (issue 52): on plain hosts about a third of the HTML pages are served as
+        an empty application root that scripts fill with the page's content — its text and links,
+        which the markup sent does not have (labels ``js:KIND``, websim.render):
+
+        * ``inline``: an inline script writes the content;
+        * ``fetch``: a script loads it with ``fetch()`` from a JSON endpoint (``/api/contentN.json``,
+          kind ``json``), which the page's markup does not name;
+        * ``lazy``: written at once, and an image (``/static/lazyN.png``) loads when scrolled to;
+        * ``infinite``: the first links at once, the others appended as the reader scrolls;
+        * ``pushstate``: a client-side route (``history.pushState``) before the content;
+        * ``throws``: a script writes the content, then throws;
+        * ``alerts``: an alert and a confirm before the content.
+
+        And per 100 hosts one page that never stops loading (``js:hangs``) and one that exhausts
+        the browser's memory (``js:eats``), leaves with no links (``/js/hangsN.html``,
+        ``/js/eatsN.html``). Drawn from their own random stream: the rest of the web is unchanged."""
+        rng = self._rng("scripts")
+        plain = [h for h in self.hosts if h.role == "plain" and h.robots not in ("error_5xx", "agent_excluded")]
+        if not plain:
+            return
+        n = 0
+        for host in plain:
+            for page in list(host.pages.values()):
+                if (page.kind != "html" or page.copy_of or page.edit_of or page.charset != "utf-8" or page.labels
+                        or host.mirror_of or rng.random() >= 1 / 3):
+                    continue
+                kind = SCRIPT_KINDS[n % len(SCRIPT_KINDS)]
+                page.labels.append(f"js:{kind}")
+                if kind == "fetch":
+                    path = f"/api/content{n}.json"
+                    host.pages[path] = Page(path, kind="json", topic=host.topic, parent=page.path,
+                                            labels=[f"content_of:{page.path}"])
+                elif kind == "lazy":
+                    path = f"/static/lazy{n}.png"
+                    host.pages[path] = Page(path, kind="png", topic=host.topic, parent=page.path)
+                n += 1
+        for k in range(max(1, round(self.n_hosts / 100))):
+            for kind in ("hangs", "eats"):
+                host = rng.choice(plain)
+                src = rng.choice([p for p, pg in host.pages.items() if pg.kind == "html" and not pg.copy_of])
+                path = f"/js/{kind}{k}.html"
+                if path not in host.pages:
+                    host.pages[path] = Page(path, topic=host.topic, paras=[0], parent=src, labels=[f"js:{kind}"])
+                    host.pages[src].links.append((host.name, path))
 
     def _finalize(self) -> None:
         """Copies and mirrors follow their source's links as of this epoch (so exact copies stay exact)."""

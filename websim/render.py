@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import random
 import struct
 import zlib
@@ -311,6 +312,43 @@ class Renderer:
             parts.append("</body></html>")
         return "\n".join(parts) if variant != 2 else "".join(parts)
 
+    def scripted(self, host: Host, page: Page, kind: str) -> str:
+        """A page of a JavaScript web (WebModel._add_scripts) as served: its head as :meth:`html`
+        writes it, and a body that is an empty application root which scripts fill with what
+        :meth:`html` would have put there (so the rendered DOM's text and links are the page's)."""
+        if kind in ("hangs", "eats"):
+            loop = "for (;;) {}" if kind == "hangs" else "const hoard = []; for (;;) hoard.push(new Array(1e6).fill(Math.random()));"
+            return f'<!DOCTYPE html><html><head><title>{kind}</title></head><body><div id="root"></div><script>{loop}</script></body></html>'
+        head, _, rest = self.html(host, page).partition("<body>")
+        content = json.dumps(rest.rsplit("</body>", 1)[0]).replace("</", "<\\/")
+        fill = f'const root = document.getElementById("root"); root.innerHTML = {content};'
+        after = ""
+        match kind:
+            case "fetch":
+                api = next(p for p in host.pages.values() if f"content_of:{page.path}" in p.labels)
+                fill = (f'fetch("{api.path}").then(r => r.json()).then(d => {{ '
+                        'document.getElementById("root").innerHTML = d.html; });')
+            case "lazy":
+                img = next(p for p in host.pages if p.startswith("/static/lazy") and host.pages[p].parent == page.path)
+                after = (f'<div style="height:2400px"></div><img id="lazy" alt="" data-src="{img}">'
+                         '<script>addEventListener("scroll", () => { const i = document.getElementById("lazy"); '
+                         'if (!i.getAttribute("src") && scrollY > 0) i.src = i.dataset.src; });</script>')
+            case "infinite":
+                fill += ('const rest = [...root.querySelectorAll("li")].slice(2).map(li => [li.parentNode, li]);'
+                         'rest.forEach(([, li]) => li.remove()); const step = Math.max(2, Math.ceil(rest.length / 8));'
+                         'addEventListener("scroll", () => { for (let k = 0; k < step && rest.length; k++) {'
+                         ' const [ul, li] = rest.shift(); ul.appendChild(li); }'
+                         ' if (rest.length) document.getElementById("more").style.height = (innerHeight + scrollY + 1200) + "px";'
+                         ' else document.getElementById("more").remove(); });')
+                after = '<div id="more" style="height:2400px"></div>'
+            case "pushstate":
+                fill = f'history.pushState({{}}, "", location.pathname + "?view=app"); {fill}'
+            case "throws":
+                fill += " null.boom();"
+            case "alerts":
+                fill = f'alert("welcome"); confirm("accept cookies?"); {fill}'
+        return f'{head}<body><div id="root"></div><script>{fill}</script>{after}</body></html>'
+
     def stylesheet(self, page: Page) -> str:
         """A stylesheet's text: an ``@import`` of each stylesheet it names, a background image, a
         font face its text uses (so a browser fetches each)."""
@@ -358,7 +396,8 @@ class Renderer:
             return self.response(src_host, src_host.pages[page.copy_of[1]], sid)
         match page.kind:
             case "html":
-                text = self.html(host, page, sid)
+                script = next((lab[3:] for lab in page.labels if lab.startswith("js:")), None)
+                text = self.html(host, page, sid) if script is None else self.scripted(host, page, script)
                 if page.charset == "utf-8":
                     ctype, body = "text/html; charset=utf-8", text.encode()
                 else:
@@ -405,6 +444,10 @@ class Renderer:
                 return Response(200, "text/javascript", f"/* {host.name}{page.path} */ window.loaded = true;\n".encode())
             case "font":
                 return Response(200, "font/woff", b"wOFF" + hashlib.sha1(page.path.encode()).digest())
+            case "json":  # a script-made page's content (WebModel._add_scripts)
+                src = host.pages[next(lab for lab in page.labels if lab.startswith("content_of:"))[11:]]
+                body = self.html(host, src).partition("<body>")[2].rsplit("</body>", 1)[0]
+                return Response(200, "application/json", json.dumps({"html": body}).encode())
         raise AssertionError(f"unknown page kind {page.kind}")
 
     def robots(self, host: Host) -> Response:

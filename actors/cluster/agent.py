@@ -172,6 +172,7 @@ class Agent:
             except ray.exceptions.RayActorError as exc:
                 self._recover_fetchers(exc)
                 continue
+            outcomes += self.stages.outcomes()  # (a page's render)
             if outcomes:
                 committer.process(outcomes)
             else:
@@ -210,7 +211,7 @@ class Agent:
                 self._sample(counts)
             if self.progress is not None and self.progress.due():
                 self.progress.show_crawl(self.f.counts(), self.f.stats(), statuses, self.run_pages / max(1e-9, time.time() - t0))
-            idle = all(st["idle"] for st in statuses)
+            idle = all(st["idle"] for st in statuses) and not self.stages.busy()
             if idle and committer.held:  # (without a shared OUT) its batches wait for the object store
                 committer.ship(force=budget_spent or self.f.front_size() == 0)
             if idle and budget_spent:

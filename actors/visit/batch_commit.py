@@ -102,12 +102,18 @@ class BatchCommitter:
         to_parse = [o.fr for o in pages if o.fr.error is None and 200 <= o.fr.status < 300
                     and (stages.parses(o.fr) or is_sitemap(o.fr.ctype, o.fr.body))]
         parsing = crew.worker.parse.remote(to_parse, stages.parser_works()) if to_parse else None
+        # Rendered DOMs: parsed for their links and text, apart (no stage's parser work: they are
+        # not fetches, and no duplicate of anything).
+        doms = [o.fr for o in outcomes if o.kind == VisitKind.RENDER and o.render.final]
+        rendering = crew.worker.parse.remote(doms, {}) if doms else None
         self.finish()
         found = Findings(parsed_urls=[fr.url for fr in to_parse], fetched={fr.url: fr for fr in to_parse})
         results = []
         if parsing is not None:
             results, found.extras = ray.get(parsing)
         found.parsed = dict(zip(found.parsed_urls, results, strict=True))
+        if rendering is not None:
+            found.rendered = dict(zip([fr.url for fr in doms], ray.get(rendering)[0], strict=True))
         # Each payload's SHA-1 once: the duplicates, the link records and the revisit decision read it.
         found.sha1s = {o.fr.url: sha1_b32(o.fr.body) for o in pages if o.fr.status > 0 and o.fr.status != 304}
         stages.find(found)
@@ -116,7 +122,7 @@ class BatchCommitter:
         refs = [crew.worker.write_batch.remote(decision.items, decision.summarise)]
         latencies = [o.fr.ended - o.fr.started for o in pages if o.fr.status]
         delivered = self.router.deliver(crew.sieve, decision.follow, decision.levels)
-        self.written = Written(refs, [o.key for o in outcomes], decision.counters, decision.follow, decision.levels,
+        self.written = Written(refs, [o.key for o in outcomes if o.key], decision.counters, decision.follow, decision.levels,
                                latencies, delivered)
 
     def finish(self) -> None:

@@ -36,6 +36,8 @@ BUILT_IN: dict[str, tuple[int, str]] = {  # name → (position, module:Class)
     "exact-dup": (850, f"{_HERE}.exact_duplicates:ExactDuplicates"),
     "near-dup": (900, f"{_HERE}.near_duplicates:NearDuplicates"),
     "summaries": (950, f"{_HERE}.summaries:Summaries"),
+    # Last: it judges a requisite only once every other stage let it through (it awaits what will be fetched).
+    "render": (990, f"{_HERE}.render:Render"),
 }
 EXTRA_AT = 10_000  # where ``extra_stages`` go: after every stage of the table
 

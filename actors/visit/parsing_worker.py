@@ -71,12 +71,12 @@ class ParsingWorker:
         ``summarise`` names (URLs of items); both durable on return."""
         stored = self.store.write_batch(items)
         if self.summaries is not None:
-            fetched = {it.fr.url: (it.fr, self.words.pop((it.fr.url, it.fr.ended), None)) for it in items}
+            fetched = {it.fr.url: (it.fr, self.words.pop((it.fr.url, it.fr.ended), None), it.rendered) for it in items}
             for url in summarise or ():
-                fr, words = fetched[url]
+                fr, words, rendered = fetched[url]
                 if words is None:  # (a page not parsed, or parsed before a restart of this worker)
                     words = tokens(page_text(fr.body, fr.charset))
-                self.summaries.add_counts(url, *counts_of_tokens(words))
+                self.summaries.add_counts(url, *counts_of_tokens(words), rendered=rendered)
             if summarise:
                 self.summaries.flush()
         return stored

@@ -61,6 +61,8 @@ class Rendered:
     """Those not in ``resources``: aborted, for the crawl to fetch before rendering again."""
     error: str | None = None
     """None, ``timeout`` or ``crashed`` (what there was of the DOM is kept)."""
+    screenshot: bytes = b""
+    """A PNG of the viewport once settled, when the renderer takes them."""
     seconds: float = 0.0
 
 
@@ -112,11 +114,11 @@ class Renderer:
 
     def __init__(self, executable: str | None = None, *, timeout: float = 15.0, settle: float = 0.3,
                  max_scrolls: int = 20, renders_per_browser: int = 200, max_rss_mb: float = 1500.0,
-                 js_heap_mb: int | None = None, user_agent: str | None = None) -> None:
+                 js_heap_mb: int | None = None, user_agent: str | None = None, screenshot: bool = False) -> None:
         self.executable = find_browser(executable)
         self.timeout, self.settle, self.max_scrolls = timeout, settle, max_scrolls
         self.renders_per_browser, self.max_rss_mb = renders_per_browser, max_rss_mb
-        self.js_heap_mb, self.user_agent = js_heap_mb, user_agent
+        self.js_heap_mb, self.user_agent, self.screenshot = js_heap_mb, user_agent, screenshot
         self._pw = None
         self._browser = None
         self._context = None
@@ -237,6 +239,9 @@ class Renderer:
             out.text = await page.evaluate("document.body ? document.body.innerText : ''")
             links = await page.eval_on_selector_all("a[href], area[href]", "els => els.map(e => e.href)")
             out.links = list(dict.fromkeys(u for u in links if u.startswith(("http://", "https://"))))
+            if self.screenshot:
+                await page.evaluate("window.scrollTo(0, 0)")
+                out.screenshot = await page.screenshot(type="png")
 
         work = asyncio.ensure_future(behave())
         try:

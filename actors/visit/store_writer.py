@@ -26,7 +26,7 @@ from pathlib import Path
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
 from raycrawl.storage.crawl_dir import layout
-from raycrawl.storage.link_records import LinkRecord, LinkRecordWriter
+from raycrawl.storage.link_records import RENDERED_SUBDIR, LinkRecord, LinkRecordWriter
 from raycrawl.storage.out_store import Shipper
 from raycrawl.storage.warc import Revisit, WarcStore, warc_info
 
@@ -43,6 +43,11 @@ class StoreItem:
     fr: FetchResult
     revisit_of: Revisit | None = None
     record: LinkRecord | None = None
+    rendered: bool = False
+    """``fr`` is a page as a browser rendered it (its body the DOM): a WARC resource record
+    ``urn:dom:URL``, its record among the rendered ones (actors/visit/stages/render.py)."""
+    screenshot: bytes = b""
+    """The rendered page's screenshot (PNG), if one was taken."""
 
 @dataclass(frozen=True)
 class Stored:
@@ -70,6 +75,8 @@ class StoreWriter:
                               info=info, on_closed=closed)
         stored = [k.rsplit("/", 1)[-1] for k in self.shipper.store.listing("links/")] if self.shipper else []
         self.links = LinkRecordWriter(crawl_dir, writer, on_closed=closed, elsewhere=stored)
+        shown = [k.rsplit("/", 1)[-1] for k in self.shipper.store.listing(f"{RENDERED_SUBDIR}/")] if self.shipper else []
+        self.rendered = LinkRecordWriter(crawl_dir, writer, on_closed=closed, elsewhere=shown, subdir=RENDERED_SUBDIR)
         self.ship_seconds = ship_seconds if self.shipper is not None else 0.0
         self.piece = 1  # the piece being written
         self.piece_files: list[Callable[[], None]] = []  # other writers' files of a piece: each completes its own
@@ -85,6 +92,7 @@ class StoreWriter:
         """Close the piece's files; they go to the store, the piece counted shipped after them."""
         self.warc.close()
         self.links.close()
+        self.rendered.close()
         for complete in self.piece_files:
             complete()
         self.shipper.piece_done(self.piece)
@@ -112,9 +120,13 @@ class StoreWriter:
                 self._end_piece()
             if self.piece_began is None:
                 self.piece_began = now
-        records = []
+        records, rendered = [], []
         for item in items:
             fr, revisit_of, record = item.fr, item.revisit_of, item.record
+            if item.rendered and record is not None:
+                record.warc = self.warc.write_rendered(fr.url, fr.body, fr.ended, item.screenshot)
+                rendered.append(record)
+                continue
             pos = None
             if fr.status > 0:
                 dup = (record.dup_of, record.dup_kind) if record is not None and record.dup_of else None
@@ -124,6 +136,7 @@ class StoreWriter:
                 records.append(record)
         self.warc.sync()
         self.links.write_batch(records)
+        self.rendered.write_batch(rendered)
         if not self.ship_seconds:
             return Stored()
         return Stored(self.piece, self.shipper.shipped)
@@ -131,5 +144,6 @@ class StoreWriter:
     def close(self) -> None:
         self.warc.close()
         self.links.close()
+        self.rendered.close()
         if self.shipper is not None:
             self.shipper.close()

@@ -58,9 +58,10 @@ class SummaryWriter:
         """Count the terms of one page's visible text; returns its number of distinct terms."""
         return self.add_counts(url, *document_counts(visible))
 
-    def add_counts(self, url: str, length: int, counts: dict[str, int]) -> int:
-        """A page's :func:`document_counts`, counted already; returns its number of distinct terms."""
-        self.spill.add(url, length, counts)
+    def add_counts(self, url: str, length: int, counts: dict[str, int], rendered: bool = False) -> int:
+        """A page's :func:`document_counts`, counted already (``rendered``: of its rendered DOM);
+        returns its number of distinct terms."""
+        self.spill.add(url, length, counts, rendered)
         self.pages += 1
         return len(counts)
 

@@ -61,6 +61,28 @@ def page_record(o: Outcome, sha1s: dict[str, str]) -> LinkRecord:
         sha1=(sha1s.get(fr.url) or sha1_b32(fr.body)) if fr.status > 0 and fr.status != 304 else None)
 
 
+def _render(o: Outcome, found: Findings, d: BatchDecision) -> list[tuple[str, int]]:
+    """A render of a page (actors/visit/stages/render.py): counted; the last one's DOM and record
+    stored, its links followed (the DOM's parse: links made by scripts among them)."""
+    fr, r = o.fr, o.render
+    d.counters["render:renders"] += 1
+    if r.rendered.error:
+        d.counters[f"render:{r.rendered.error}"] += 1
+    if not r.final:
+        return []
+    pr = found.rendered.get(fr.url)
+    rec = LinkRecord(url=fr.url, status=200, ctype="text/html", time=fr.ended, started=fr.started,
+                     size=len(fr.body), links=pr.links if pr is not None else [],
+                     embeds=list(r.rendered.requested), title=pr.title if pr is not None else "",
+                     digest=pr.digest if pr is not None else None, level=o.level,
+                     error=f"render-{r.rendered.error}" if r.rendered.error else None)
+    d.counters["rendered"] += 1
+    d.items.append(StoreItem(fr, None, rec, rendered=True, screenshot=r.rendered.screenshot))
+    if r.summarise and pr is not None and not r.rendered.error:
+        d.summarise.append(fr.url)
+    return [(u, o.level) for u in rec.links]
+
+
 def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDecision:
     """The decision over ``outcomes`` given what was found in the batch (parse results by URL,
     duplicates, payload digests) and the crawl's stages (actors/visit/visit_stage.py), which observe each
@@ -80,6 +102,11 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
             counters["bytes"] += len(fr.body)
             d.items.append(StoreItem(fr))
             links += [(u, 0) for u in stages.robots(fr, counters)]
+            continue
+        if o.kind == VisitKind.RENDER:
+            links += _render(o, found, d)
+            # What the page asked for and the archive lacked: its requisites, as its markup's are.
+            embeds += [(u, 0, fr.url, False) for u in o.render.asks]
             continue
         pr = found.parsed.get(fr.url)
         rec = page_record(o, found.sha1s)

@@ -21,6 +21,8 @@ The hooks, in the order a batch meets them:
    level, its link record's fields and count in the batch's counters;
 5. :meth:`~VisitStage.judge` — each link and redirect target, in order: a reason not to follow it;
 6. :meth:`~VisitStage.settle` — after the batch's decision, to publish what the stage learned;
+   :meth:`~VisitStage.outcomes` — visits of the stage's own making (a page's render) for the next
+   batch, and :meth:`~VisitStage.busy` — the crawl is not idle while a stage has work under way;
 7. :meth:`~VisitStage.finish` — when the agent's run ends (its crew still running);
 8. :meth:`~VisitStage.close` — when the agent's crew ends.
 """
@@ -39,6 +41,7 @@ from raycrawl.storage.warc import Revisit
 
 if TYPE_CHECKING:
     from raycrawl.actors.visit.parser import ParseResult
+    from raycrawl.actors.visit.renderer import Rendered
     from raycrawl.settings import Settings
     from raycrawl.storage.redis_frontier import RedisFrontier
 
@@ -58,6 +61,23 @@ class Outcome:
     prior: Capture | None = None
     """A revisited page's last capture: the fetch was a conditional GET, and an unchanged answer
     is a WARC revisit of that capture."""
+    render: RenderRound | None = None
+    """A render of the page (``kind`` RENDER): what the browser made of it."""
+
+
+@dataclass
+class RenderRound:
+    """One render of a page (actors/visit/stages/render.py): what the browser made of it, what it
+    asked for that the archive lacked and the crawl has not tried yet (``asks``: fetched as the
+    page's requisites, then the page is rendered again), and whether this is its last render
+    (``final``: its DOM and links are stored)."""
+
+    rendered: Rendered
+    asks: list[str]
+    final: bool
+    round: int
+    summarise: bool = False
+    """The final render's text goes to the summaries (``summaries_at_crawl``) in place of the markup's."""
 
 
 @dataclass
@@ -107,6 +127,8 @@ class Findings:
     """URL → exchange, for every page parsed."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Stage name → what its :meth:`VisitStage.parser_work` made of the batch in the parser."""
+    rendered: dict[str, ParseResult] = field(default_factory=dict)
+    """URL → the parse of its rendered DOM, for the batch's final renders."""
 
 
 @dataclass
@@ -166,6 +188,14 @@ class VisitStage:
     def settle(self) -> None:
         pass
 
+    def outcomes(self) -> list[Outcome]:
+        """Visits the stage made of its own (a page's render), carried out with the next batch."""
+        return []
+
+    def busy(self) -> bool:
+        """Work under way that may still yield outcomes or links: the crawl is not idle while it is."""
+        return False
+
     def finish(self) -> None:
         pass
 
@@ -211,6 +241,12 @@ class Stages:
     def settle(self) -> None:
         for st in self.stages:
             st.settle()
+
+    def outcomes(self) -> list[Outcome]:
+        return [o for st in self.stages for o in st.outcomes()]
+
+    def busy(self) -> bool:
+        return any(st.busy() for st in self.stages)
 
     def finish(self) -> None:
         for st in self.stages:

@@ -36,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="pages need what real pages need to be shown: each host's stylesheet (with an @import, "
                         "a background image), script and logo (with a 2x srcset), content images, and a "
                         "library and web font from a shared CDN host (the manifest's embeds)")
+    s.add_argument("--scripts", action="store_true",
+                   help="a JavaScript web: a third of the plain hosts' pages get their content and links from "
+                        "scripts (inline, fetch() from a JSON endpoint, a lazy image, an infinite list, pushState, "
+                        "a script that throws, alerts), and a page that never loads and one that exhausts the "
+                        "browser's memory (the manifest's js: labels)")
     s.add_argument("--https", type=int, default=0, metavar="N",
                    help="serve the N most popular plain hosts on https too (a second port, a self-signed "
                         "certificate), with about half the links to them under https (default 0)")
@@ -79,7 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--port/--dns-port must be in 0..65535")
     try:
         model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
-                                  args.change_rates, args.requisites, args.net)
+                                  args.change_rates, args.requisites, args.net, args.scripts)
     except ValueError as exc:  # (the other arguments were checked above)
         raise UserError(f"--net: {exc}") from None
 

@@ -1,0 +1,250 @@
+"""Rendering as a stage: pages whose content scripts make are rendered in headless Chromium, and
+every request the browser makes goes through the crawl (issue 52).
+
+The browser has no network of its own (actors/visit/renderer.py): each of its requests is answered
+from what the crawl archived. A page the ``render`` setting picks (policies/render_policy.py) waits
+until its requisites — which the crawl fetches as it fetches every requisite: robots.txt, scope,
+operator rules, host and IP politeness, the allowed networks, the WARC — have been archived, then
+it is rendered in the agent's render actor (actors/visit/render_actor.py). What the render asked for
+and the archive lacked (a ``fetch()`` call, a lazy image, a script's script) is queued as the page's
+requisites through the same judges; once they are archived the page is rendered again, until it
+asks for nothing new or ``render_rounds`` is reached. The last render's DOM is stored (a WARC
+``resource`` record ``urn:dom:URL``), its links are followed, and its record (links and title of
+the rendered DOM, the requests it made) goes to the crawl's ``rendered/`` records.
+
+The stage runs last in the chain (its judge of a requisite sees only what every other stage let
+through: that is what will be fetched). Its responses come from the visits it observes: a
+requisite of a waiting page is kept for it when its visit is carried out; responses are also kept
+in a cache bounded by ``render_cache_mb`` (a site's scripts and stylesheets, which every page asks
+for and the crawl fetches once). A requisite that never comes back (the sieve had seen it and the
+cache no longer holds it; another agent's host) is waited for ``render_wait`` seconds, then the
+page is rendered with what there is. Waiting pages live in the agent's memory: an agent that dies
+loses their renders (their pages are archived as fetched).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from raycrawl.actors.visit.renderer import Rendered, Resource
+from raycrawl.actors.visit.visit_stage import Outcome, PageVisit, RenderRound, StageContext, VisitStage
+from raycrawl.exchange import FetchResult, VisitKind
+from raycrawl.policies.render_policy import RenderPolicy
+
+if TYPE_CHECKING:
+    from raycrawl.settings import Settings
+
+log = logging.getLogger(__name__)
+
+IN_FLIGHT = 2  # renders handed to the render actor at once: one rendering, one ready behind it
+HTML = ("text/html", "application/xhtml+xml")
+HOP_BY_HOP = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
+
+
+def resource_of(fr: FetchResult) -> Resource:
+    """What the archive answers the browser for ``fr``: its status, headers (the body is decoded,
+    so no encoding or length of the wire's) and body."""
+    return Resource(fr.status, {k: v for k, v in fr.headers.items() if k not in HOP_BY_HOP}, fr.body)
+
+
+class ResourceCache:
+    """Recently archived responses, least recently used first out, bounded in bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.bytes = max_bytes, 0
+        self.items: OrderedDict[str, Resource] = OrderedDict()
+
+    def get(self, url: str) -> Resource | None:
+        found = self.items.get(url)
+        if found is not None:
+            self.items.move_to_end(url)
+        return found
+
+    def put(self, url: str, res: Resource) -> None:
+        if len(res.body) > self.max_bytes // 8:
+            return
+        old = self.items.pop(url, None)
+        if old is not None:
+            self.bytes -= len(old.body)
+        self.items[url] = res
+        self.bytes += len(res.body)
+        while self.bytes > self.max_bytes:
+            _, gone = self.items.popitem(last=False)
+            self.bytes -= len(gone.body)
+
+
+@dataclass
+class Waiting:
+    """A page to render: the responses it will be answered with, what it still waits for."""
+
+    url: str
+    level: int
+    resources: dict[str, Resource]
+    since: float
+    round: int = 1
+    awaited: set[str] = field(default_factory=set)
+    tried: set[str] = field(default_factory=set)
+    """What its earlier renders asked for (fetched, or tried)."""
+    ref: Any = None
+    """The render under way (a Ray ObjectRef), if any."""
+
+
+class Render(VisitStage):
+    """``render``: pages rendered in a browser whose every request goes through the crawl (module doc)."""
+
+    name = "render"
+
+    def __init__(self, settings: Settings, actor: Any = None) -> None:
+        self.policy = RenderPolicy.parse(settings.render)
+        self.settings = settings
+        self.rounds, self.wait, self.backlog = settings.render_rounds, settings.render_wait, settings.render_backlog
+        self.cache = ResourceCache(settings.render_cache_mb << 20)
+        self.waiting: dict[str, Waiting] = {}
+        self.waiters: dict[str, set[str]] = {}  # requisite URL → pages waiting for it
+        self.ready: deque[str] = deque()
+        self.again: list[str] = []  # pages rendered again once the batch carrying their asks is decided
+        self.rendering: dict[Any, str] = {}  # ObjectRef → page
+        self.actor = actor
+        self.next_sweep = 0.0
+
+    @classmethod
+    def build(cls, settings: Settings, ctx: StageContext) -> Render | None:
+        return None if settings.render == "never" else cls(settings)
+
+    # --- what the crawl fetched ----------------------------------------------------------------
+    def observe(self, visit: PageVisit) -> None:
+        fr = visit.fr
+        res = resource_of(fr) if fr.status > 0 else None
+        if res is not None:
+            self.cache.put(fr.url, res)
+        for page in self.waiters.pop(fr.url, ()):
+            w = self.waiting.get(page)
+            if w is not None:
+                if res is not None:
+                    w.resources[fr.url] = res
+                w.awaited.discard(fr.url)
+                if not w.awaited and w.ref is None:
+                    self.ready.append(page)
+        if (visit.parsed is None or fr.ctype not in HTML or not 200 <= fr.status < 300 or fr.url in self.waiting
+                or visit.record.dup_of):
+            return
+        why = self.policy.wants(fr.url, fr.body)
+        if why is None:
+            return
+        if len(self.waiting) >= self.backlog:
+            visit.counters["render:backlog"] += 1
+            return
+        visit.counters[f"render:{why}"] += 1
+        self.waiting[fr.url] = Waiting(fr.url, visit.record.level, {fr.url: res}, time.monotonic())
+        self.ready.append(fr.url)  # (rendered once its requisites, judged next, have come)
+
+    def judge_requisite(self, url: str, host: str, parent: str, sheet: bool) -> str | None:
+        w = self.waiting.get(parent)
+        if w is not None and w.ref is None and url not in w.resources:
+            found = self.cache.get(url)
+            if found is not None:
+                w.resources[url] = found
+            else:
+                w.awaited.add(url)
+                self.waiters.setdefault(url, set()).add(parent)
+        return None
+
+    def settle(self) -> None:
+        self.ready.extend(self.again)
+        self.again.clear()
+
+    # --- renders --------------------------------------------------------------------------------
+    def _actor(self) -> Any:
+        if self.actor is None:
+            import ray
+
+            from raycrawl.actors.visit import render_actor
+
+            here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+                ray.get_runtime_context().get_node_id(), soft=False)
+            self.actor = render_actor.actor_class().options(scheduling_strategy=here).remote(self.settings)
+        return self.actor
+
+    def outcomes(self) -> list[Outcome]:
+        """The renders that ended (as visits to carry out), after handing the render actor the
+        pages that are ready."""
+        out = self._collect()
+        now = time.monotonic()
+        if now >= self.next_sweep:  # pages whose requisites did not all come: rendered with what did
+            self.next_sweep = now + 1.0
+            for w in self.waiting.values():
+                if w.awaited and w.ref is None and now - w.since >= self.wait:
+                    self._forget_awaited(w)
+                    self.ready.append(w.url)
+        while self.ready and len(self.rendering) < IN_FLIGHT:
+            w = self.waiting.get(self.ready.popleft())
+            if w is None or w.ref is not None or w.awaited:
+                continue
+            w.ref = self._actor().render.remote(w.url, w.resources)
+            self.rendering[w.ref] = w.url
+        return out
+
+    def _collect(self) -> list[Outcome]:
+        import ray
+
+        if not self.rendering:
+            return []
+        done, _ = ray.wait(list(self.rendering), num_returns=len(self.rendering), timeout=0)
+        out = []
+        for ref in done:
+            page = self.rendering.pop(ref)
+            w = self.waiting[page]
+            w.ref = None
+            try:
+                r: Rendered = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - the render actor died with the page: recorded, not fatal
+                log.warning("render of %s failed: %r", page, exc)
+                r = Rendered(page, error="crashed")
+            asks = [u for u in dict.fromkeys(r.missing) if u not in w.tried and u not in w.resources
+                    and u.startswith(("http://", "https://"))]
+            final = not asks or w.round >= self.rounds or r.error is not None
+            if final:
+                self._forget_awaited(w)
+                del self.waiting[page]
+            else:
+                w.round += 1
+                w.tried.update(asks)
+                w.since = time.monotonic()
+                self.again.append(page)  # (ready once its asks, judged with this outcome, are awaited)
+            now = time.time()
+            fr = FetchResult(url=page, ip="", status=200, ctype="text/html", body=r.dom.encode("utf-8", "replace"),
+                             started=now - r.seconds, ended=now)
+            out.append(Outcome("", VisitKind.RENDER, fr, level=w.level,
+                               render=RenderRound(r, [] if final else asks, final, w.round,
+                                                  summarise=self.settings.summaries_at_crawl)))
+        return out
+
+    def _forget_awaited(self, w: Waiting) -> None:
+        for url in w.awaited:
+            pages = self.waiters.get(url)
+            if pages is not None:
+                pages.discard(w.url)
+                if not pages:
+                    del self.waiters[url]
+        w.awaited.clear()
+
+    def busy(self) -> bool:
+        return bool(self.waiting)
+
+    def close(self) -> None:
+        if self.actor is not None:
+            import ray
+
+            try:
+                ray.get(self.actor.close.remote(), timeout=30)
+            except Exception as exc:  # noqa: BLE001 - its browser goes with the kill
+                log.warning("the render actor did not close cleanly: %r", exc)
+            ray.kill(self.actor)
+            self.actor = None
+
+
+STAGE = Render
