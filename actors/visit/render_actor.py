@@ -22,15 +22,16 @@ def renderer_of(settings: Settings) -> Renderer:
     # A page's scripts get a heap of their own size, so one that eats memory crashes its renderer
     # in a second, not after gigabytes (the renderer then starts a fresh browser).
     return Renderer(settings.chromium, timeout=settings.render_timeout, user_agent=settings.user_agent,
-                    js_heap_mb=JS_HEAP_MB, screenshot=settings.render_screenshot)
+                    js_heap_mb=JS_HEAP_MB, screenshot=settings.render_screenshot, tabs=settings.render_tabs)
 
 
 def actor_class():  # noqa: ANN201 - a Ray actor class, built lazily
     """The Ray actor shell (built lazily so importing this module does not import Ray)."""
     import ray
 
-    # An async actor: Playwright's driver is asyncio. One render at a time (one tab).
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=1)
+    # An async actor: Playwright's driver is asyncio; its renderer runs as many renders at once as
+    # it has tabs (more calls wait inside it).
+    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=64)
     @named
     class RenderActor:
         def __init__(self, settings: Settings) -> None:

@@ -1,4 +1,4 @@
-"""Rendering a page in headless Chromium that has no network of its own (issue 52, its first part).
+"""Rendering a page in headless Chromium that has no network of its own (issue 52).
 
 The system's Chromium (Debian's ``chromium``, on PATH or named) driven by Playwright for Python
 (launched with ``executable_path``: no browser download; Playwright because it is the kept library
@@ -8,15 +8,16 @@ raw CDP client would have to grow all of it). Every request the page makes is an
 call, a lazy image) is aborted and reported in :attr:`Rendered.missing`, for the crawl to fetch
 politely and render the page again. So no request of the browser's ever leaves it.
 
-A render (in the browser's one tab, as a person browsing): load, dismiss dialogs, scroll to the end until the page stops growing (lazy images,
+A render (in a tab of the browser, as a person browsing): load, dismiss dialogs, scroll to the end until the page stops growing (lazy images,
 infinite lists; ``max_scrolls``), wait until no request came for ``settle`` seconds, then read the
 DOM, its visible text and its links; the whole within ``timeout`` seconds. A page that outlives it
 (a script that never yields) or kills its renderer (a memory eater) is recorded as failed
-(``timeout``, ``crashed``) and the browser is started afresh; the browser is also restarted after
-``renders_per_browser`` renders and when its processes' memory passes ``max_rss_mb``.
+(``timeout``, ``crashed``) and its tab is closed (a new one takes its place); the browser is
+restarted after ``renders_per_browser`` renders, when its processes' memory passes ``max_rss_mb``
+and when it went away, once the renders under way have ended. ``tabs`` renders run at once.
 
-Not yet wired into the crawl (the render stage, the requisite rounds, the WARC resource records,
-websim's JavaScript web: issue 52's other parts).
+The crawl's render stage (actors/visit/stages/render.py) drives it through the render actor
+(actors/visit/render_actor.py).
 """
 
 from __future__ import annotations
@@ -109,30 +110,45 @@ def _answer_dialog(dialog) -> None:  # noqa: ANN001 - a Playwright dialog
     asyncio.ensure_future(dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss())
 
 
+@dataclass
+class _Job:
+    """A render under way in one tab: what its requests are answered from, what it found."""
+
+    resources: Mapping[str, Resource]
+    out: Rendered
+    last_request: float
+
+
 class Renderer:
-    """One browser, one page at a time. ``start`` before the first :meth:`render`; ``close`` after."""
+    """One browser, ``tabs`` pages at a time, each in a tab of its own. ``start`` before the first
+    :meth:`render`; ``close`` after."""
 
     def __init__(self, executable: str | None = None, *, timeout: float = 15.0, settle: float = 0.3,
                  max_scrolls: int = 20, renders_per_browser: int = 200, max_rss_mb: float = 1500.0,
-                 js_heap_mb: int | None = None, user_agent: str | None = None, screenshot: bool = False) -> None:
+                 js_heap_mb: int | None = None, user_agent: str | None = None, screenshot: bool = False,
+                 tabs: int = 1) -> None:
         self.executable = find_browser(executable)
         self.timeout, self.settle, self.max_scrolls = timeout, settle, max_scrolls
         self.renders_per_browser, self.max_rss_mb = renders_per_browser, max_rss_mb
         self.js_heap_mb, self.user_agent, self.screenshot = js_heap_mb, user_agent, screenshot
+        self.tabs = tabs
         self._pw = None
         self._browser = None
         self._context = None
-        self._page = None
-        # The render under way (one at a time): what the context's request handler answers from.
-        self._resources: Mapping[str, Resource] = {}
-        self._out = Rendered("")
-        self._last_request = 0.0
+        self._free: asyncio.Queue | None = None  # tabs not rendering (None: not opened yet)
+        self._jobs: dict[object, _Job] = {}  # tab → its render under way
+        self._active = 0  # renders under way
+        self._recycling = False
+        self._cond: asyncio.Condition | None = None
+        self._broken = False  # a tab that would not close: the browser is restarted when idle
         self.renders = 0  # by the current browser
         self.launches = 0
 
     async def start(self) -> None:
         from playwright.async_api import async_playwright
 
+        if self._cond is None:
+            self._cond = asyncio.Condition()
         if self._pw is None:
             self._pw = await async_playwright().start()
         await self._launch()
@@ -142,23 +158,33 @@ class Renderer:
         if self.js_heap_mb:
             args.append(f"--js-flags=--max-old-space-size={self.js_heap_mb}")
         self._browser = await self._pw.chromium.launch(executable_path=self.executable, args=args)
-        # One context and one tab a browser, as a person browsing: a fresh context a page cost 346
-        # CPU-ms a page, a fresh tab in one context 314, one tab 84 (the bare loop's 71;
-        # benchmarks/render.py, 100 pages); cookies cleared before each page. A crash or a hang
-        # starts a new browser (and so a new tab).
+        # One context a browser and a tab per concurrent render, kept from page to page, as a person
+        # browsing: a fresh context a page cost 346 CPU-ms a page, a fresh tab in one context 314,
+        # one tab 84 (the bare loop's 71; benchmarks/render.py, 100 pages); cookies cleared before
+        # each page. A page that hangs or crashes loses its tab (a new one takes its place).
         self._context = await self._browser.new_context(service_workers="block", user_agent=self.user_agent)
         await self._context.route("**/*", self._answer)
-        self._page = None
+        self._free = asyncio.Queue()
+        for _ in range(self.tabs):
+            self._free.put_nowait(None)  # (opened on first use)
+        self._broken = False
         self.renders = 0
         self.launches += 1
 
     async def _answer(self, route, request) -> None:  # noqa: ANN001 - Playwright's
-        """Every request of the page: from the archive given, or aborted and reported missing."""
-        self._out.requested.append(request.url)
-        self._last_request = time.monotonic()
-        found = self._resources.get(request.url)
+        """Every request of a page: from the archive given to its render, or aborted and reported missing."""
+        try:
+            job = self._jobs.get(request.frame.page)
+        except Exception:  # noqa: BLE001 - a request of no page (a worker's): nothing to answer it from
+            job = None
+        if job is None:
+            await route.abort()
+            return
+        job.out.requested.append(request.url)
+        job.last_request = time.monotonic()
+        found = job.resources.get(request.url)
         if found is None:
-            self._out.missing.append(request.url)
+            job.out.missing.append(request.url)
             await route.abort()
         else:
             await route.fulfill(status=found.status, headers=found.headers, body=found.body)
@@ -184,37 +210,74 @@ class Renderer:
             await self._pw.stop()
             self._pw = None
 
-    async def render(self, url: str, resources: Mapping[str, Resource]) -> Rendered:
-        """Render ``url`` with every request answered from ``resources`` (never the network)."""
-        if self._browser is None:
-            await self.start()
+    def _recycle_why(self) -> str | None:
+        if not self._browser.is_connected() or self._broken:
+            return "it went away"
         if self.renders >= self.renders_per_browser:
-            await self._restart(f"{self.renders} renders")
-        elif self.max_rss_mb and _children_rss_mb(self.executable) > self.max_rss_mb:
-            await self._restart(f"its processes hold more than {self.max_rss_mb:.0f} MB")
-        self.renders += 1
-        out = self._out = Rendered(url)
-        self._resources, self._last_request = resources, time.monotonic()
+            return f"{self.renders} renders"
+        if self.max_rss_mb and _children_rss_mb(self.executable) > self.max_rss_mb:
+            return f"its processes hold more than {self.max_rss_mb:.0f} MB"
+        return None
+
+    async def render(self, url: str, resources: Mapping[str, Resource]) -> Rendered:
+        """Render ``url`` with every request answered from ``resources`` (never the network).
+        Up to ``tabs`` renders run at once; a browser due for a restart waits for them to end."""
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        async with self._cond:
+            if self._browser is None:  # (the first render starts it; the others wait for it)
+                await self.start()
+            await self._cond.wait_for(lambda: not self._recycling)
+            why = self._recycle_why()
+            if why is not None:
+                self._recycling = True
+                try:
+                    await self._cond.wait_for(lambda: self._active == 0)
+                    await self._restart(why)
+                finally:
+                    self._recycling = False
+                    self._cond.notify_all()
+            self.renders += 1
+            self._active += 1
+        try:
+            return await self._in_a_tab(url, resources)
+        finally:
+            async with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    async def _in_a_tab(self, url: str, resources: Mapping[str, Resource]) -> Rendered:
+        page = await self._free.get()
+        out = Rendered(url)
+        job = _Job(resources, out, time.monotonic())
         started = time.monotonic()
         try:
+            if page is None:
+                page = await self._context.new_page()
+                page.on("dialog", _answer_dialog)
+            self._jobs[page] = job
             await self._context.clear_cookies()
-            if self._page is None:
-                self._page = await self._context.new_page()
-                self._page.on("dialog", _answer_dialog)
-            await asyncio.wait_for(self._render(self._page, out), self.timeout)
+            await asyncio.wait_for(self._render(page, job), self.timeout)
         except TimeoutError:
             out.error = "timeout"
         except Exception as exc:  # noqa: BLE001 - Playwright's errors: the page or the browser went away
             out.error = "crashed"
             log.info("render of %s failed: %r", url, exc)
         finally:
-            if out.error is not None:
-                await self._restart(f"{out.error} rendering {url}")  # (its tab goes with it)
-            self._resources = {}
+            self._jobs.pop(page, None)
+            if out.error is not None and page is not None:  # its tab goes (a new one takes its place)
+                try:
+                    await asyncio.wait_for(page.close(run_before_unload=False), 10)
+                except Exception as exc:  # noqa: BLE001 - a tab that will not close: a new browser when idle
+                    log.warning("a tab did not close after %s rendering %s: %r", out.error, url, exc)
+                    self._broken = True
+                page = None
+            self._free.put_nowait(page)
         out.seconds = time.monotonic() - started
         return out
 
-    async def _render(self, page, out: Rendered) -> None:  # noqa: ANN001 - a Playwright page
+    async def _render(self, page, job: _Job) -> None:  # noqa: ANN001 - a Playwright page
+        out = job.out
         crashed = asyncio.get_running_loop().create_future()
 
         def on_crash(_page) -> None:  # noqa: ANN001
@@ -233,7 +296,7 @@ class Renderer:
                 height = now
                 await page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
                 await page.wait_for_timeout(100)
-            while time.monotonic() - self._last_request < self.settle:  # the network settles
+            while time.monotonic() - job.last_request < self.settle:  # the network settles
                 await page.wait_for_timeout(self.settle * 1000 / 3)
             out.dom = await page.content()
             out.text = await page.evaluate("document.body ? document.body.innerText : ''")

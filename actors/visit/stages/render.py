@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IN_FLIGHT = 2  # renders handed to the render actor at once: one rendering, one ready behind it
 HTML = ("text/html", "application/xhtml+xml")
 HOP_BY_HOP = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
 
@@ -180,7 +179,7 @@ class Render(VisitStage):
                 if w.awaited and w.ref is None and now - w.since >= self.wait:
                     self._forget_awaited(w)
                     self.ready.append(w.url)
-        while self.ready and len(self.rendering) < IN_FLIGHT:
+        while self.ready and len(self.rendering) < 2 * self.settings.render_tabs:  # (one waits behind each tab)
             w = self.waiting.get(self.ready.popleft())
             if w is None or w.ref is not None or w.awaited:
                 continue
