@@ -225,7 +225,7 @@ class Settings:
         "Most renders of one page: after each, what the page asked for and the archive lacked is fetched, "
         "then it is rendered again, until it asks for nothing new.")
     render_wait: float = knob(30.0, RENDERING,
-        "Seconds a page waits for its requisites before it is rendered with what has arrived.")
+        "Seconds a page waits with none of its requisites coming before it is rendered with what has arrived.")
     render_timeout: float = knob(15.0, RENDERING,
         "Seconds one render may take (load, scroll, settle); a page that outlasts it is recorded as failed "
         "(``timeout``) and the browser is started afresh.")

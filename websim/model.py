@@ -63,7 +63,7 @@ CHARSETS = ("iso-8859-1", "windows-1251", "shift_jis")
 LEGACY_QUERY_WORDS = {"iso-8859-1": "café", "windows-1251": "привет", "shift_jis": "東京"}
 SESSION_PARAM = "sid"
 #: How a JavaScript web's script-made pages make their content (WebModel._add_scripts).
-SCRIPT_KINDS = ("inline", "fetch", "lazy", "infinite", "pushstate", "throws", "alerts")
+SCRIPT_KINDS = ("inline", "fetch", "lazy", "infinite", "pushstate", "throws", "alerts", "route")
 CALENDAR_ENTRY = "/calendar/2026/01/"
 
 
@@ -691,7 +691,11 @@ class WebModel:
         * ``infinite``: the first links at once, the others appended as the reader scrolls;
         * ``pushstate``: a client-side route (``history.pushState``) before the content;
         * ``throws``: a script writes the content, then throws;
-        * ``alerts``: an alert and a confirm before the content.
+        * ``alerts``: an alert and a confirm before the content;
+        * ``route``: a client-side route of its host's application — every such page of a host
+          serves the very same shell, and the application's script (``/static/appN.js``, label
+          ``routes``) makes each route's page from the URL it is at (so a crawler that takes
+          byte-identical pages for one page misses all but one).
 
         And per 100 hosts one page that never stops loading (``js:hangs``) and one that exhausts
         the browser's memory (``js:eats``), leaves with no links (``/js/hangsN.html``,
@@ -702,11 +706,18 @@ class WebModel:
             return
         n = 0
         for host in plain:
+            routes = 0
             for page in list(host.pages.values()):
-                if (page.kind != "html" or page.copy_of or page.edit_of or page.charset != "utf-8" or page.labels
-                        or host.mirror_of or rng.random() >= 1 / 3):
+                eligible = not (page.kind != "html" or page.copy_of or page.edit_of or page.charset != "utf-8"
+                                or page.labels or host.mirror_of)
+                if routes == 1 and eligible:  # (an application has two routes at least)
+                    page.labels.append("js:route")
+                    routes += 1
+                    continue
+                if not eligible or rng.random() >= 1 / 3:
                     continue
                 kind = SCRIPT_KINDS[n % len(SCRIPT_KINDS)]
+                routes += kind == "route"
                 page.labels.append(f"js:{kind}")
                 if kind == "fetch":
                     path = f"/api/content{n}.json"
@@ -715,6 +726,9 @@ class WebModel:
                 elif kind == "lazy":
                     path = f"/static/lazy{n}.png"
                     host.pages[path] = Page(path, kind="png", topic=host.topic, parent=page.path)
+                elif kind == "route" and not any("routes" in p.labels for p in host.pages.values()):
+                    path = f"/static/app{host.idx}.js"
+                    host.pages[path] = Page(path, kind="js", topic=host.topic, parent=page.path, labels=["routes"])
                 n += 1
         for k in range(max(1, round(self.n_hosts / 100))):
             for kind in ("hangs", "eats"):

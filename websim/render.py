@@ -319,6 +319,10 @@ class Renderer:
         if kind in ("hangs", "eats"):
             loop = "for (;;) {}" if kind == "hangs" else "const hoard = []; for (;;) hoard.push(new Array(1e6).fill(Math.random()));"
             return f'<!DOCTYPE html><html><head><title>{kind}</title></head><body><div id="root"></div><script>{loop}</script></body></html>'
+        if kind == "route":  # the application's shell, byte for byte the same on every route of the host
+            app = next(p for p, pg in host.pages.items() if "routes" in pg.labels)
+            return ('<!DOCTYPE html><html><head><meta charset="utf-8"><title>app</title></head><body>'
+                    f'<div id="root"></div><script src="{app}"></script></body></html>')
         head, _, rest = self.html(host, page).partition("<body>")
         content = json.dumps(rest.rsplit("</body>", 1)[0]).replace("</", "<\\/")
         fill = f'const root = document.getElementById("root"); root.innerHTML = {content};'
@@ -348,6 +352,19 @@ class Renderer:
             case "alerts":
                 fill = f'alert("welcome"); confirm("accept cookies?"); {fill}'
         return f'{head}<body><div id="root"></div><script>{fill}</script>{after}</body></html>'
+
+    def application(self, host: Host) -> str:
+        """The script of a host's client-side routes (``js:route`` pages): each route's title and
+        content, written for the path it is at."""
+        routes = {}
+        for path, page in host.pages.items():
+            if "js:route" in page.labels:
+                html_text = self.html(host, page)
+                title = html_text.split("<title>", 1)[1].split("</title>", 1)[0]
+                routes[path] = [title, html_text.partition("<body>")[2].rsplit("</body>", 1)[0]]
+        table = json.dumps(routes).replace("</", "<\\/")
+        return (f"const routes = {table};\nconst r = routes[location.pathname];\n"
+                'if (r) { document.title = r[0]; document.getElementById("root").innerHTML = r[1]; }\n')
 
     def stylesheet(self, page: Page) -> str:
         """A stylesheet's text: an ``@import`` of each stylesheet it names, a background image, a
@@ -441,6 +458,8 @@ class Renderer:
             case "css":
                 return Response(200, "text/css", self.stylesheet(page).encode())
             case "js":
+                if "routes" in page.labels:
+                    return Response(200, "text/javascript", self.application(host).encode())
                 return Response(200, "text/javascript", f"/* {host.name}{page.path} */ window.loaded = true;\n".encode())
             case "font":
                 return Response(200, "font/woff", b"wOFF" + hashlib.sha1(page.path.encode()).digest())

@@ -181,7 +181,7 @@ class Agent:
                 self.distributor.fetchers_waited()
             budget_spent = self.s.max_pages and all(st["budget"] is not None and st["budget"] <= 0 for st in statuses)
             res = None
-            if not budget_spent:
+            if not budget_spent and not self.stages.holds_back():  # (renders queued up: fetch what is in hand)
                 try:  # (a step changes Redis only at its end, after resolving)
                     res = self.distributor.step(read_sieve, resolve)
                 except ray.exceptions.RayActorError as exc:

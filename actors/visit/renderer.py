@@ -36,6 +36,13 @@ from raycrawl.errors import UserError
 log = logging.getLogger(__name__)
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+SCREENSHOT_SECONDS = 5.0
+# Scroll to the end, then wait two animation frames (a browser dispatches scroll events before it runs
+# animation frame callbacks, so the page's scroll handlers have run by then, however slow the
+# machine) or 250 ms (a page with nothing to paint may get no frame for seconds), whichever first.
+SCROLL_TO_END = """new Promise(done => { window.scrollTo(0, document.documentElement.scrollHeight);
+  const end = () => done(document.documentElement.scrollHeight);
+  requestAnimationFrame(() => requestAnimationFrame(end)); setTimeout(end, 250); })"""
 
 
 @dataclass(frozen=True)
@@ -258,6 +265,12 @@ class Renderer:
             self._jobs[page] = job
             await self._context.clear_cookies()
             await asyncio.wait_for(self._render(page, job), self.timeout)
+            if self.screenshot:  # (the page is read: a screenshot that does not come in time is only missing)
+                try:
+                    await page.evaluate("window.scrollTo(0, 0)")
+                    out.screenshot = await page.screenshot(type="png", timeout=SCREENSHOT_SECONDS * 1000)
+                except Exception as exc:  # noqa: BLE001 - Playwright's timeout or a page gone meanwhile
+                    log.info("no screenshot of %s: %r", url, exc)
         except TimeoutError:
             out.error = "timeout"
         except Exception as exc:  # noqa: BLE001 - Playwright's errors: the page or the browser went away
@@ -288,23 +301,21 @@ class Renderer:
 
         async def behave() -> None:
             await page.goto(out.url, wait_until="load")
-            height = -1
-            for _ in range(self.max_scrolls):  # to the end, while the page grows
-                now = await page.evaluate("document.documentElement.scrollHeight")
-                if now == height:
+            height, still = await page.evaluate("document.documentElement.scrollHeight"), 0
+            for _ in range(self.max_scrolls):  # to the end, until the page has not changed twice
+                now = await page.evaluate(SCROLL_TO_END)
+                await page.wait_for_timeout(100)  # (what the handlers asked for may come back)
+                now = max(now, await page.evaluate("document.documentElement.scrollHeight"))
+                still = still + 1 if now == height else 0
+                if still >= 2:
                     break
                 height = now
-                await page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
-                await page.wait_for_timeout(100)
             while time.monotonic() - job.last_request < self.settle:  # the network settles
                 await page.wait_for_timeout(self.settle * 1000 / 3)
             out.dom = await page.content()
             out.text = await page.evaluate("document.body ? document.body.innerText : ''")
             links = await page.eval_on_selector_all("a[href], area[href]", "els => els.map(e => e.href)")
             out.links = list(dict.fromkeys(u for u in links if u.startswith(("http://", "https://"))))
-            if self.screenshot:
-                await page.evaluate("window.scrollTo(0, 0)")
-                out.screenshot = await page.screenshot(type="png")
 
         work = asyncio.ensure_future(behave())
         try:

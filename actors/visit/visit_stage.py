@@ -22,7 +22,8 @@ The hooks, in the order a batch meets them:
 5. :meth:`~VisitStage.judge` — each link and redirect target, in order: a reason not to follow it;
 6. :meth:`~VisitStage.settle` — after the batch's decision, to publish what the stage learned;
    :meth:`~VisitStage.outcomes` — visits of the stage's own making (a page's render) for the next
-   batch, and :meth:`~VisitStage.busy` — the crawl is not idle while a stage has work under way;
+   batch, :meth:`~VisitStage.busy` — the crawl is not idle while a stage has work under way —
+   and :meth:`~VisitStage.holds_back` — the agent takes no new URLs while a stage cannot keep up;
 7. :meth:`~VisitStage.finish` — when the agent's run ends (its crew still running);
 8. :meth:`~VisitStage.close` — when the agent's crew ends.
 """
@@ -196,6 +197,11 @@ class VisitStage:
         """Work under way that may still yield outcomes or links: the crawl is not idle while it is."""
         return False
 
+    def holds_back(self) -> bool:
+        """The stage cannot keep up (renders queue up): the agent takes no new URLs from its
+        frontier until it can, and fetches what it has (requisites waited for among them)."""
+        return False
+
     def finish(self) -> None:
         pass
 
@@ -247,6 +253,9 @@ class Stages:
 
     def busy(self) -> bool:
         return any(st.busy() for st in self.stages)
+
+    def holds_back(self) -> bool:
+        return any(st.holds_back() for st in self.stages)
 
     def finish(self) -> None:
         for st in self.stages:

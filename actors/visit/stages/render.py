@@ -17,8 +17,10 @@ through: that is what will be fetched). Its responses come from the visits it ob
 requisite of a waiting page is kept for it when its visit is carried out; responses are also kept
 in a cache bounded by ``render_cache_mb`` (a site's scripts and stylesheets, which every page asks
 for and the crawl fetches once). A requisite that never comes back (the sieve had seen it and the
-cache no longer holds it; another agent's host) is waited for ``render_wait`` seconds, then the
-page is rendered with what there is. Waiting pages live in the agent's memory: an agent that dies
+cache no longer holds it; another agent's host) is waited for until ``render_wait`` seconds pass
+with none of the page's requisites coming, then the page is rendered with what there is. When
+pages ready to render queue up (the browser is the bottleneck: a render costs ~100 times a fetch's
+CPU), the agent takes no new URLs from its frontier until they are rendered (:meth:`Render.holds_back`). Waiting pages live in the agent's memory: an agent that dies
 loses their renders (their pages are archived as fetched).
 """
 
@@ -126,10 +128,12 @@ class Render(VisitStage):
                 if res is not None:
                     w.resources[fr.url] = res
                 w.awaited.discard(fr.url)
+                w.since = time.monotonic()  # (it waits for what does not come, not for a slow crawl)
                 if not w.awaited and w.ref is None:
                     self.ready.append(page)
-        if (visit.parsed is None or fr.ctype not in HTML or not 200 <= fr.status < 300 or fr.url in self.waiting
-                or visit.record.dup_of):
+        # (a duplicate too: the routes of one application serve the very same shell, and its scripts
+        # make each route's page from the URL)
+        if visit.parsed is None or fr.ctype not in HTML or not 200 <= fr.status < 300 or fr.url in self.waiting:
             return
         why = self.policy.wants(fr.url, fr.body)
         if why is None:
@@ -179,10 +183,12 @@ class Render(VisitStage):
                 if w.awaited and w.ref is None and now - w.since >= self.wait:
                     self._forget_awaited(w)
                     self.ready.append(w.url)
+        # Only pages ready now stay in line (a page whose requisites were judged since it was put in
+        # line waits for them; a page may be in line twice).
+        self.ready = deque(u for u in dict.fromkeys(self.ready)
+                           if (w := self.waiting.get(u)) is not None and not w.awaited and w.ref is None)
         while self.ready and len(self.rendering) < 2 * self.settings.render_tabs:  # (one waits behind each tab)
-            w = self.waiting.get(self.ready.popleft())
-            if w is None or w.ref is not None or w.awaited:
-                continue
+            w = self.waiting[self.ready.popleft()]
             w.ref = self._actor().render.remote(w.url, w.resources)
             self.rendering[w.ref] = w.url
         return out
@@ -233,6 +239,12 @@ class Render(VisitStage):
 
     def busy(self) -> bool:
         return bool(self.waiting)
+
+    def holds_back(self) -> bool:
+        """More pages ready (their requisites in) than the browser renders in a few rounds, or the
+        backlog nearly full: the crawl takes no new URLs meanwhile (what it has in hand, requisites
+        among them, it fetches)."""
+        return len(self.ready) >= 4 * self.settings.render_tabs or len(self.waiting) >= self.backlog * 3 // 4
 
     def close(self) -> None:
         if self.actor is not None:
