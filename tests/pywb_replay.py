@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +21,17 @@ from warcio.archiveiterator import ArchiveIterator
 
 REPO = Path(__file__).resolve().parents[1]
 WAYBACK = REPO / ".venv-pywb" / "bin" / "wayback"
+
+
+def index_collection(crawl_dir: Path, root: Path, name: str = "crawl") -> dict[str, str]:
+    """A pywb collection ``root/collections/NAME`` of the crawl's WARC files (``raycrawl warc index
+    --pywb``); each URL's capture timestamp, for replay URLs ``NAME/STAMPmp_/URL``."""
+    coll = root / "collections" / name
+    r = subprocess.run([sys.executable, "-m", "raycrawl", "warc", "index", str(crawl_dir), "--pywb", str(coll)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return {json.loads(line.split(" ", 2)[2])["url"]: line.split(" ", 2)[1]
+            for line in (coll / "indexes" / f"{name}.cdxj").read_text().splitlines()}
 
 
 @contextlib.contextmanager

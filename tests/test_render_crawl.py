@@ -171,10 +171,9 @@ def test_rendered_pages_replay_in_pywb_as_they_were_rendered(crawled, tmp_path) 
     reach nothing but pywb: the same visible text as the rendered DOM the crawl stored, the same
     images loaded as the live render asked for, and no request escapes."""
     import asyncio
-    import json
 
     from browser_cdp import browser
-    from pywb_replay import pywb
+    from pywb_replay import index_collection, pywb
     from selectolax.lexbor import LexborHTMLParser
 
     from raycrawl.text import page_text
@@ -193,12 +192,7 @@ def test_rendered_pages_replay_in_pywb_as_they_were_rendered(crawled, tmp_path) 
                 uri = rec.rec_headers.get_header("WARC-Target-URI")
                 if rec.rec_type == "resource" and uri.startswith("urn:dom:") and uri[8:] in pages:
                     doms[uri[8:]] = rec.content_stream().read()
-    coll = tmp_path / "pywb" / "collections" / "crawl"
-    r = subprocess.run([sys.executable, "-m", "raycrawl", "warc", "index", str(out), "--pywb", str(coll)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 0, r.stderr
-    stamp = {json.loads(line.split(" ", 2)[2])["url"]: line.split(" ", 2)[1]
-             for line in (coll / "indexes" / "crawl.cdxj").read_text().splitlines()}
+    stamp = index_collection(out, tmp_path / "pywb")
 
     async def replay(port: int) -> dict[str, tuple[str, set[str], list[str]]]:
         prefix = f"http://127.0.0.1:{port}/"

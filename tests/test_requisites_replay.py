@@ -70,7 +70,7 @@ def crawled(tmp_path_factory):
 
 def test_pages_replay_in_a_browser_with_all_their_requisites(crawled, tmp_path) -> None:
     from browser_cdp import browser
-    from pywb_replay import pywb
+    from pywb_replay import index_collection, pywb
 
     _, manifest, cdn, _, out, report = crawled
     assert not report.violations, report.violations[:5]
@@ -83,12 +83,7 @@ def test_pages_replay_in_a_browser_with_all_their_requisites(crawled, tmp_path) 
     assert all(records[u].status == 200 for u in requisites)
     html = sorted(u for u in crawled if manifest.pages[u]["embeds"] and records[u].status == 200)[:PAGES]
     assert len(html) == PAGES
-    coll = tmp_path / "pywb" / "collections" / "crawl"
-    r = subprocess.run([sys.executable, "-m", "raycrawl", "warc", "index", str(out), "--pywb", str(coll)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 0, r.stderr
-    stamp = {json.loads(line.split(" ", 2)[2])["url"]: line.split(" ", 2)[1]
-             for line in (coll / "indexes" / "crawl.cdxj").read_text().splitlines()}
+    stamp = index_collection(out, tmp_path / "pywb")
 
     async def replay(port: int) -> dict[str, tuple[set[str], set[str], list[str]]]:
         prefix = f"http://127.0.0.1:{port}/"
