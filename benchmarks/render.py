@@ -1,14 +1,15 @@
 """Rendered pages per second and CPU per rendered page: raycrawl's renderer (actors/visit/renderer.py)
 beside a bare Playwright loop over the same pages, the ceiling (issue 52).
 
-Both drive the system's Chromium through Playwright, one page at a time, every request answered
-from the same in-memory archive (no network): single-page-application pages whose links, text and a
+Both drive the system's Chromium through Playwright, every request answered from the same
+in-memory archive (no network): single-page-application pages whose links, text and a
 ``fetch()``-loaded list are made by scripts. The bare loop loads each page in one reused tab and
-reads its DOM and links; the renderer gives each page a fresh context, scrolls to the end, waits
-for the network to settle (``settle`` seconds without a request) and recycles its browser. Each
-runs in a process of its own; CPU is that process's and its children's (the Playwright driver,
-Chromium's processes), from ``getrusage``. The bare loop knows when each page is done (it waits for
-the page's 25 links), which a crawler cannot: it is the ceiling, not a peer.
+reads its DOM and links; the renderer scrolls to the end, waits for the network to settle
+(``settle`` seconds without a request) and recycles its browser, one page at a time and then in
+``--tabs`` tabs at once (as the crawl's render actor runs it). Each runs in a process of its own;
+CPU is that process's and its children's (the Playwright driver, Chromium's processes), from
+``getrusage``. The bare loop knows when each page is done (it waits for the page's 25 links),
+which a crawler cannot: it is the ceiling, not a peer.
 
     .venv/bin/python benchmarks/render.py                  # 200 pages each
     .venv/bin/python benchmarks/render.py --pages 500 --settle 0.1
@@ -43,26 +44,23 @@ def archive(n: int) -> dict:
     return web
 
 
-async def raycrawl_loop(n: int, settle: float) -> int:
+async def raycrawl_loop(n: int, settle: float, tabs: int = 1) -> int:
     from raycrawl.actors.visit.renderer import Renderer
 
     web = archive(n)
-    r = Renderer(settle=settle)
-    links = 0
-    try:
-        for i in range(n):
-            out = await r.render(f"http://app.test/p/{i}", web)
-            assert out.error is None, out.error
-            links += len(out.links)
+    r = Renderer(settle=settle, tabs=tabs)
+    try:  # (every page handed over at once: the renderer renders ``tabs`` at a time, as the render actor does)
+        outs = await asyncio.gather(*(r.render(f"http://app.test/p/{i}", web) for i in range(n)))
     finally:
         await r.close()
-    return links
+    assert all(out.error is None for out in outs), [out.error for out in outs if out.error][:3]
+    return sum(len(out.links) for out in outs)
 
 
 async def bare_loop(n: int) -> int:
     from playwright.async_api import async_playwright
 
-    from raycrawl.actors.visit.renderer import find_browser
+    from raycrawl.chromium import find_browser
 
     web = archive(n)
     links = 0
@@ -89,15 +87,16 @@ async def bare_loop(n: int) -> int:
     return links
 
 
-def child(kind: str, n: int, settle: float) -> None:
+def child(kind: str, n: int, settle: float, tabs: int) -> None:
     t0 = time.monotonic()
-    links = asyncio.run(raycrawl_loop(n, settle) if kind == "raycrawl" else bare_loop(n))
+    links = asyncio.run(bare_loop(n) if kind == "bare" else raycrawl_loop(n, settle, tabs if kind == "tabs" else 1))
     print(json.dumps({"pages": n, "links": links, "seconds": time.monotonic() - t0}))
 
 
-def measure(kind: str, n: int, settle: float) -> dict:
+def measure(kind: str, n: int, settle: float, tabs: int) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, __file__, "--child", kind, "--pages", str(n), "--settle", str(settle)],
+    done = subprocess.run([sys.executable, __file__, "--child", kind, "--pages", str(n), "--settle", str(settle),
+                           "--tabs", str(tabs)],
                           capture_output=True, text=True, timeout=3600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -111,19 +110,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=200)
     ap.add_argument("--settle", type=float, default=0.3, help="the renderer's settle time (its default 0.3 s)")
-    ap.add_argument("--child", choices=("raycrawl", "bare"), help=argparse.SUPPRESS)
+    ap.add_argument("--tabs", type=int, default=4, help="the renderer's tabs in the third run (the crawl's default 4)")
+    ap.add_argument("--child", choices=("raycrawl", "bare", "tabs"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.pages, args.settle)
+        child(args.child, args.pages, args.settle, args.tabs)
         return
-    rows = {kind: measure(kind, args.pages, args.settle) for kind in ("bare", "raycrawl")}
+    rows = {kind: measure(kind, args.pages, args.settle, args.tabs) for kind in ("bare", "raycrawl", "tabs")}
     print(f"{'':10} {'pages/s':>9} {'CPU ms/page':>12} {'links/page':>11}")
     for kind, r in rows.items():
         print(f"{kind:10} {r['pages'] / r['seconds']:9.2f} {1000 * r['cpu_s'] / r['pages']:12.1f} "
               f"{r['links'] / r['pages']:11.1f}")
-    bare, ours = rows["bare"], rows["raycrawl"]
-    print(f"raycrawl / bare: pages/s {(ours['pages'] / ours['seconds']) / (bare['pages'] / bare['seconds']):.2f}, "
-          f"CPU per page {ours['cpu_s'] / bare['cpu_s']:.2f}")
+    bare = rows["bare"]
+    for kind in ("raycrawl", "tabs"):
+        ours = rows[kind]
+        print(f"{kind} / bare: pages/s {(ours['pages'] / ours['seconds']) / (bare['pages'] / bare['seconds']):.2f}, "
+              f"CPU per page {ours['cpu_s'] / bare['cpu_s']:.2f}")
 
 
 if __name__ == "__main__":

@@ -337,8 +337,12 @@ class Settings:
         if missing:
             raise UserError(f"--dedup-index: no such file: {', '.join(missing)}")
         render_pattern(self.render)  # (a bad regular expression: one line)
-        if self.render != "never" and not self.page_requisites:
-            raise UserError("render needs page_requisites: what a page asks for is fetched as its requisites")
+        if self.render != "never":
+            if not self.page_requisites:
+                raise UserError("render needs page_requisites: what a page asks for is fetched as its requisites")
+            from raycrawl.chromium import find_browser
+
+            find_browser(self.chromium)  # (none: one line before the crawl starts, not a failed render a page)
         if self.revisit:
             self.resume = True  # a pass continues the crawl in out: its Redis, sieve and archive
         if self.allow_networks:

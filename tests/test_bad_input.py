@@ -37,6 +37,9 @@ CASES = [
     ["crawl", "--seeds", "{d}/seeds.txt", "--out", "{d}/out3", "--max-pages", "-1"],
     ["crawl", "--seeds", "{d}/seeds.txt", "--out", "{d}/out4", "--ip-delay", "inf"],
     ["crawl", "--seeds", "{d}/seeds.txt", "--out", "{d}/out5", "--host-delay", "nan"],
+    ["crawl", "--seeds", "{d}/seeds.txt", "--out", "{d}/out6", "--render", "(unclosed"],
+    ["crawl", "--seeds", "{d}/seeds.txt", "--out", "{d}/out7", "--render", "auto", "-s", "page_requisites=off"],
+    ["crawl", "--seeds", "{d}/seeds.txt", "--out", "{d}/out8", "--render", "always", "--chromium", "{d}/garbage.txt"],
     ["status", "--redis-url", "bogus"],
     ["graph", "import", "--arcs", "{d}/bin.dat", "--out", "{d}/gi"],
     ["graph", "build", "{d}/crawl"],
@@ -75,7 +78,7 @@ def test_one_line_exit_2(files: Path, argv: list[str]) -> None:
     assert all(" WARNING " in line for line in lines[:-1]), proc.stderr[-2000:]
     assert time.monotonic() - t0 < 60  # no retrying for minutes
     # nothing half-made: a refused crawl leaves no directory behind (the file blocker aside)
-    for name in ("out1", "out2", "out3", "out4", "out5"):
+    for name in ("out1", "out2", "out3", "out4", "out5", "out6", "out7", "out8"):
         assert not (files / name).exists(), name
 
 

@@ -25,17 +25,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raycrawl.errors import UserError
+from raycrawl.chromium import find_browser
 
 log = logging.getLogger(__name__)
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 SCREENSHOT_SECONDS = 5.0
 # Scroll to the end, then wait two animation frames (a browser dispatches scroll events before it runs
 # animation frame callbacks, so the page's scroll handlers have run by then, however slow the
@@ -72,15 +70,6 @@ class Rendered:
     screenshot: bytes = b""
     """A PNG of the viewport once settled, when the renderer takes them."""
     seconds: float = 0.0
-
-
-def find_browser(name: str | None = None) -> str:
-    """The Chromium to drive: ``name`` (a path or a command), else the first of :data:`BROWSERS` on PATH."""
-    for candidate in [name] if name else BROWSERS:
-        path = shutil.which(candidate) if candidate else None
-        if path:
-            return path
-    raise UserError(f"no Chromium found ({name or ', '.join(BROWSERS)}): install Debian's chromium, or name one")
 
 
 def _children_rss_mb(exe: str) -> float:
