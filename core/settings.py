@@ -230,7 +230,10 @@ class Settings:
         "Seconds one render may take (load, scroll, settle); a page that outlasts it is recorded as failed "
         "(``timeout``) and the browser is started afresh.")
     render_tabs: int = knob(4, RENDERING,
-        "Pages an agent's browser renders at once, each in a tab of its own.")
+        "Pages a browser renders at once, each in a tab of its own.")
+    render_browsers: int = knob(1, RENDERING,
+        "Browsers of an agent, each in a render actor (a process) of its own on the agent's node; a browser "
+        "restarted (after N renders, past its memory bound, after a crash) holds up only its own tabs.")
     render_backlog: int = knob(2_000, RENDERING,
         "Pages waiting for their requisites or a browser, per agent; a page found beyond it is not rendered "
         "(counted as ``render:backlog``).")
@@ -310,7 +313,7 @@ class Settings:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise UserError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
         for name in ("agents", "fetch_actors", "fetch_concurrency", "max_uncommitted", "front_size", "workbench_urls_per_host", "sieve_batch",
-                     "revisit_max_interval", "render_rounds", "render_tabs", "render_backlog", "render_cache_mb",
+                     "revisit_max_interval", "render_rounds", "render_tabs", "render_browsers", "render_backlog", "render_cache_mb",
                      "url_cache", "batch", "max_body", "max_decompressed", "max_url_length"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)!r}")

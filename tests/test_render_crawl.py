@@ -34,7 +34,8 @@ def crawled(tmp_path_factory):
         r = subprocess.run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
                             "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
                             "--host-delay", str(DELAY), "--ip-delay", "0.0", "--render", "auto", "--render-wait", "10",
-                            "--render-timeout", "8", "--render-screenshot"],
+                            "--render-timeout", "8", "--render-screenshot", "-s", "render_browsers=2",
+                            "-s", "render_tabs=2"],
                            capture_output=True, text=True, cwd=ROOT, timeout=400,
                            env={**os.environ, "RAY_AUTH_MODE": "disabled"})
         assert r.returncode == 0, r.stderr[-3000:]

@@ -99,7 +99,7 @@ class Render(VisitStage):
 
     name = "render"
 
-    def __init__(self, settings: Settings, actor: Any = None) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.policy = RenderPolicy.parse(settings.render)
         self.settings = settings
         self.rounds, self.wait, self.backlog = settings.render_rounds, settings.render_wait, settings.render_backlog
@@ -108,8 +108,10 @@ class Render(VisitStage):
         self.waiters: dict[str, set[str]] = {}  # requisite URL → pages waiting for it
         self.ready: deque[str] = deque()
         self.again: list[str] = []  # pages rendered again once the batch carrying their asks is decided
-        self.rendering: dict[Any, str] = {}  # ObjectRef → page
-        self.actor = actor
+        self.rendering: dict[Any, tuple[str, int]] = {}  # ObjectRef → (page, render actor)
+        self.actors: list[Any] = []  # render actors, started on first need
+        self.load: dict[int, int] = {}  # renders under way by actor (its index)
+        self.slots = settings.render_browsers * settings.render_tabs
         self.next_sweep = 0.0
 
     @classmethod
@@ -161,16 +163,18 @@ class Render(VisitStage):
         self.again.clear()
 
     # --- renders --------------------------------------------------------------------------------
-    def _actor(self) -> Any:
-        if self.actor is None:
+    def _actor(self) -> int:
+        """The render actor with the fewest renders under way (each browser its own process)."""
+        if not self.actors:
             import ray
 
             from raycrawl.actors.visit import render_actor
 
             here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
                 ray.get_runtime_context().get_node_id(), soft=False)
-            self.actor = render_actor.actor_class().options(scheduling_strategy=here).remote(self.settings)
-        return self.actor
+            cls = render_actor.actor_class().options(scheduling_strategy=here)
+            self.actors = [cls.remote(self.settings) for _ in range(self.settings.render_browsers)]
+        return min(range(len(self.actors)), key=lambda i: self.load.get(i, 0))
 
     def outcomes(self) -> list[Outcome]:
         """The renders that ended (as visits to carry out), after handing the render actor the
@@ -187,10 +191,12 @@ class Render(VisitStage):
         # line waits for them; a page may be in line twice).
         self.ready = deque(u for u in dict.fromkeys(self.ready)
                            if (w := self.waiting.get(u)) is not None and not w.awaited and w.ref is None)
-        while self.ready and len(self.rendering) < 2 * self.settings.render_tabs:  # (one waits behind each tab)
+        while self.ready and len(self.rendering) < 2 * self.slots:  # (one waits behind each tab)
             w = self.waiting[self.ready.popleft()]
-            w.ref = self._actor().render.remote(w.url, w.resources)
-            self.rendering[w.ref] = w.url
+            i = self._actor()
+            w.ref = self.actors[i].render.remote(w.url, w.resources)
+            self.rendering[w.ref] = (w.url, i)
+            self.load[i] = self.load.get(i, 0) + 1
         return out
 
     def _collect(self) -> list[Outcome]:
@@ -201,7 +207,8 @@ class Render(VisitStage):
         done, _ = ray.wait(list(self.rendering), num_returns=len(self.rendering), timeout=0)
         out = []
         for ref in done:
-            page = self.rendering.pop(ref)
+            page, i = self.rendering.pop(ref)
+            self.load[i] -= 1
             w = self.waiting[page]
             w.ref = None
             try:
@@ -244,18 +251,21 @@ class Render(VisitStage):
         """More pages ready (their requisites in) than the browser renders in a few rounds, or the
         backlog nearly full: the crawl takes no new URLs meanwhile (what it has in hand, requisites
         among them, it fetches)."""
-        return len(self.ready) >= 4 * self.settings.render_tabs or len(self.waiting) >= self.backlog * 3 // 4
+        return len(self.ready) >= 4 * self.slots or len(self.waiting) >= self.backlog * 3 // 4
 
     def close(self) -> None:
-        if self.actor is not None:
-            import ray
+        if not self.actors:
+            return
+        import ray
 
+        closing = [actor.close.remote() for actor in self.actors]
+        for actor, ref in zip(self.actors, closing, strict=True):
             try:
-                ray.get(self.actor.close.remote(), timeout=30)
+                ray.get(ref, timeout=30)
             except Exception as exc:  # noqa: BLE001 - its browser goes with the kill
-                log.warning("the render actor did not close cleanly: %r", exc)
-            ray.kill(self.actor)
-            self.actor = None
+                log.warning("a render actor did not close cleanly: %r", exc)
+            ray.kill(actor)
+        self.actors = []
 
 
 STAGE = Render
