@@ -94,7 +94,7 @@ def run(mode: str, args: argparse.Namespace, tmp: Path) -> dict:
     fifth = max(1, len(samples) // 5)
     return {"mode": mode, "pages": report["pages"], "seconds": report["elapsed_s"], "pages_per_s": report["pages_per_s"],
             "rendered": report.get("rendered", 0), "renders": report.get("render", {}).get("renders", 0),
-            "render_failed": {k: v for k, v in report.get("render", {}).items() if k in ("timeout", "crashed")},
+            "render": {k: v for k, v in report.get("render", {}).items() if k != "renders"},
             "cpu_ms_per_page": round(1000 * cpu / max(1, report["pages"]), 2), "wall_s": round(wall, 1),
             "script_links": truth, "found": found, "violations": len(audit.violations),
             "browser_mb_first_fifth": round(statistics.median(samples[:fifth]), 1) if samples else 0.0,
@@ -109,11 +109,12 @@ def main() -> None:
     ap.add_argument("--pages-per-host", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--modes", default="never,auto")
+    ap.add_argument("--keep", type=Path, default=None, help="crawl and websim directories here (kept), not in a temporary one")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="render-crawl-") as tmp:
         for mode in args.modes.split(","):
-            rows.append(run(mode, args, Path(tmp)))
+            rows.append(run(mode, args, args.keep or Path(tmp)))
             print(rows[-1], flush=True)
     cols = list(rows[0])
     print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))

@@ -18,7 +18,8 @@ requisite of a waiting page is kept for it when its visit is carried out; respon
 in a cache bounded by ``render_cache_mb`` (a site's scripts and stylesheets, which every page asks
 for and the crawl fetches once). A requisite that never comes back (the sieve had seen it and the
 cache no longer holds it; another agent's host) is waited for until ``render_wait`` seconds pass
-with none of the page's requisites coming, then the page is rendered with what there is. When
+with none of the page's requisites coming — seconds in which the crawl was taking new URLs — then
+the page is rendered with what there is. When
 pages ready to render queue up (the browser is the bottleneck: a render costs ~100 times a fetch's
 CPU), the agent takes no new URLs from its frontier until they are rendered (:meth:`Render.holds_back`). Waiting pages live in the agent's memory: an agent that dies
 loses their renders (their pages are archived as fetched).
@@ -86,6 +87,7 @@ class Waiting:
     level: int
     resources: dict[str, Resource]
     since: float
+    """When it last had news of its requisites (the stage's clock: seconds the crawl took new URLs)."""
     round: int = 1
     awaited: set[str] = field(default_factory=set)
     tried: set[str] = field(default_factory=set)
@@ -113,6 +115,9 @@ class Render(VisitStage):
         self.load: dict[int, int] = {}  # renders under way by actor (its index)
         self.slots = settings.render_browsers * settings.render_tabs
         self.next_sweep = 0.0
+        # The seconds the crawl was taking new URLs: a page's wait for its requisites is counted in
+        # them (while the crawl holds back for the browsers, its requisites cannot come either).
+        self.clock, self.ticked, self.held = 0.0, time.monotonic(), False
 
     @classmethod
     def build(cls, settings: Settings, ctx: StageContext) -> Render | None:
@@ -130,7 +135,7 @@ class Render(VisitStage):
                 if res is not None:
                     w.resources[fr.url] = res
                 w.awaited.discard(fr.url)
-                w.since = time.monotonic()  # (it waits for what does not come, not for a slow crawl)
+                w.since = self.clock  # (it waits for what does not come, not for a slow crawl)
                 if not w.awaited and w.ref is None:
                     self.ready.append(page)
         # (a duplicate too: the routes of one application serve the very same shell, and its scripts
@@ -144,7 +149,7 @@ class Render(VisitStage):
             visit.counters["render:backlog"] += 1
             return
         visit.counters[f"render:{why}"] += 1
-        self.waiting[fr.url] = Waiting(fr.url, visit.record.level, {fr.url: res}, time.monotonic())
+        self.waiting[fr.url] = Waiting(fr.url, visit.record.level, {fr.url: res}, self.clock)
         self.ready.append(fr.url)  # (rendered once its requisites, judged next, have come)
 
     def judge_requisite(self, url: str, host: str, parent: str, sheet: bool) -> str | None:
@@ -181,10 +186,13 @@ class Render(VisitStage):
         pages that are ready."""
         out = self._collect()
         now = time.monotonic()
+        if not self.held:
+            self.clock += now - self.ticked
+        self.ticked = now
         if now >= self.next_sweep:  # pages whose requisites did not all come: rendered with what did
             self.next_sweep = now + 1.0
             for w in self.waiting.values():
-                if w.awaited and w.ref is None and now - w.since >= self.wait:
+                if w.awaited and w.ref is None and self.clock - w.since >= self.wait:
                     self._forget_awaited(w)
                     self.ready.append(w.url)
         # Only pages ready now stay in line (a page whose requisites were judged since it was put in
@@ -197,6 +205,10 @@ class Render(VisitStage):
             w.ref = self.actors[i].render.remote(w.url, w.resources)
             self.rendering[w.ref] = (w.url, i)
             self.load[i] = self.load.get(i, 0) + 1
+        # Renders queue up: the crawl holds back and the pages' clock stops (their requisites cannot
+        # come either; rendering what is ready ends it). A backlog nearly full holds the crawl back
+        # with the clock running: what waits for requisites that do not come is rendered in time.
+        self.held = len(self.ready) >= 4 * self.slots
         return out
 
     def _collect(self) -> list[Outcome]:
@@ -225,7 +237,7 @@ class Render(VisitStage):
             else:
                 w.round += 1
                 w.tried.update(asks)
-                w.since = time.monotonic()
+                w.since = self.clock
                 self.again.append(page)  # (ready once its asks, judged with this outcome, are awaited)
             now = time.time()
             fr = FetchResult(url=page, ip="", status=200, ctype="text/html", body=r.dom.encode("utf-8", "replace"),
@@ -251,7 +263,7 @@ class Render(VisitStage):
         """More pages ready (their requisites in) than the browser renders in a few rounds, or the
         backlog nearly full: the crawl takes no new URLs meanwhile (what it has in hand, requisites
         among them, it fetches)."""
-        return len(self.ready) >= 4 * self.slots or len(self.waiting) >= self.backlog * 3 // 4
+        return self.held or len(self.waiting) >= self.backlog * 3 // 4
 
     def close(self) -> None:
         if not self.actors:
