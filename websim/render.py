@@ -355,7 +355,7 @@ class Renderer:
 
     def application(self, host: Host) -> str:
         """The script of a host's client-side routes (``js:route`` pages): each route's title and
-        content, written for the path it is at."""
+        content, written for the path (and query) it is at."""
         routes = {}
         for path, page in host.pages.items():
             if "js:route" in page.labels:
@@ -363,7 +363,7 @@ class Renderer:
                 title = html_text.split("<title>", 1)[1].split("</title>", 1)[0]
                 routes[path] = [title, html_text.partition("<body>")[2].rsplit("</body>", 1)[0]]
         table = json.dumps(routes).replace("</", "<\\/")
-        return (f"const routes = {table};\nconst r = routes[location.pathname];\n"
+        return (f"const routes = {table};\nconst r = routes[location.pathname + location.search];\n"
                 'if (r) { document.title = r[0]; document.getElementById("root").innerHTML = r[1]; }\n')
 
     def stylesheet(self, page: Page) -> str:
