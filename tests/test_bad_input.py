@@ -51,6 +51,7 @@ CASES = [
     ["serve", "{d}/crawl", "--port", "-1"],
     ["serve", "{d}/crawl", "--port", "70000"],
     ["serve", "{d}/crawl", "--host", "127.0.0.1", "--port", "{busy}"],
+    ["serve", "{d}/crawl", "--host", "0.0.0.0", "--port", "0"],  # off loopback without --token-file
     ["index", "build", "{d}/crawl", "-w", "1", "-b", "1000"],
     ["websim", "serve", "--slow-delay", "-1", "--out", "{d}/ws"],
     ["check", "{d}/nothing"],

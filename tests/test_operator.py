@@ -291,7 +291,7 @@ def test_rest_api_reads_and_commands(console_app, control) -> None:
 def test_rest_api_wants_the_token_when_one_is_set(console_app, control, tmp_path, redis_url) -> None:
     import aiohttp
 
-    from raycrawl.commands.console import read_tokens
+    from raycrawl.http_guard import read_tokens
 
     f = tmp_path / "tokens"
     f.write_text("alice s3cret-s3cret-s3cret\n")
@@ -322,6 +322,84 @@ def test_rest_api_wants_the_token_when_one_is_set(console_app, control, tmp_path
         read_tokens(f)
     r = run_cli("console", "--redis-url", redis_url, "--host", "0.0.0.0", "--port", "0")
     assert r.returncode == 2 and "--token-file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_console_answers_only_its_own_names(console_app, control, redis_url) -> None:
+    """DNS rebinding: a page of attacker.example whose name resolves to 127.0.0.1 sends its requests
+    with ``Host: attacker.example:PORT`` (and its Origin): refused (403), GET and POST alike, and
+    nothing is steered; the console's own names (loopback, ``localhost`` and its subdomains, the
+    bound address, ``--allow-host``) are answered."""
+    import aiohttp
+
+    from raycrawl.commands.console import Console, make_app
+    from raycrawl.http_guard import Names
+
+    async def go():
+        runner, port = await _serve(console_app())
+        allowing, port2 = await _serve(make_app(Console(redis_url, "rc:", None, None),
+                                                Names("127.0.0.1", ["console.lan"])))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            async with aiohttp.ClientSession() as s:
+                evil = {"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}"}
+                for method, path in (("POST", "/api/ctl"), ("GET", "/api/status"), ("GET", "/"), ("POST", "/ctl")):
+                    async with s.request(method, base + path, json={"verb": "pause"}, headers=evil) as r:
+                        assert r.status == 403, (method, path, r.status)
+                    async with s.request(method, base + path, json={"verb": "block", "args": ["a.test"]},
+                                         headers={"Host": f"attacker.example:{port}"}) as r:
+                        assert r.status == 403, (method, path, r.status)
+                for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"app.localhost:{port}", f"[::1]:{port}",
+                             "LOCALHOST."):
+                    async with s.get(f"{base}/api/status", headers={"Host": host}) as r:
+                        assert r.status == 200, (host, r.status)
+                # a name allowed by the console's own page is not a key to another origin's POST
+                async with s.post(f"{base}/api/ctl", json={"verb": "pause"},
+                                  headers={"Host": f"127.0.0.1:{port}", "Origin": f"http://localhost:{port}"}) as r:
+                    assert r.status == 403
+                async with s.get(f"http://127.0.0.1:{port2}/api/status", headers={"Host": f"console.lan:{port2}"}) as r:
+                    assert r.status == 200
+                async with s.get(f"{base}/api/status", headers={"Host": f"console.lan:{port}"}) as r:
+                    assert r.status == 403  # (not one of this console's names)
+        finally:
+            await runner.cleanup()
+            await allowing.cleanup()
+
+    asyncio_run(go())
+    assert not control.read().paused and not control.read().of_kind("block")
+
+
+@pytest.mark.slow
+def test_a_rebound_name_in_a_real_browser_reaches_nothing(console_app, control, tmp_path: Path) -> None:
+    """Chromium resolving attacker.example to 127.0.0.1 (DNS rebinding, by its host-resolver rules):
+    the console's page at that name is a 403, and a fetch() POST from it to the console's REST API
+    steers nothing; at 127.0.0.1 the same browser reads and pauses the crawl."""
+    import json as json_
+
+    from browser_cdp import browser
+
+    async def drive() -> tuple[str, object]:
+        runner, port = await _serve(console_app())
+        try:
+            async with browser(tmp_path, "--host-resolver-rules=MAP attacker.example 127.0.0.1") as b:
+                await b.call("Page.navigate", url=f"http://attacker.example:{port}/")
+                await b.wait_for("document.readyState === 'complete' && location.hostname === 'attacker.example'")
+                text = await b.evaluate("document.body ? document.body.innerText : ''")
+                posted = await b.evaluate(
+                    "fetch('/api/ctl', {method: 'POST', headers: {'Content-Type': 'application/json'}, "
+                    f"body: {json_.dumps(json_.dumps({'verb': 'pause'}))}}}).then(r => r.status)")
+                await b.goto(f"http://127.0.0.1:{port}/")
+                assert await b.evaluate("document.getElementById('state').textContent") == "running"
+                await b.evaluate("document.querySelector('button[value=pause]').click()")
+                await b.wait_for("document.getElementById('state') && "
+                                 "document.getElementById('state').textContent === 'paused'")
+                return text, posted
+        finally:
+            await runner.cleanup()
+
+    assert not control.read().paused
+    text, posted = asyncio_run(drive())
+    assert "does not answer to that name" in text and posted == 403, (text, posted)
+    assert [e[1]["verb"] for e in control.log_since()] == ["pause"]  # the click at 127.0.0.1, and nothing else
 
 
 def console_status(url: str, out: Path) -> dict:

@@ -22,6 +22,18 @@ async def server(two_crawls, capsys):  # noqa: F811
     await runner.cleanup()
 
 
+async def test_only_its_own_names_are_answered(server):
+    """DNS rebinding (a page of another name resolving to 127.0.0.1) reads nothing: 403."""
+    _, base = server
+    port = base.rsplit(":", 1)[1]
+    async with aiohttp.ClientSession() as s:
+        for path in ("/api?q=eruption", "/?q=eruption", "/capture/0/0"):
+            async with s.get(base + path, headers={"Host": f"attacker.example:{port}"}) as r:
+                assert r.status == 403, (path, r.status)
+        async with s.get(f"{base}/api?q=eruption", headers={"Host": f"localhost:{port}"}) as r:
+            assert r.status == 200
+
+
 async def test_page_and_api(server):
     root, base = server
     index = open_index(root / "e1")

@@ -4,9 +4,9 @@ the Redis can run (docs/operating.md).
 
 Loopback by default. Any other address needs ``--token-file`` (lines ``LABEL TOKEN``, or one
 token): every request then carries ``Authorization: Bearer TOKEN`` (the page: ``/?token=TOKEN``
-once, kept in a cookie), and a command is logged under the token's label. A POST from a page of
-another origin is refused either way (a browser on the operator's machine must not be turned into
-a remote control by some other web page).
+once, kept in a cookie), and a command is logged under the token's label. Either way it answers
+only the names it was started for, and a POST only from its own pages: a browser on the operator's
+machine must not be turned into a remote control by some other web page (core/http_guard.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import hmac
 import html
 import time
 from pathlib import Path
@@ -22,11 +21,10 @@ from urllib.parse import urlencode
 
 from raycrawl.argtypes import port
 from raycrawl.commands.status import add_password_option
-from raycrawl.credentials import is_loopback, remember
 from raycrawl.errors import UserError
+from raycrawl.http_guard import Names, add_guard_options, check_bind, guard, tokens_for
 from raycrawl.settings import Settings
 
-COOKIE = "raycrawl_console"
 SAMPLE_EVERY = 2.0
 SAMPLES = 1800  # an hour of samples at SAMPLE_EVERY
 HOSTS_SHOWN = 50
@@ -41,30 +39,9 @@ def register(subparsers) -> None:
     p.add_argument("--redis-url", help="Redis of the crawl")
     add_password_option(p)
     p.add_argument("--prefix", default=Settings.redis_prefix, help=f"key prefix of the crawl (default {Settings.redis_prefix})")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token-file)")
+    add_guard_options(p, "console")
     p.add_argument("--port", type=port, default=8099, help="port (default 8099; 0 = any free port)")
-    p.add_argument("--token-file", type=Path, help="API tokens, one per line: LABEL TOKEN (or TOKEN alone)")
     p.set_defaults(func=handle)
-
-
-def read_tokens(path: Path) -> dict[str, str]:
-    """token → label, from a file that only its owner can read."""
-    try:
-        if path.stat().st_mode & 0o077:
-            raise UserError(f"--token-file {path}: readable by others; chmod 600 it")
-        lines = [ln.split() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    except OSError as exc:
-        raise UserError(f"--token-file {path}: {exc.strerror or exc}") from None
-    tokens = {}
-    for words in lines:
-        label, token = (words[0], words[1]) if len(words) == 2 else ("token", words[0])
-        if len(token) < 16:
-            raise UserError(f"--token-file {path}: a token must have at least 16 characters")
-        tokens[token] = label
-        remember(token)  # scrubbed from this process's logs and messages
-    if not tokens:
-        raise UserError(f"--token-file {path}: no token in it")
-    return tokens
 
 
 class Console:
@@ -116,17 +93,6 @@ class Console:
         finally:
             client.close()
 
-    def who(self, request) -> str | None:  # noqa: ANN001 - an aiohttp request
-        """The caller's label, or None when a token is required and missing."""
-        if self.tokens is None:
-            return "console"
-        auth = request.headers.get("Authorization", "")
-        given = auth[7:] if auth.startswith("Bearer ") else request.cookies.get(COOKIE, "")
-        for token, label in self.tokens.items():
-            if hmac.compare_digest(given.encode(), token.encode()):
-                return label
-        return None
-
 
 def _rate(samples: collections.deque) -> float | None:
     """Pages/s over the last minute of samples."""
@@ -137,26 +103,9 @@ def _rate(samples: collections.deque) -> float | None:
     return round((last[1] - first[1]) / (last[0] - first[0]), 2) if last[0] > first[0] else None
 
 
-def make_app(console: Console):
+def make_app(console: Console, names: Names | None = None):
+    """``names``: what the console answers to (default: loopback's)."""
     from aiohttp import web
-
-    @web.middleware
-    async def guard(request, handler):  # noqa: ANN001, ANN202
-        if console.tokens is not None and request.path == "/" and "token" in request.query:
-            label = console.tokens.get(request.query["token"])
-            if label is None:
-                raise web.HTTPUnauthorized(text="wrong token")
-            resp = web.HTTPSeeOther("/")
-            resp.set_cookie(COOKIE, request.query["token"], httponly=True, samesite="Strict")
-            raise resp
-        who = console.who(request)
-        if who is None:
-            raise web.HTTPUnauthorized(text="a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
-        if request.method == "POST":
-            origin = request.headers.get("Origin")
-            if origin not in (None, "null") and origin.split("://", 1)[-1] != request.host:
-                raise web.HTTPForbidden(text="cross-origin request refused")
-        return await handler(request)
 
     async def status_api(request):  # noqa: ANN001, ANN202
         st = await _off_loop(console.status, int(request.query.get("hosts", HOSTS_SHOWN)), request.query.get("q", ""))
@@ -169,10 +118,10 @@ def make_app(console: Console):
         except (ValueError, KeyError, TypeError):
             return web.json_response({"error": 'expected JSON {"verb": ..., "args": [...]}'}, status=400)
         try:
-            done = await _off_loop(console.command, str(verb), args, console.who(request))
+            done = await _off_loop(console.command, str(verb), args, request["who"])
         except UserError as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response({"verb": verb, "done": done, "operator": console.who(request)})
+        return web.json_response({"verb": verb, "done": done, "operator": request["who"]})
 
     async def page(request):  # noqa: ANN001, ANN202
         query = request.query.get("q", "")
@@ -188,12 +137,12 @@ def make_app(console: Console):
         form = await request.post()
         verb, args = str(form.get("verb", "")), str(form.get("args", "")).split()
         try:
-            msg = f"{verb}: " + await _off_loop(console.command, verb, args, console.who(request))
+            msg = f"{verb}: " + await _off_loop(console.command, verb, args, request["who"])
         except UserError as exc:
             msg = f"error: {exc}"
         raise web.HTTPSeeOther("/?" + urlencode({"msg": msg}))
 
-    app = web.Application(middlewares=[guard])
+    app = web.Application(middlewares=[guard(names or Names("127.0.0.1"), console.tokens, "console")])
     app.router.add_get("/", page)
     app.router.add_post("/ctl", ctl_form)
     app.router.add_get("/api/status", status_api)
@@ -271,18 +220,15 @@ def _overrides(host: str, rules: dict) -> str:
 def handle(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from raycrawl.commands.serve import _check_bind
     from raycrawl.commands.status import crawl_redis, given_password
 
     if (args.out is None) == (args.redis_url is None):
         raise UserError("console: give a crawl directory or --redis-url (one of them)")
-    tokens = read_tokens(args.token_file) if args.token_file else None
-    if tokens is None and not is_loopback(args.host):
-        raise UserError(f"console: --host {args.host} is not loopback: give --token-file (see --help)")
-    _check_bind(args.host, args.port)
+    tokens = tokens_for(args.host, args.token_file, "console")
+    check_bind(args.host, args.port)
     with crawl_redis(args.out, args.redis_url, given_password(args)) as (url, _running):
         console = Console(url, args.prefix, args.out, tokens)
         console.status(1)  # a crawl is there (else one line now, not an error page later)
         print(f"console of {args.out or 'the crawl'} on http://{args.host}:{args.port}/ (Ctrl-C stops)")
-        web.run_app(make_app(console), host=args.host, port=args.port, print=None)
+        web.run_app(make_app(console, Names(args.host, args.allow_host)), host=args.host, port=args.port, print=None)
     return 0

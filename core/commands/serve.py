@@ -17,6 +17,7 @@ from pathlib import Path
 
 from raycrawl.argtypes import port
 from raycrawl.errors import UserError
+from raycrawl.http_guard import Names, add_guard_options, check_bind, guard, tokens_for
 from raycrawl.storage.crawl_dir import index_dir as crawl_index_dir
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("serve", help="serve a search page over DIR/index",
                               description="A small web page for searching a crawl's fragment index (docs/search.md).")
     p.add_argument("dir", type=Path, help="crawl directory holding index/ (or an index directory)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    add_guard_options(p, "search page")
     p.add_argument("--port", type=port, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--pywb", metavar="URL", help="link hits to their captures in pywb (BASE/COLLECTION, e.g. "
                    "http://127.0.0.1:8080/mycrawls) instead of serving them from the WARC files here")
@@ -194,9 +195,10 @@ def render_page(answer: dict, error: str | None = None) -> str:
             + body + "</body></html>")
 
 
-def make_app(crawl_dir: Path, pywb: str | None = None):
+def make_app(crawl_dir: Path, pywb: str | None = None, middleware=None):  # noqa: ANN001 - aiohttp's
     """The aiohttp application serving ``crawl_dir``'s index (loaded once); hits link to their
-    captures in ``pywb`` (``BASE/COLLECTION``) when given, else to ``/capture/…`` here."""
+    captures in ``pywb`` (``BASE/COLLECTION``) when given, else to ``/capture/…`` here.
+    ``middleware``: who it answers (core/http_guard.py; default: loopback's names, no token)."""
     from aiohttp import web
 
     from raycrawl.commands.search import open_index
@@ -236,31 +238,19 @@ def make_app(crawl_dir: Path, pywb: str | None = None):
             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
             "X-Archived-From": index.urls[doc], "X-Archive-Epoch": str(epoch)})
 
-    app = web.Application()
+    app = web.Application(middlewares=[middleware or guard(Names("127.0.0.1"), None, "reader")])
     app.router.add_get("/", page)
     app.router.add_get("/api", api)
     app.router.add_get("/capture/{page}/{epoch}", capture)
     return app
 
 
-def _check_bind(host: str, port_: int) -> None:
-    """The address can be bound (the machine has it, the port is free), or one clear line."""
-    import socket
-
-    try:
-        infos = socket.getaddrinfo(host, port_, type=socket.SOCK_STREAM)
-        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(infos[0][4])
-    except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port_}: {exc.strerror or exc}") from None
-
-
 def handle(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    app = make_app(args.dir, args.pywb)
-    _check_bind(args.host, args.port)
+    tokens = tokens_for(args.host, args.token_file, "serve")
+    app = make_app(args.dir, args.pywb, guard(Names(args.host, args.allow_host), tokens, "reader"))
+    check_bind(args.host, args.port)
     print(f"serving {args.dir} on http://{args.host}:{args.port}/ (Ctrl-C stops)")
     web.run_app(app, host=args.host, port=args.port, print=None)
     return 0
