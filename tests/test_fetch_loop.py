@@ -93,3 +93,58 @@ async def test_a_drain_lingers_for_a_fuller_batch(redis_url, tmp_path):
     finally:
         await loop.stop()
         await runner.cleanup()
+
+
+async def test_a_response_on_the_wire_is_read_while_redis_holds_writes(redis_url, tmp_path):
+    """Redis holds writes (CLIENT PAUSE WRITE: a membership change, a failover, a stalled fsync) for
+    twice the fetcher's whole-exchange bound while a slow page's response is on its way: the loop
+    reads it as it arrives — one request, status 200 — and the pages after the pause are fetched.
+    (With its Redis calls on the loop's own thread, the loop stood still until Redis answered, the
+    response's bound ran out meanwhile, and the page was fetched a second time: a join mid-crawl
+    did that in tests/test_agents.py.)"""
+    import asyncio
+    import time
+
+    import redis
+    from aiohttp import web
+
+    asked: list[str] = []
+    slow_asked = asyncio.Event()
+
+    async def page(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        asked.append(f"{request.host.split(':')[0]}{request.path}")
+        if request.path == "/slow":
+            slow_asked.set()
+            await asyncio.sleep(0.7)  # (within one read timeout)
+        return web.Response(text="<html><body>a page</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    runner, port = await serve(app)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 a.test\n127.0.0.1 b.test\n")
+    s = Settings(allow_networks="127.0.0.0/8", host_delay=0.1, ip_delay=0.0, resolve=str(hosts),
+                 connect_timeout=0.5, read_timeout=1.5, max_retries=1)
+    bound = s.connect_timeout + 3 * s.read_timeout  # the fetcher's whole exchange
+    loop = FetchLoop(s, redis_url)
+    other = redis.Redis.from_url(redis_url)
+    try:
+        loop.wb.frontier.add([("a.test", "127.0.0.1", [f":{port}/slow"]),
+                              ("b.test", "127.0.0.1", [f":{port}/{i}" for i in range(30)])])
+        await loop.start()
+        await asyncio.wait_for(slow_asked.wait(), 20)
+        other.execute_command("CLIENT", "PAUSE", str(int(2 * bound * 1000)), "WRITE")
+        pages, t0 = [], time.monotonic()
+        while len(pages) < 31 and time.monotonic() - t0 < 60:
+            pages += [o for o in await loop.drain(50, 0.2) if o.kind == "page"]
+        slow = [o.fr for o in pages if o.fr.url.endswith("/slow")]
+        assert [(fr.status, fr.error) for fr in slow] == [(200, None)], [(fr.status, fr.error) for fr in slow]
+        assert asked.count("a.test/slow") == 1, asked
+        assert len(pages) == 31 and all(o.fr.status == 200 for o in pages), [(o.fr.url, o.fr.error) for o in pages]
+    finally:
+        other.execute_command("CLIENT", "UNPAUSE")
+        other.close()
+        await loop.stop()
+        await runner.cleanup()

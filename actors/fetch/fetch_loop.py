@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from raycrawl import metrics
 from raycrawl.actors import named, per_batch
@@ -86,7 +87,13 @@ class FetchLoop:
         self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
         self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0}
-        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters)
+        # The loop's writes to Redis run on a thread of their own, one at a time and in order: while
+        # Redis is slow or holds writes (a failover, a stalled fsync, a membership change's CLIENT
+        # PAUSE), the responses on the wire go on being read. On the loop's thread they waited, and a
+        # request whose response had long arrived timed out when the loop ran again, and was
+        # fetched a second time.
+        self._redis_thread = ThreadPoolExecutor(1, thread_name_prefix="fetch-redis")
+        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters, off_loop=self._off_loop)
         self.robots = self.robots_fetch.cache  # origin → rules (the tests read them here)
         # The stages' say here (actors/visit/chain.py): queued URLs refused (the operator's blocks,
         # scope and budgets, the spam gate's hosts), the operator's pause and throttles.
@@ -117,6 +124,9 @@ class FetchLoop:
                                keepalive_timeout=s.keepalive_timeout, max_idle=s.max_idle_connections)
         self.fetcher.gate = self.lease.valid
         self.lease.start()  # once: renewals run as long as the actor, paused or not
+
+    async def _off_loop(self, fn, *args):  # noqa: ANN001, ANN002, ANN202 - whatever fn takes and returns
+        return await asyncio.get_running_loop().run_in_executor(self._redis_thread, fn, *args)
 
     # --- control -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -215,11 +225,11 @@ class FetchLoop:
         try:
             while True:
                 if self._stop:
-                    self._flush_releases()
+                    await self._flush_releases()
                     if not self.tasks:
                         return
                 else:
-                    self._acquire()
+                    await self._acquire()
                 self._account_idle()
                 timeout = POLL_S
                 if self.earliest is not None:
@@ -235,7 +245,7 @@ class FetchLoop:
             log.warning("fetch loop stopped: %s", stop)  # the agent stops the crawl with the same line
             self._stop = True
 
-    def _acquire(self) -> None:
+    async def _acquire(self) -> None:
         # Bounded in flight AND in the buffer: what a crash can cost twice stays within max_uncommitted.
         slots = min(self.s.fetch_concurrency - len(self.tasks),
                     self.s.max_uncommitted - len(self.tasks) - len(self.done))
@@ -247,15 +257,15 @@ class FetchLoop:
             slots = 0
         if slots <= 0:
             self._polite_idle = False
-            self._flush_releases()
+            await self._flush_releases()
             return
         releases, self.releases = self.releases, []
-        got, self.earliest = self.wb.release_and_acquire(releases, time.time(), slots)
+        got, self.earliest = await self._off_loop(self.wb.release_and_acquire, releases, time.time(), slots)
         if len(got) < slots and (self.earliest is None or self.earliest > time.time()):
             self.waited += 1
         self._polite_idle = len(got) < slots and self.earliest is not None and self.earliest > time.time()
         if self.epoch:
-            self._load_priors([(host, entry) for host, ip, entry in got if not is_robots(entry)])
+            await self._load_priors([(host, entry) for host, ip, entry in got if not is_robots(entry)])
         more = self.wb.frontier.more  # hosts with more URLs queued: their connections are worth keeping
         for host, ip, entry in got:
             if self.budget is not None and not is_robots(entry):
@@ -267,11 +277,11 @@ class FetchLoop:
     def _refused(self, url: str, host: str) -> str | None:
         return None if self.hooks.refuse is None else self.hooks.refuse(url, name_of(host))
 
-    def _load_priors(self, entries: list[tuple[str, str]]) -> None:
+    async def _load_priors(self, entries: list[tuple[str, str]]) -> None:
         """One round trip for the last captures of the URLs a revisit pass just acquired."""
         keys = [inflight_key(host, entry) for host, entry in entries]
         urls = [inflight_url(k) for k in keys]
-        for key, capture in zip(keys, self.wb.frontier.priors(urls), strict=True):
+        for key, capture in zip(keys, await self._off_loop(self.wb.frontier.priors, urls), strict=True):
             if capture is not None:
                 self.priors[key] = capture
 
@@ -282,10 +292,10 @@ class FetchLoop:
         self._wake.set()
         self._visited.set()
 
-    def _flush_releases(self) -> None:
+    async def _flush_releases(self) -> None:
         if self.releases:
             batch, self.releases = self.releases, []
-            self.wb.release(batch)
+            await self._off_loop(self.wb.release, batch)
 
     def _release(self, host: str, ip: str, end: float | None = None, crawl_delay: float | None = None,
                  putback: tuple[str, ...] = (), not_before: float | None = None) -> None:
