@@ -7,7 +7,6 @@ import random
 
 import numpy as np
 import pytest
-from sklearn.metrics import ndcg_score
 
 from raycrawl.tasks.temporal_eval import (
     grades_for,
@@ -59,6 +58,8 @@ def test_websim_topics_are_what_the_text_is_about():
 
 
 def test_ndcg_equals_sklearn_with_exponential_gains():
+    from sklearn.metrics import ndcg_score  # (3 s of import: not in every worker's collection)
+
     rng = random.Random(4)
     for _ in range(20):
         pages = [f"p{i}" for i in range(30)]
