@@ -13,6 +13,7 @@ browser sends a literal only when it was pointed at one), the ``--host`` name, a
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 from collections.abc import Iterable
@@ -111,10 +112,18 @@ def who(request, tokens: dict[str, str] | None, anonymous: str) -> str | None:  
     return None
 
 
+@functools.cache
+def who_key():  # noqa: ANN201 - an aiohttp RequestKey
+    """Where :func:`guard` puts the caller's label in a request (``request[who_key()]``)."""
+    from aiohttp import web
+
+    return web.RequestKey("who", str)
+
+
 def guard(names: Names, tokens: dict[str, str] | None, anonymous: str):  # noqa: ANN201 - an aiohttp middleware
     """The middleware: 403 for a name the server was not started for (GET and POST alike) or a POST
     from another origin; 401 without a token when tokens are required; ``/?token=T`` sets the
-    token's cookie once. The caller's label is ``request["who"]``."""
+    token's cookie once. The caller's label is ``request[who_key()]``."""
     from aiohttp import web
 
     @web.middleware
@@ -135,7 +144,7 @@ def guard(names: Names, tokens: dict[str, str] | None, anonymous: str):  # noqa:
             raise web.HTTPUnauthorized(text="a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
         if request.method == "POST" and origin not in (None, "null") and origin.split("://", 1)[-1] != request.host:
             raise web.HTTPForbidden(text="cross-origin request refused")
-        request["who"] = label
+        request[who_key()] = label
         return await handler(request)
 
     return middleware

@@ -73,6 +73,9 @@ key                  type    content
 ``P ctl:spent``      hash    server → pages fetched since its budget was set
 ``P ctl:seeds``      list    seeds the operator added, not yet taken by an agent
 ``P ctl:log``        stream  every operator command (when, who, what): ``OUT/operator.log``
+``P rask:<agent>``   list    "ASKER URL": requisites of ASKER's waiting renders on hosts ``agent`` owns
+                             (actors/visit/render_handover.py)
+``P rinbox:<agent>`` list    responses other agents hand ``agent``'s renders (JSON head, newline, body)
 ==================== ======= =====================================================================
 
 Invariants the scripts keep: a host is in at most one of {``hbusy``, its owner's ``ent:<ip>``}; a
@@ -164,6 +167,7 @@ class Keys:
         self.prior = p + "prior"
         self.ctl, self.ctl_rules, self.ctl_spent = p + "ctl", p + "ctl:rules", p + "ctl:spent"
         self.ctl_seeds, self.ctl_log = p + "ctl:seeds", p + "ctl:log"
+        self.render_ask, self.render_inbox = p + "rask:", p + "rinbox:"
         self.virt, self.active, self.wb = v + "virt", v + "active", v + "wb"  # this view's
         self._vs, self._ent = p + "vs:", v + "ent:"
 
@@ -461,6 +465,28 @@ class RedisFrontier:
     def store_robots(self, host: str, rules_json: str) -> None:
         self.r.hset(self.k.robots, host, rules_json)
 
+    # --- renders' requisites between agents (actors/visit/render_handover.py) ----------------------
+    def render_ask(self, asker: str, asks: dict[str, list[str]]) -> None:
+        """Ask each agent (the key) for the URLs ``asker``'s renders wait for."""
+        pipe = self.r.pipeline(transaction=False)
+        for agent, urls in asks.items():
+            pipe.rpush(self.k.render_ask + agent, *(f"{asker} {u}" for u in urls))
+        pipe.execute()
+
+    def render_asked(self, agent: str, n: int = 1000) -> list[tuple[str, str]]:
+        """(asker, URL) asked of ``agent``, taken from its list."""
+        return [tuple(x.decode().split(" ", 1)) for x in self.r.lpop(self.k.render_ask + agent, n) or []]
+
+    def render_answer(self, answers: dict[str, list[bytes]]) -> None:
+        """Hand each agent (the key) the responses it asked for."""
+        pipe = self.r.pipeline(transaction=False)
+        for agent, blobs in answers.items():
+            pipe.rpush(self.k.render_inbox + agent, *blobs)
+        pipe.execute()
+
+    def render_answers(self, agent: str, n: int = 200) -> list[bytes]:
+        return self.r.lpop(self.k.render_inbox + agent, n) or []
+
     def block_spam_hosts(self, scores: dict[str, float]) -> None:
         if scores:
             self.r.hset(self.k.spam_blocked, mapping=scores)
@@ -594,7 +620,7 @@ class RedisFrontier:
         left = self.r.scard(v + "active") + self.r.zcard(v + "wb") + self.r.hlen(v + "virt")
         if left:
             log.error("view %s dropped with %d entries left", v, left)
-        self.r.delete(v + "active", v + "wb", v + "virt")
+        self.r.delete(v + "active", v + "wb", v + "virt", self.k.render_ask + agent, self.k.render_inbox + agent)
 
     def front_size(self) -> int:
         """This agent's hosts with URLs in their visit state."""

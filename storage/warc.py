@@ -65,6 +65,7 @@ SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 DUPLICATE_OF = "Raycrawl-Duplicate-Of"
+DOM_URI = "urn:dom:"  # + URL: the WARC resource record of the DOM a browser rendered (write_rendered)
 
 
 class Response(NamedTuple):
@@ -279,7 +280,7 @@ class WarcStore:
         (file name, offset) of the DOM's record."""
         self._open()
         common = {"WARC-Date": warc_date(when), "WARC-Warcinfo-ID": self._warcinfo_id, "WARC-Refers-To-Target-URI": url}
-        headers = {"WARC-Target-URI": f"urn:dom:{url}", **common, "Content-Type": "text/html; charset=utf-8",
+        headers = {"WARC-Target-URI": DOM_URI + url, **common, "Content-Type": "text/html; charset=utf-8",
                    "WARC-Payload-Digest": sha1_b32(dom)}
         offset = self._emit(self._record(WarcRecordType.resource, dom, headers, http=False))
         if screenshot:

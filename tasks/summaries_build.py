@@ -1,8 +1,9 @@
 """Building a crawl's archive of summaries (seed 000): pages to term counts, then the archive.
 
 The pages are the crawl's pages (storage/crawl_pages.py), read from the WARC files or from the
-summary writer's spill (``--from-spill``); a page fetched twice counts once; an exact duplicate
-takes its representative's summary. ``raycrawl summaries build`` is the command over it.
+summary writer's spill (``--from-spill``); a page fetched twice counts once; a page rendered in a
+browser is its rendered DOM's text (either way); an exact duplicate takes its representative's
+summary. ``raycrawl summaries build`` is the command over it.
 """
 
 from __future__ import annotations
@@ -30,10 +31,38 @@ def iter_warc_pages(crawl_dir: Path) -> Iterator[tuple[str, str]]:
         yield page.url, page_text(page.body, page.charset)
 
 
+def iter_rendered_doms(crawl_dir: Path) -> Iterator[tuple[str, str]]:
+    """(URL, visible text) of every DOM the crawl rendered (the WARC ``resource`` records
+    ``urn:dom:URL`` of actors/visit/stages/render.py) whose render did not fail, in crawl order."""
+    from fastwarc.warc import WarcRecordType
+
+    from raycrawl.storage.link_records import RENDERED_SUBDIR, iter_link_records
+    from raycrawl.storage.warc import DOM_URI, iter_records
+    from raycrawl.text import page_text
+
+    failed = {rec.url for rec in iter_link_records(crawl_dir, RENDERED_SUBDIR) if rec.error}  # (what there was of a DOM)
+    for _, _, rec in iter_records(layout(crawl_dir).warc, WarcRecordType.resource):
+        target = rec.headers.get("WARC-Target-URI", "")
+        if target.startswith(DOM_URI) and target[len(DOM_URI):] not in failed:
+            yield target[len(DOM_URI):], page_text(rec.reader.read(), "utf-8")
+
+
+def warc_records(crawl_dir: Path) -> list[dict]:
+    """The summary records of the crawl's pages read from its WARC files, as the crawl spills them:
+    a rendered page's (``rendered``: true) from its DOM, which :func:`_once_per_url` prefers."""
+    from raycrawl.actors.visit.summary_writer import document_counts
+
+    records = []
+    for rendered, docs in ((False, iter_warc_pages(crawl_dir)), (True, iter_rendered_doms(crawl_dir))):
+        for url, visible in docs:
+            length, counts = document_counts(visible)
+            records.append({"url": url, "length": length, "terms": counts, **({"rendered": True} if rendered else {})})
+    return records
+
+
 def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None,
           from_spill: bool = False) -> dict:
     """Build ``DIR/summaries/`` (two passes) and return the archive properties."""
-    from raycrawl.actors.visit.summary_writer import document_counts
     from raycrawl.storage import summaries, summary_spill
     from raycrawl.storage.crawl_graph import node_map
 
@@ -52,11 +81,7 @@ def build(crawl_dir: Path, min_df: int = 20, codes: dict[str, str] | None = None
         again = None
     else:
         # One pass over the WARCs turns pages into counts; held in memory for the second pass.
-        records = []
-        for url, visible in iter_warc_pages(crawl_dir):
-            length, counts = document_counts(visible)
-            records.append({"url": url, "length": length, "terms": counts})
-        records = _once_per_url(records)
+        records = _once_per_url(warc_records(crawl_dir))
         records += _exact_duplicates(crawl_dir, records)
         again = None
     if num_nodes == 0:

@@ -1,4 +1,4 @@
-"""Rendering inside a crawl (issue 52): one crawl with ``--render auto`` of websim's JavaScript web,
+"""Rendering inside a crawl (issue 52): one crawl by two agents with ``--render auto`` of websim's JavaScript web,
 whose script-made pages carry their text and links only in scripts (inline, ``fetch()`` from a
 JSON endpoint, a lazy image, an infinite list, pushState, a script that throws, alerts), judged
 against websim's manifest (the pages' links) and its request log (every request, the browser's
@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 DELAY = 0.05
 FRAME = "document.querySelector('iframe')?.contentDocument"  # pywb's replay frame's document
-WEB = {"hosts": 12, "ips": 3, "seed": 5, "clean": True, "pages_per_host_mean": 5, "scripts": True}
+# (requisites: every plain host's pages load a library script from one "CDN" host, which one of the
+# crawl's two agents owns: the other's renders get it handed over)
+WEB = {"hosts": 12, "ips": 3, "seed": 5, "clean": True, "pages_per_host_mean": 5, "scripts": True, "requisites": True}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,8 @@ def crawled(tmp_path_factory):
         r = subprocess.run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
                             "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
                             "--host-delay", str(DELAY), "--ip-delay", "0.0", "--render", "auto", "--render-wait", "10",
-                            "--render-timeout", "8", "--render-screenshot", "-s", "render_browsers=2",
-                            "-s", "render_tabs=2"],
+                            "--render-timeout", "8", "--render-screenshot", "--agents", "2",
+                            "-s", "render_browsers=1", "-s", "render_tabs=2"],
                            capture_output=True, text=True, cwd=ROOT, timeout=400,
                            env={**os.environ, "RAY_AUTH_MODE": "disabled"})
         assert r.returncode == 0, r.stderr[-3000:]
@@ -96,6 +98,45 @@ def test_the_graph_has_the_rendered_links_marked(crawled) -> None:
         assert urls.id_of(t) in set(graph.successors(urls.id_of(u)).tolist())
 
 
+def test_every_render_ran_the_scripts_the_crawl_archived_whichever_agent_fetched_them(crawled) -> None:
+    """Each page rendered ran every script its markup names that the crawl archived (websim's
+    scripts mark the DOM they run in): the "CDN" library, which every plain host's pages load and
+    one agent fetched, reached the other agent's renders too (actors/visit/render_handover.py)."""
+    import re
+    from urllib.parse import urljoin
+
+    from selectolax.lexbor import LexborHTMLParser
+
+    from raycrawl.storage.warc import DOM_URI
+
+    manifest, out, _ = crawled
+    archived = {rec.url for rec in iter_link_records(out) if rec.status == 200}
+    records = {rec.url: rec for rec in iter_link_records(out, "rendered")}
+    doms, markup = {}, {}
+    for path in sorted((out / "warc").glob("*.warc.gz")):
+        with path.open("rb") as f:
+            for r in ArchiveIterator(f):
+                target = r.rec_headers.get_header("WARC-Target-URI")
+                if r.rec_type == "resource" and target.startswith(DOM_URI):
+                    doms[target[len(DOM_URI):]] = (path.name, r.content_stream().read().decode())
+                elif r.rec_type == "response" and target in records:
+                    markup.setdefault(target, r.content_stream().read())
+    checked, agents, foreign = 0, set(), 0
+    for url, (warc, dom) in doms.items():
+        if records[url].error or url not in markup:  # (the breakers, whose renders failed; revisits)
+            continue
+        named = {urljoin(url, n.attributes["src"]) for n in LexborHTMLParser(markup[url]).css("script[src]")}
+        scripts = {u for u in named if u in archived and "routes" not in manifest.pages[u]["labels"]}
+        loaded = re.search(r'data-loaded="([^"]*)"', dom)
+        ran = set(loaded.group(1).split()) if loaded else set()
+        assert {u.split("://", 1)[1].replace(f":{manifest.meta['port']}", "") for u in scripts} <= ran, (url, scripts, ran)
+        checked += bool(scripts)
+        foreign += any(manifest.pages[u]["host"] != manifest.pages[url]["host"] for u in scripts)
+        agents.add(warc.split("-", 1)[0])
+    # (both agents' renders among them, and scripts of another host: the CDN's library)
+    assert checked >= 10 and foreign >= 5 and len(agents) == 2, (checked, foreign, agents)
+
+
 def test_the_summaries_read_the_rendered_text(crawled) -> None:
     """A rendered page's summary is its rendered DOM's text, which is the text websim's scripts
     write: the page's content as a page without scripts would carry it."""
@@ -121,6 +162,23 @@ def test_the_summaries_read_the_rendered_text(crawled) -> None:
         assert (rec["length"], rec["terms"]) == (length, terms), rec["url"]
         checked += 1
     assert checked >= 10
+
+
+def test_summaries_from_the_warc_files_read_the_rendered_dom(crawled) -> None:
+    """``summaries build`` without ``--from-spill`` reads the WARC files: a rendered page's record is
+    its DOM's text there too (the ``urn:dom:`` resource), equal to what the crawl spilled for it,
+    and the archive built from them takes it over the page's markup."""
+    from raycrawl.storage.summary_spill import iter_spill, spill_paths
+    from raycrawl.tasks.summaries_build import _once_per_url, warc_records
+
+    _, out, _ = crawled
+    spilled = {r["url"]: (r["length"], r["terms"]) for r in _once_per_url(iter_spill(spill_paths(out)))
+               if r.get("rendered")}
+    from_warc = _once_per_url(warc_records(out))
+    rendered = {r["url"]: (r["length"], r["terms"]) for r in from_warc if r.get("rendered")}
+    assert rendered and rendered == spilled, sorted(set(rendered) ^ set(spilled))[:5]
+    markup = {r["url"] for r in warc_records(out) if not r.get("rendered")}
+    assert set(rendered) & markup  # (the page's markup was read too, and the DOM took its place)
 
 
 def test_what_scripts_asked_for_was_fetched_by_the_crawl(crawled) -> None:
@@ -172,6 +230,7 @@ def test_rendered_pages_replay_in_pywb_as_they_were_rendered(crawled, tmp_path) 
     reach nothing but pywb: the same visible text as the rendered DOM the crawl stored, the same
     images loaded as the live render asked for, and no request escapes."""
     import asyncio
+    from urllib.parse import urljoin
 
     from browser_cdp import browser
     from pywb_replay import index_collection, pywb
@@ -225,5 +284,7 @@ def test_rendered_pages_replay_in_pywb_as_they_were_rendered(crawled, tmp_path) 
         assert html is not None, (url, _script_kind(manifest.pages[url]), images)
         stored = LexborHTMLParser(doms[url].decode()).css_first("#root").html
         assert page_text(html.encode(), "utf-8").split() == page_text(stored.encode(), "utf-8").split(), url
-        asked = {u for u in rendered[url].embeds if u.endswith(".png")}
+        # (the <img> elements' images: a stylesheet's background image is no element's)
+        shown = {urljoin(url, n.attributes["src"]) for n in LexborHTMLParser(doms[url].decode()).css("img[src]")}
+        asked = {u for u in rendered[url].embeds if u.endswith(".png") and u in shown}
         assert images == asked, (url, _script_kind(manifest.pages[url]), images, asked)

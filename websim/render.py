@@ -460,7 +460,12 @@ class Renderer:
             case "js":
                 if "routes" in page.labels:
                     return Response(200, "text/javascript", self.application(host).encode())
-                return Response(200, "text/javascript", f"/* {host.name}{page.path} */ window.loaded = true;\n".encode())
+                # (a script that ran says so in the DOM: a renderer that lacked it shows it lacked it)
+                mark = f"{host.name}{page.path}"
+                return Response(200, "text/javascript", (
+                    f"/* {mark} */ window.loaded = true;\n"
+                    "document.documentElement.setAttribute('data-loaded', "
+                    f"((document.documentElement.getAttribute('data-loaded') || '') + ' {mark}').trim());\n").encode())
             case "font":
                 return Response(200, "font/woff", b"wOFF" + hashlib.sha1(page.path.encode()).digest())
             case "json":  # a script-made page's content (WebModel._add_scripts)

@@ -114,7 +114,9 @@ class Agent:
         if replay:  # before anything else reaches those shards: their queues must be what Redis's offsets say
             ray.get(self.crew.sieve.take.remote([], list(replay)))
         duplicates = ShardedDuplicates(ask_actors(self.router, self.crew.sieve))
-        self.stages = build_stages(s, StageContext(self.f, duplicates, self.epoch))
+        several = s.agents > 1 or s.elastic  # (agents may join an elastic crawl later)
+        self.stages = build_stages(s, StageContext(self.f, duplicates, self.epoch, agent=self.name,
+                                                   owner=self.router.owner if several else None))
         seeds = [u for u in seeds if self.stages.judge(u, (urlsplit(u).hostname or "").lower()) is None]
         self.committer = BatchCommitter(self.f, self.crew, self.router, self.stages)
         self.redis_run_id = self.client.info("server")["run_id"]
@@ -211,7 +213,10 @@ class Agent:
                 self._sample(counts)
             if self.progress is not None and self.progress.due():
                 self.progress.show_crawl(self.f.counts(), self.f.stats(), statuses, self.run_pages / max(1e-9, time.time() - t0))
-            idle = all(st["idle"] for st in statuses) and not self.stages.busy()
+            # (a batch still to be committed counts: a render's links — its outcome is no fetch, so
+            # nothing of it is in Redis's in-flight set — are delivered by that commit; idle before
+            # it, one agent of several ended, and the links it then got were never fetched)
+            idle = all(st["idle"] for st in statuses) and not self.stages.busy() and committer.written is None
             if idle and committer.held:  # (without a shared OUT) its batches wait for the object store
                 committer.ship(force=budget_spent or self.f.front_size() == 0)
             if idle and budget_spent:

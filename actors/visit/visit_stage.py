@@ -89,6 +89,9 @@ class StageContext:
     frontier: RedisFrontier
     duplicates: Any = None
     epoch: int = 0
+    agent: str = "agent0"
+    owner: Callable[[str], str] | None = None
+    """Which agent owns a URL's host (the link router's), when the crawl may have more than one."""
 
 
 @dataclass

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 from raycrawl.argtypes import port
 from raycrawl.commands.status import add_password_option
 from raycrawl.errors import UserError
-from raycrawl.http_guard import Names, add_guard_options, check_bind, guard, tokens_for
+from raycrawl.http_guard import Names, add_guard_options, check_bind, guard, tokens_for, who_key
 from raycrawl.settings import Settings
 
 SAMPLE_EVERY = 2.0
@@ -118,10 +118,10 @@ def make_app(console: Console, names: Names | None = None):
         except (ValueError, KeyError, TypeError):
             return web.json_response({"error": 'expected JSON {"verb": ..., "args": [...]}'}, status=400)
         try:
-            done = await _off_loop(console.command, str(verb), args, request["who"])
+            done = await _off_loop(console.command, str(verb), args, request[who_key()])
         except UserError as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response({"verb": verb, "done": done, "operator": request["who"]})
+        return web.json_response({"verb": verb, "done": done, "operator": request[who_key()]})
 
     async def page(request):  # noqa: ANN001, ANN202
         query = request.query.get("q", "")
@@ -137,7 +137,7 @@ def make_app(console: Console, names: Names | None = None):
         form = await request.post()
         verb, args = str(form.get("verb", "")), str(form.get("args", "")).split()
         try:
-            msg = f"{verb}: " + await _off_loop(console.command, verb, args, request["who"])
+            msg = f"{verb}: " + await _off_loop(console.command, verb, args, request[who_key()])
         except UserError as exc:
             msg = f"error: {exc}"
         raise web.HTTPSeeOther("/?" + urlencode({"msg": msg}))

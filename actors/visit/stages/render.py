@@ -16,8 +16,9 @@ The stage runs last in the chain (its judge of a requisite sees only what every 
 through: that is what will be fetched). Its responses come from the visits it observes: a
 requisite of a waiting page is kept for it when its visit is carried out; responses are also kept
 in a cache bounded by ``render_cache_mb`` (a site's scripts and stylesheets, which every page asks
-for and the crawl fetches once). A requisite that never comes back (the sieve had seen it and the
-cache no longer holds it; another agent's host) is waited for until ``render_wait`` seconds pass
+for and the crawl fetches once). A requisite on a host another agent owns is asked of that agent, which hands its response over
+(actors/visit/render_handover.py). A requisite that never comes back (the sieve had seen it and
+the cache no longer holds it) is waited for until ``render_wait`` seconds pass
 with none of the page's requisites coming — seconds in which the crawl was taking new URLs — then
 the page is rendered with what there is. When
 pages ready to render queue up (the browser is the bottleneck: a render costs ~100 times a fetch's
@@ -33,6 +34,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from raycrawl.actors.visit.render_handover import Handover
 from raycrawl.actors.visit.renderer import Rendered, Resource
 from raycrawl.actors.visit.visit_stage import Outcome, PageVisit, RenderRound, StageContext, VisitStage
 from raycrawl.exchange import FetchResult, VisitKind
@@ -118,10 +120,16 @@ class Render(VisitStage):
         # The seconds the crawl was taking new URLs: a page's wait for its requisites is counted in
         # them (while the crawl holds back for the browsers, its requisites cannot come either).
         self.clock, self.ticked, self.held = 0.0, time.monotonic(), False
+        self.handover: Handover | None = None  # requisites other agents fetch (several agents)
 
     @classmethod
     def build(cls, settings: Settings, ctx: StageContext) -> Render | None:
-        return None if settings.render == "never" else cls(settings)
+        if settings.render == "never":
+            return None
+        stage = cls(settings)
+        if ctx.owner is not None:
+            stage.handover = Handover(ctx.frontier, ctx.agent, ctx.owner)
+        return stage
 
     # --- what the crawl fetched ----------------------------------------------------------------
     def observe(self, visit: PageVisit) -> None:
@@ -129,15 +137,9 @@ class Render(VisitStage):
         res = resource_of(fr) if fr.status > 0 else None
         if res is not None:
             self.cache.put(fr.url, res)
-        for page in self.waiters.pop(fr.url, ()):
-            w = self.waiting.get(page)
-            if w is not None:
-                if res is not None:
-                    w.resources[fr.url] = res
-                w.awaited.discard(fr.url)
-                w.since = self.clock  # (it waits for what does not come, not for a slow crawl)
-                if not w.awaited and w.ref is None:
-                    self.ready.append(page)
+            if self.handover is not None:
+                self.handover.fetched(fr.url, res)
+        self._arrived(fr.url, res)
         # (a duplicate too: the routes of one application serve the very same shell, and its scripts
         # make each route's page from the URL)
         if visit.parsed is None or fr.ctype not in HTML or not 200 <= fr.status < 300 or fr.url in self.waiting:
@@ -152,6 +154,18 @@ class Render(VisitStage):
         self.waiting[fr.url] = Waiting(fr.url, visit.record.level, {fr.url: res}, self.clock)
         self.ready.append(fr.url)  # (rendered once its requisites, judged next, have come)
 
+    def _arrived(self, url: str, res: Resource | None) -> None:
+        """``url`` was fetched (``res``: its response; None: it failed): the pages waiting for it."""
+        for page in self.waiters.pop(url, ()):
+            w = self.waiting.get(page)
+            if w is not None:
+                if res is not None:
+                    w.resources[url] = res
+                w.awaited.discard(url)
+                w.since = self.clock  # (it waits for what does not come, not for a slow crawl)
+                if not w.awaited and w.ref is None:
+                    self.ready.append(page)
+
     def judge_requisite(self, url: str, host: str, parent: str, sheet: bool) -> str | None:
         w = self.waiting.get(parent)
         if w is not None and w.ref is None and url not in w.resources:
@@ -160,6 +174,8 @@ class Render(VisitStage):
                 w.resources[url] = found
             else:
                 w.awaited.add(url)
+                if url not in self.waiters and self.handover is not None:
+                    self.handover.ask(url)  # (its host may be another agent's)
                 self.waiters.setdefault(url, set()).add(parent)
         return None
 
@@ -191,6 +207,10 @@ class Render(VisitStage):
         self.ticked = now
         if now >= self.next_sweep:  # pages whose requisites did not all come: rendered with what did
             self.next_sweep = now + 1.0
+            if self.handover is not None:
+                for url, res in self.handover.exchange(self.cache.get):
+                    self.cache.put(url, res)
+                    self._arrived(url, res)
             for w in self.waiting.values():
                 if w.awaited and w.ref is None and self.clock - w.since >= self.wait:
                     self._forget_awaited(w)
