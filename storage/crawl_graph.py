@@ -209,7 +209,7 @@ def open_crawl_graph(crawl_dir: str | Path):
 def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     """Post-crawl build: read every link record of ``crawl_dir`` and write its graph."""
     from raycrawl.errors import UserError
-    from raycrawl.storage.link_records import iter_link_records
+    from raycrawl.storage.link_records import RENDERED_SUBDIR, iter_link_records
 
     gc = GraphCompressor(**kwargs)
     batch: list[LinkRecord] = []
@@ -223,5 +223,5 @@ def build_crawl_graph(crawl_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     if not count:
         raise UserError(f"{Path(crawl_dir) / 'links'}: no readable link record (files missing or damaged)")
     gc.add_records(batch)
-    gc.add_rendered(iter_link_records(crawl_dir, "rendered"))
+    gc.add_rendered(iter_link_records(crawl_dir, RENDERED_SUBDIR))
     return gc.finish(crawl_dir)
