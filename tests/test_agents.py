@@ -81,9 +81,12 @@ def kill_later(out, names, after):
         pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: __import__("os").getpid()))
         busy = lambda: True
         if "-fetch-" in name:
-            view = "rc:v:" + name.split(":")[-1].rsplit("-", 1)[0] + ":"
-            # a host of that agent busy = a request on the wire (the result is not even buffered yet)
-            busy = lambda: view.encode() in client.hmget("rc:howner", client.hkeys("rc:hbusy") or ["-"])
+            actor = ray.get_actor(name)
+            held = lambda: sum(ray.get(actor.__ray_call__.remote(lambda self: (len(self.loop.tasks), len(self.loop.done)))))
+            # Something of its own to lose: a request on the wire or a result not drained yet. (Redis
+            # holding writes does not stop the fetcher, which reads what is on the wire; the agent,
+            # its commit held, drains no more: looked at again 0.2 s later, it is still there.)
+            busy = lambda: held() > 0 and (time.sleep(0.2) or held() > 0)
         freeze(client, busy)
         os.kill(pid, 9)  # the worker process dies as on a crash; Ray restarts the actor
         thaw(client)
