@@ -19,7 +19,7 @@ import ipaddress
 from collections.abc import Iterable
 from pathlib import Path
 
-from raycrawl.credentials import remember
+from raycrawl.credentials import is_loopback, remember
 from raycrawl.errors import UserError
 
 TOKEN_COOKIE = "raycrawl_token"
@@ -91,8 +91,6 @@ def add_guard_options(p, what: str) -> None:  # noqa: ANN001 - an argparse parse
 
 def tokens_for(host: str, token_file: Path | None, command: str) -> dict[str, str] | None:
     """The tokens a server on ``host`` requires (None: none, on loopback), or one clear line."""
-    from raycrawl.credentials import is_loopback
-
     tokens = read_tokens(token_file) if token_file else None
     if tokens is None and not is_loopback(host):
         raise UserError(f"{command}: --host {host} is not loopback: give --token-file (see --help)")
@@ -131,7 +129,8 @@ def guard(names: Names, tokens: dict[str, str] | None, anonymous: str):  # noqa:
         if not names.allows(request.host):
             raise web.HTTPForbidden(text="this server does not answer to that name (see --allow-host)")
         origin = request.headers.get("Origin")
-        if origin not in (None, "null") and not names.allows(origin.split("://", 1)[-1]):
+        sender = None if origin in (None, "null") else origin.split("://", 1)[-1]  # (its authority)
+        if sender is not None and not names.allows(sender):
             raise web.HTTPForbidden(text="cross-origin request refused")
         if tokens is not None and request.path == "/" and "token" in request.query:
             if tokens.get(request.query["token"]) is None:
@@ -142,7 +141,7 @@ def guard(names: Names, tokens: dict[str, str] | None, anonymous: str):  # noqa:
         label = who(request, tokens, anonymous)
         if label is None:
             raise web.HTTPUnauthorized(text="a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
-        if request.method == "POST" and origin not in (None, "null") and origin.split("://", 1)[-1] != request.host:
+        if request.method == "POST" and sender is not None and sender != request.host:
             raise web.HTTPForbidden(text="cross-origin request refused")
         request[who_key()] = label
         return await handler(request)

@@ -93,7 +93,7 @@ class FetchLoop:
         # request whose response had long arrived timed out when the loop ran again, and was
         # fetched a second time.
         self._redis_thread = ThreadPoolExecutor(1, thread_name_prefix="fetch-redis")
-        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters, off_loop=self._off_loop)
+        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters, self._off_loop)
         self.robots = self.robots_fetch.cache  # origin → rules (the tests read them here)
         # The stages' say here (actors/visit/chain.py): queued URLs refused (the operator's blocks,
         # scope and budgets, the spam gate's hosts), the operator's pause and throttles.

@@ -102,17 +102,14 @@ class RobotsFetch:
     """robots.txt rules and fetches for one fetch loop; ``counters``: the loop's request counters."""
 
     def __init__(self, settings: Settings, politeness: Politeness, workbench: Workbench, counters: dict[str, int],
-                 cache_size: int = CACHE_SIZE, off_loop=None) -> None:  # noqa: ANN001 - FetchLoop._off_loop
-        """``off_loop``: runs a Redis write off the event loop (``await off_loop(fn, *args)``)."""
+                 off_loop, cache_size: int = CACHE_SIZE) -> None:  # noqa: ANN001 - FetchLoop._off_loop
+        """``off_loop``: runs a Redis write off the event loop (``await off_loop(fn, *args)``: the
+        fetch loop's Redis thread)."""
         self.s, self.politeness, self.wb = settings, politeness, workbench
         self.off_loop = off_loop
         self.counters = counters
         self.cache: LruDict[str, RobotsRules] = LruDict(cache_size)
         self.attempts: dict[str, int] = {}
-
-    async def _redis(self, fn, *args):  # noqa: ANN001, ANN002, ANN202 - whatever fn takes and returns
-        """A write to Redis, on the fetch loop's Redis thread when it has one (see FetchLoop)."""
-        return fn(*args) if self.off_loop is None else await self.off_loop(fn, *args)
 
     def rules(self, origin: str) -> RobotsRules | None:
         """The robots.txt rules of ``origin`` known to this actor, or that another fetch actor (or
@@ -161,7 +158,7 @@ class RobotsFetch:
             elif other_ip is None:
                 fr = FetchResult(url=target, ip="", started=now, ended=now, error="dns")
             else:
-                wait = await self._redis(self.wb.borrow, other, other_ip, ip, now)
+                wait = await self.off_loop(self.wb.borrow, other, other_ip, ip, now)
                 if wait is not None:  # not due yet: nothing sent, try again then
                     return RobotsStep(releases=[_back(asked, putback=(entry,), not_before=wait)])
                 borrowed = (other, other_ip)
@@ -203,7 +200,7 @@ class RobotsFetch:
             rules = RobotsRules.from_response(status, fr.body, self.s.user_agent, fr.ended or time.time(),
                                               self.s.robots_ttl)
             self.cache[origin] = rules
-            await self._redis(self.wb.frontier.store_robots, origin, json.dumps(rules.to_dict()))
+            await self.off_loop(self.wb.frontier.store_robots, origin, json.dumps(rules.to_dict()))
             not_before = self.politeness.host_next(last, rules.crawl_delay) if host_end is None and last else None
             mine = _back(asked, host_end, crawl_delay=rules.crawl_delay, not_before=not_before)
         # (an outcome without an exchange — dns, forbidden-network — still commits the in-flight marker)

@@ -14,7 +14,6 @@ not handed over: the page renders without it after ``render_wait``, as it does o
 from __future__ import annotations
 
 import json
-import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -23,8 +22,6 @@ from raycrawl.actors.visit.renderer import Resource
 
 if TYPE_CHECKING:
     from raycrawl.storage.redis_frontier import RedisFrontier
-
-log = logging.getLogger(__name__)
 
 LARGEST = 8 << 20  # bytes of one response handed over
 REMEMBERED = 10_000  # URLs asked of this agent that it has not fetched yet

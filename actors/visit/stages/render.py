@@ -16,10 +16,10 @@ The stage runs last in the chain (its judge of a requisite sees only what every 
 through: that is what will be fetched). Its responses come from the visits it observes: a
 requisite of a waiting page is kept for it when its visit is carried out; responses are also kept
 in a cache bounded by ``render_cache_mb`` (a site's scripts and stylesheets, which every page asks
-for and the crawl fetches once). A requisite on a host another agent owns is asked of that agent, which hands its response over
-(actors/visit/render_handover.py). A requisite that never comes back (the sieve had seen it and
-the cache no longer holds it) is waited for until ``render_wait`` seconds pass
-with none of the page's requisites coming — seconds in which the crawl was taking new URLs — then
+for and the crawl fetches once). A requisite on a host another agent owns is asked of that
+agent, which hands its response over (actors/visit/render_handover.py). A requisite that never
+comes back (the sieve had seen it and the cache no longer holds it) is waited for until
+``render_wait`` seconds pass with none of the page's requisites coming — seconds in which the crawl was taking new URLs — then
 the page is rendered with what there is. When
 pages ready to render queue up (the browser is the bottleneck: a render costs ~100 times a fetch's
 CPU), the agent takes no new URLs from its frontier until they are rendered (:meth:`Render.holds_back`). Waiting pages live in the agent's memory: an agent that dies
