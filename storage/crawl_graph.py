@@ -11,7 +11,8 @@ Graph of a crawl (the rule, applied to ``storage.link_records`` records):
   duplicate arcs merged. A URL recorded several times (re-crawls, epochs) gets the union of its
   records' arcs; a page rendered in a browser (``render``) gets its rendered DOM's links too, and
   the arcs only the rendered DOM has are listed in ``rendered-arcs.tsv`` (source and target ids,
-  a line each: the arcs scripts made).
+  a line each: the arcs scripts made). A render that failed after the browser gave its DOM
+  (``render-timeout`` while reading it) keeps that DOM's links, as the crawl followed them.
 
 Node ids are ranks in ``url_sort_key`` order (``storage.urlmap``), so document ids elsewhere
 (summaries, ranks, index) equal graph node ids. Output in ``DIR/graph/``: ``urls.map``,
@@ -113,7 +114,7 @@ class GraphCompressor:
         apart (``rendered-arcs.tsv``)."""
         for rec in records:
             targets = self._out.get(rec.url)
-            if targets is None or rec.error:
+            if targets is None:
                 continue
             new = set(rec.links) - targets
             if new:

@@ -13,7 +13,7 @@ import pytest
 
 from raycrawl.cli import main
 from raycrawl.storage.crawl_graph import build_crawl_graph, graph_paths, open_crawl_graph
-from raycrawl.storage.link_records import LinkRecordWriter
+from raycrawl.storage.link_records import RENDERED_SUBDIR, LinkRecordWriter
 from raycrawl.storage.urlmap import UrlMap, url_sort_key
 
 
@@ -101,6 +101,33 @@ def test_cli_build_export_stats(tmp_path, capsys, seed):
     assert s["nodes"] == len(nodes) and s["arcs"] == len(arcs)
     assert s["outdegree"]["max"] == max(outdeg.values())
     assert s["outdegree"]["zero"] == sum(1 for v in outdeg.values() if v == 0)
+
+
+def test_rendered_records_add_the_dom_links_a_failed_render_included(tmp_path):
+    """A rendered page's DOM links join its arcs and are listed apart; a render that timed out
+    after the browser gave its DOM keeps those links (the crawl followed them); one that gave no
+    DOM adds nothing; a rendered record of a URL that is no node adds no node."""
+    a, b, c, d, e = (f"http://s.test/{n}.html" for n in "abcde")
+    fetched = [{"url": u, "status": 200, "links": []} for u in (a, b, c, d)]
+    fetched[0]["links"] = [b]
+    rendered = [{"url": a, "status": 200, "links": [b, c]},
+                {"url": b, "status": 200, "links": [d], "error": "render-timeout"},
+                {"url": c, "status": 200, "links": [], "error": "render-crashed"},
+                {"url": e, "status": 200, "links": [a]}]
+    w = LinkRecordWriter(tmp_path)
+    w.write_maps(fetched)
+    w.close()
+    w = LinkRecordWriter(tmp_path, subdir=RENDERED_SUBDIR)
+    w.write_maps(rendered)
+    w.close()
+    info = build_crawl_graph(tmp_path)
+    g, _, urls = open_crawl_graph(tmp_path)
+    arcs = {(urls.url_of(s), urls.url_of(t)) for s in range(g.num_nodes) for t in g.successors(s).tolist()}
+    assert arcs == {(a, b), (a, c), (b, d)}
+    marked = {(urls.url_of(int(x)), urls.url_of(int(y)))
+              for x, y in (line.split("\t") for line in graph_paths(tmp_path)["rendered"].read_text().splitlines())}
+    assert marked == {(a, c), (b, d)}
+    assert info["rendered_arcs"] == 2
 
 
 def test_import_arcs_round_trip_and_bad_input(tmp_path, capsys):
