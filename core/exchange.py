@@ -9,6 +9,8 @@ from enum import StrEnum
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 LOCAL = "local"
 """The error kind of a fetch that failed on our side (no file descriptor left): not the host's fault."""
+PROXY = "proxy"
+"""The error kind of a fetch its proxy failed (unreachable, refused us): not the host's fault either."""
 TRANSIENT_ERRORS = frozenset({"connect", "timeout", "reset"})
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -37,6 +39,7 @@ class FetchResult:
     # before the end its Content-Length or chunked framing promised), "time" (a timeout mid-body).
     truncated: str | None = None
     wire_bytes: int = 0  # body bytes received (before decoding)
+    via: str | None = None  # the proxy the request went through (its URL, no credentials), or None
 
     @property
     def transient(self) -> bool:

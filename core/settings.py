@@ -129,6 +129,19 @@ class Settings:
         "``IP:PORT`` of the DNS server every lookup goes to (default: the system's).")
     allow_networks: str | None = knob(None, NETWORK,
         "Comma-separated CIDRs we may connect to; None = public unicast only.")
+    proxy: str | None = knob(None, NETWORK,
+        "Proxy every request goes through: ``http://HOST:PORT`` (CONNECT), ``https://``, ``socks5://`` (the "
+        "crawl resolves names) or ``socks5h://`` (the proxy does); never with credentials in it "
+        "(docs/fetching.md, Proxies).")
+    proxy_rules: list[str] = knob(None, NETWORK,
+        "``\"PROXY REGEX\"`` each: URLs matching REGEX go through PROXY (a proxy URL, or ``direct``); the "
+        "first rule that matches decides, else ``proxy``.", factory=list)
+    proxy_credentials_file: str | None = knob(None, NETWORK,
+        "File of proxy credentials: ``user:password`` (for ``proxy``) or ``PROXY user:password`` lines; "
+        "else ``$RAYCRAWL_PROXY_CREDENTIALS`` for ``proxy``.")
+    proxy_patience: float = knob(300.0, NETWORK,
+        "Seconds a proxy may fail every request before the URLs behind it are recorded as failed "
+        "(error ``proxy``); until then they wait and are tried again, never held against their sites.")
     connect_timeout: float = knob(5.0, NETWORK,
         "Seconds to open a connection to a server.")
     read_timeout: float = knob(15.0, NETWORK,
@@ -300,7 +313,7 @@ class Settings:
 
     def validate(self) -> Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
-        for name in ("host_delay", "ip_delay", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff",
+        for name in ("host_delay", "ip_delay", "proxy_patience", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff",
                      "keepalive_timeout", "ship_seconds", "checkpoint_seconds", "render_wait", "render_timeout"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
@@ -333,6 +346,10 @@ class Settings:
             raise UserError(f"hosts file not found: {self.resolve}")
         if self.dns_server:
             parse_hostport(self.dns_server)
+        if self.proxy or self.proxy_rules:
+            from raycrawl.proxies import ProxyRules
+
+            ProxyRules.of(self)  # (a bad proxy URL or rule, an unreadable credentials file: one line now)
         if self.focus is not None:
             self.focus = str(Path(self.focus).resolve())  # actors, and a --resume elsewhere, find it
         self.dedup_index = [str(Path(p).resolve()) for p in self.dedup_index or ()]

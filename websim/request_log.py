@@ -2,7 +2,7 @@
 
 Format (text, UTF-8, tab-separated, one header line starting with ``#``)::
 
-    start  end  ip  host  target  status  bytes
+    start  end  ip  host  target  status  bytes  peer
 
 * ``start`` — wall-clock seconds (``time.time()``, 6 decimals) when the server began handling the
   request (request line and headers parsed);
@@ -14,7 +14,9 @@ Format (text, UTF-8, tab-separated, one header line starting with ``#``)::
 * ``ip`` — the local address of the socket, i.e. the IP the client dialed;
 * ``host`` — the Host header as sent (``-`` if none); ``target`` — path and query as sent;
 * ``status`` — HTTP status, ``0`` when no response was sent (connection reset, hang);
-* ``bytes`` — body bytes sent (compressed size for the gzip bomb).
+* ``bytes`` — body bytes sent (compressed size for the gzip bomb);
+* ``peer`` — the client's address (a proxy's, for a request that came through one). A v1 log
+  has no such column (read as ``""``).
 
 Lines are buffered in memory and appended to the file every second, on SIGUSR1 and on stop.
 """
@@ -25,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-HEADER = "# websim request log v1\tstart\tend\tip\thost\ttarget\tstatus\tbytes\n"
+HEADER = "# websim request log v2\tstart\tend\tip\thost\ttarget\tstatus\tbytes\tpeer\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,7 @@ class LoggedRequest:
     target: str
     status: int
     bytes: int
+    peer: str = ""
 
 
 class RequestLogWriter:
@@ -49,13 +52,14 @@ class RequestLogWriter:
         with open(self.path, "w", encoding="utf-8") as f:
             f.write(HEADER)
 
-    def record(self, start: float, end: float, ip: str, host: str, target: str, status: int, nbytes: int) -> None:
+    def record(self, start: float, end: float, ip: str, host: str, target: str, status: int, nbytes: int,
+               peer: str = "-") -> None:
         # Header values come from clients: keep one record per line whatever they sent.
         if not _clean(host):
             host = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in host) or "-"
         if not _clean(target):
             target = "".join(ch if ch.isprintable() and ch not in " \t" else "%" for ch in target) or "-"
-        self._buf.append(f"{start:.6f}\t{end:.6f}\t{ip}\t{host}\t{target}\t{status}\t{nbytes}\n")
+        self._buf.append(f"{start:.6f}\t{end:.6f}\t{ip}\t{host}\t{target}\t{status}\t{nbytes}\t{peer}\n")
         self.count += 1
 
     def flush(self) -> None:
@@ -78,10 +82,10 @@ def read_request_log(path: str | Path) -> list[LoggedRequest]:
             raise ValueError(f"{path}: not a websim request log")
         for n, line in enumerate(f, start=2):
             parts = line.rstrip("\n").split("\t")
-            if len(parts) != 7:
-                raise ValueError(f"{path}:{n}: expected 7 tab-separated fields, got {len(parts)}")
+            if len(parts) not in (7, 8):
+                raise ValueError(f"{path}:{n}: expected 8 tab-separated fields (7 in a v1 log), got {len(parts)}")
             out.append(LoggedRequest(float(parts[0]), float(parts[1]), parts[2], parts[3], parts[4],
-                                     int(parts[5]), int(parts[6])))
+                                     int(parts[5]), int(parts[6]), parts[7] if len(parts) == 8 else ""))
     return out
 
 

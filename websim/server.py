@@ -226,6 +226,8 @@ class WebsimServer:
         transport = request.transport
         sockname = transport.get_extra_info("sockname") if transport else None
         ip = sockname[0] if sockname else "-"
+        peername = transport.get_extra_info("peername") if transport is not None else None
+        peer = peername[0] if peername else "-"
         host_header = request.headers.get("Host", "")
         target = request.raw_path
         name = host_header.rsplit(":", 1)[0].lower().rstrip(".") if host_header else ""
@@ -300,7 +302,7 @@ class WebsimServer:
         except _Dropped:
             raise asyncio.CancelledError from None
         finally:
-            self.log.record(start, end if end is not None else time.time(), ip, host_header, target, status, nbytes)
+            self.log.record(start, end if end is not None else time.time(), ip, host_header, target, status, nbytes, peer)
 
     async def _hang(self, request: web.Request) -> None:
         """Accept, read the request, never answer; return when the client goes away."""

@@ -39,7 +39,7 @@ from raycrawl.actors.frontier.workbench import (
 )
 from raycrawl.actors.visit.chain import fetch_hooks
 from raycrawl.actors.visit.visit_stage import Outcome
-from raycrawl.exchange import LOCAL, FetchResult, VisitKind
+from raycrawl.exchange import LOCAL, PROXY, FetchResult, VisitKind
 from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness, response_end
@@ -53,6 +53,7 @@ from raycrawl.storage.crawl_dir import join_run, read_crawl_id
 log = logging.getLogger(__name__)
 
 LOCAL_RETRY = 1.0  # seconds a URL waits after a request that failed for want of a file descriptor
+PROXY_RETRY = 5.0  # seconds a URL waits after its proxy failed the request
 # Longest sleep of the acquire loop with nothing due sooner. What it waits for wakes it: a visit
 # ending, the agent's next drain (which follows the agent putting URLs in the workbench), the
 # earliest politeness deadline. The bound covers what changes in Redis unannounced (an operator's
@@ -86,14 +87,16 @@ class FetchLoop:
         # answered/failed counts.
         self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
         self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
-        self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0}
+        self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0, "proxy_failures": 0}
+        self.proxy_down: dict[str, float] = {}  # proxy URL → since when it failed every request
+        self.proxy_said: dict[str, float] = {}  # (when its failure was last logged)
         # The loop's writes to Redis run on a thread of their own, one at a time and in order: while
         # Redis is slow or holds writes (a failover, a stalled fsync, a membership change's CLIENT
         # PAUSE), the responses on the wire go on being read. On the loop's thread they waited, and a
         # request whose response had long arrived timed out when the loop ran again, and was
         # fetched a second time.
         self._redis_thread = ThreadPoolExecutor(1, thread_name_prefix="fetch-redis")
-        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters, self._off_loop)
+        self.robots_fetch = RobotsFetch(settings, self.politeness, self.wb, self.counters, self._off_loop, self._waits)
         self.robots = self.robots_fetch.cache  # origin → rules (the tests read them here)
         # The stages' say here (actors/visit/chain.py): queued URLs refused (the operator's blocks,
         # scope and budgets, the spam gate's hosts), the operator's pause and throttles.
@@ -113,6 +116,7 @@ class FetchLoop:
     def _make_clients(self) -> None:
         from raycrawl.actors.fetch.fetcher import Fetcher
         from raycrawl.policies.networks import NetworkPolicy
+        from raycrawl.proxies import ProxyRules
 
         s = self.s
         self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,
@@ -121,7 +125,8 @@ class FetchLoop:
         raise_file_limit(files_needed(s))
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
                                NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16),
-                               keepalive_timeout=s.keepalive_timeout, max_idle=s.max_idle_connections)
+                               keepalive_timeout=s.keepalive_timeout, max_idle=s.max_idle_connections,
+                               proxies=ProxyRules.of(s) if s.proxy or s.proxy_rules else None)
         self.fetcher.gate = self.lease.valid
         self.lease.start()  # once: renewals run as long as the actor, paused or not
 
@@ -311,12 +316,37 @@ class FetchLoop:
         is due within the keep-alive time."""
         return more and self.politeness.effective_host_delay(crawl_delay) < self.s.keepalive_timeout
 
-    def _local_failure(self, host: str, ip: str, entry: str, fr: FetchResult, page: bool) -> bool:
-        """A request that failed on OUR side (no file descriptor left): nothing reached the host, so
-        the URL goes back untouched (no attempt counted, robots.txt not ruled unavailable) and the
-        host waits a moment. True if ``fr`` was such a failure."""
-        if fr.error != LOCAL:
+    def _waits(self, fr: FetchResult) -> bool:
+        """Whether a failed request waits to be tried again, nothing having reached its host: it
+        failed on OUR side (no file descriptor left), or its proxy failed it, for less than
+        ``proxy_patience`` s (past that, its URLs are recorded as failed, ``proxy``, until a request
+        through it succeeds: the crawl can end)."""
+        if fr.error == LOCAL:
+            return True
+        if fr.via is None:
             return False
+        if fr.error != PROXY:
+            self.proxy_down.pop(fr.via, None)  # it answered
+            return False
+        since = self.proxy_down.setdefault(fr.via, fr.ended or time.time())
+        return time.time() - since < self.s.proxy_patience
+
+    def _local_failure(self, host: str, ip: str, entry: str, fr: FetchResult, page: bool) -> bool:
+        """A request that failed with nothing reaching the host (:meth:`_waits`): the URL goes back
+        untouched (no attempt counted, robots.txt not ruled unavailable, nothing held against the
+        host) and the host waits a moment. True if ``fr`` was such a failure."""
+        if not self._waits(fr):
+            return False
+        if fr.error == PROXY:
+            if time.time() - self.proxy_said.get(fr.via, 0) >= 30:
+                self.proxy_said[fr.via] = time.time()
+                log.warning("proxy %s failed a request (%s); the URLs behind it wait and are tried again",
+                            fr.via, fr.url)
+            if page and self.budget is not None:
+                self.budget += 1
+            self.counters["proxy_failures"] += 1
+            self._release(host, ip, putback=(entry,), not_before=time.time() + PROXY_RETRY)
+            return True
         if not self.lease.valid():
             log.warning("not fetching %s: this agent's lease is not renewed (Redis away, or the agent was "
                         "declared departed)", fr.url)

@@ -46,8 +46,10 @@ try:
 except ImportError:  # brotli is optional: without it "br" is neither advertised nor decoded
     brotli = None
 
+from raycrawl.actors.fetch.proxy_connector import CrawlProxyConnector, proxy_error
 from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
+from raycrawl.proxies import Proxy, ProxyRules
 from raycrawl.urls import canonicalize, header_location
 
 log = logging.getLogger(__name__)
@@ -159,6 +161,8 @@ def _classify(exc: BaseException) -> str:
     """Error kind of an exception raised while fetching."""
     if getattr(getattr(exc, "os_error", exc), "errno", None) in _OUT_OF_FILES:
         return LOCAL
+    if (kind := proxy_error(exc)) is not None:
+        return kind
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError | aiohttp.ConnectionTimeoutError):
         return "timeout"
     if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
@@ -176,14 +180,12 @@ def _classify(exc: BaseException) -> str:
     return "bad-response"
 
 
-class PoliteConnector(aiohttp.TCPConnector):
-    """aiohttp's connector with a cap on idle keep-alive connections: past ``max_idle``, the one
-    idle longest is closed (aiohttp itself keeps every idle connection for the keep-alive time)."""
+class _IdleCap:
+    """A cap on a connector's idle keep-alive connections: past ``max_idle``, the one idle longest
+    is closed (aiohttp itself keeps every idle connection for the keep-alive time)."""
 
-    def __init__(self, *args: Any, max_idle: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.max_idle = max_idle
-        assert hasattr(self, "_conns") and hasattr(self, "_release"), "aiohttp changed: check PoliteConnector"
+    _conns: Any
+    max_idle: int
 
     def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
         super()._release(key, protocol, should_close=should_close)
@@ -199,6 +201,23 @@ class PoliteConnector(aiohttp.TCPConnector):
     def idle(self) -> int:
         """Idle keep-alive connections held now."""
         return sum(len(conns) for conns in self._conns.values())
+
+
+class PoliteConnector(_IdleCap, aiohttp.TCPConnector):
+    """aiohttp's connector with :class:`_IdleCap`."""
+
+    def __init__(self, *args: Any, max_idle: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_idle = max_idle
+        assert hasattr(self, "_conns") and hasattr(self, "_release"), "aiohttp changed: check PoliteConnector"
+
+
+class PoliteProxyConnector(_IdleCap, CrawlProxyConnector):
+    """The connector through a proxy (actors/fetch/proxy_connector.py), with :class:`_IdleCap`."""
+
+    def __init__(self, proxy: Proxy, resolver: AbstractResolver, *, max_idle: int, **kwargs: Any) -> None:
+        super().__init__(proxy, resolver, **kwargs)
+        self.max_idle = max_idle
 
 
 class Fetcher:
@@ -218,9 +237,11 @@ class Fetcher:
         keepalive_timeout: float = 15.0,
         max_idle: int = 256,
         accept: str = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
+        proxies: ProxyRules | None = None,
     ) -> None:
         """``total_timeout`` bounds a whole exchange (slow-drip servers); default
-        connect + 3 × read timeout."""
+        connect + 3 × read timeout. ``proxies``: which requests go through which proxy
+        (core/proxies.py; None: all direct)."""
         assert max_body > 0 and max_decompressed > 0
         self.user_agent = user_agent
         self.connect_timeout = connect_timeout
@@ -235,25 +256,29 @@ class Fetcher:
         self.headers = {"User-Agent": user_agent, "Accept": accept,
                         "Accept-Encoding": "gzip, deflate, br" if brotli is not None else "gzip, deflate"}
         self._pins = _PinnedResolver(network_policy)
-        self._session: aiohttp.ClientSession | None = None
+        self.proxies = proxies if proxies else None
+        self._sessions: dict[str, aiohttp.ClientSession] = {}  # by proxy URL ("": direct)
         self.requests = 0  # HTTP requests actually sent
         # Asked right before each request is sent: False, and nothing is sent (error ``local``, as if
         # the request had found no file descriptor). The fetch loop's lease (actors/cluster/lease.py).
         self.gate: Callable[[], bool] | None = None
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = PoliteConnector(
-                max_idle=self.max_idle,
-                resolver=self._pins,
-                use_dns_cache=False,  # the pins are the cache; aiohttp must ask them every time
-                limit=self.max_connections,
-                keepalive_timeout=self.keepalive_timeout,
-                ssl=False,  # crawlers archive what servers send, valid certificate or not
-                family=socket.AF_INET,
-                happy_eyeballs_delay=None,
-            )
-            self._session = aiohttp.ClientSession(
+    def _get_session(self, proxy: Proxy | None = None) -> aiohttp.ClientSession:
+        key = proxy.url if proxy is not None else ""
+        session = self._sessions.get(key)
+        if session is None or session.closed:
+            options: dict[str, Any] = {
+                "max_idle": self.max_idle,
+                "use_dns_cache": False,  # the pins are the cache; aiohttp must ask them every time
+                "limit": self.max_connections,
+                "keepalive_timeout": self.keepalive_timeout,
+                "ssl": False,  # crawlers archive what servers send, valid certificate or not
+                "family": socket.AF_INET,
+                "happy_eyeballs_delay": None,
+            }
+            connector = (PoliteConnector(resolver=self._pins, **options) if proxy is None
+                         else PoliteProxyConnector(proxy, self._pins, **options))
+            session = self._sessions[key] = aiohttp.ClientSession(
                 connector=connector,
                 cookie_jar=aiohttp.DummyCookieJar(),  # no state carried between pages
                 auto_decompress=False,  # we decode ourselves, to cap the decoded size
@@ -266,9 +291,9 @@ class Fetcher:
             # aiohttp silently re-sends an idempotent request at once when a reused keep-alive
             # connection drops: a second request to the host within a millisecond, i.e. a politeness
             # violation. Retries are the frontier's business (with back-off), so switch it off.
-            assert hasattr(self._session, "_retry_connection"), "aiohttp changed: check persistent-connection retry"
-            self._session._retry_connection = False
-        return self._session
+            assert hasattr(session, "_retry_connection"), "aiohttp changed: check persistent-connection retry"
+            session._retry_connection = False
+        return session
 
     async def fetch(self, url: str, ip: str, *, max_body: int | None = None,
                     headers: dict[str, str] | None = None, keep_alive: bool = True) -> FetchResult:
@@ -298,9 +323,11 @@ class Fetcher:
         if not keep_alive:
             headers = {**(headers or {}), "Connection": "close"}
         fr.request_head = self._request_head(parts, None)
+        proxy = self.proxies.for_url(url) if self.proxies is not None else None
+        fr.via = proxy.url if proxy is not None else None
         try:
             self.requests += 1
-            async with self._get_session().get(
+            async with self._get_session(proxy).get(
                 yarl.URL(url, encoded=True), allow_redirects=False, read_until_eof=True, headers=headers
             ) as resp:
                 fr.request_head = self._request_head(parts, resp.request_info.headers)
@@ -388,14 +415,13 @@ class Fetcher:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
 
     def idle_connections(self) -> int:
-        session = self._session
-        return session.connector.idle() if session is not None and not session.closed else 0
+        return sum(s.connector.idle() for s in self._sessions.values() if not s.closed and s.connector is not None)
 
     async def close(self) -> None:
-        """Close the session and its keep-alive connections (the fetcher can be reused afterwards)."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the sessions and their keep-alive connections (the fetcher can be reused afterwards)."""
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()
 
 
 def _is_ip_literal(host: str) -> bool:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raycrawl.actors.frontier.workbench import ROBOTS, Release, Workbench, inflight_key
-from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
+from raycrawl.exchange import LOCAL, PROXY, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.politeness import Politeness, response_end
 from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
 from raycrawl.servers import name_of, server_of
@@ -102,11 +103,12 @@ class RobotsFetch:
     """robots.txt rules and fetches for one fetch loop; ``counters``: the loop's request counters."""
 
     def __init__(self, settings: Settings, politeness: Politeness, workbench: Workbench, counters: dict[str, int],
-                 off_loop, cache_size: int = CACHE_SIZE) -> None:  # noqa: ANN001 - FetchLoop._off_loop
+                 off_loop, waits: Callable[[FetchResult], bool], cache_size: int = CACHE_SIZE) -> None:  # noqa: ANN001
         """``off_loop``: runs a Redis write off the event loop (``await off_loop(fn, *args)``: the
-        fetch loop's Redis thread)."""
+        fetch loop's Redis thread); ``waits``: whether a failed request waits to be tried again,
+        nothing having reached its host (FetchLoop._waits)."""
         self.s, self.politeness, self.wb = settings, politeness, workbench
-        self.off_loop = off_loop
+        self.off_loop, self.waits = off_loop, waits
         self.counters = counters
         self.cache: LruDict[str, RobotsRules] = LruDict(cache_size)
         self.attempts: dict[str, int] = {}
@@ -163,7 +165,7 @@ class RobotsFetch:
                     return RobotsStep(releases=[_back(asked, putback=(entry,), not_before=wait)])
                 borrowed = (other, other_ip)
                 fr = await fetcher.fetch(target, other_ip, max_body=limit, keep_alive=False)
-        if fr.error == LOCAL:  # nothing sent: a borrowed server goes back as it was
+        if fr.error in (LOCAL, PROXY) and self.waits(fr):  # nothing reached it: a borrowed server goes back
             return RobotsStep(releases=[_back(borrowed)] if borrowed else [], local=fr)
         self.counters["robots_requests"] += fr.error not in ("dns", "forbidden-network")
         if fr.error == "too-large":

@@ -1,0 +1,199 @@
+"""Proxies (core/proxies.py, actors/fetch/proxy_connector.py): the rules and their refusals, and
+crawls of websim through real proxy servers nobody here wrote (pproxy, from PyPI): SOCKS5 with
+credentials and HTTP CONNECT, each bound to a loopback address of its own for its outgoing
+connections, so websim's request log (the ``peer`` column) says which requests came through which
+proxy. A proxy killed mid-crawl and started again: the URLs behind it waited (never held against
+their sites) and the crawl has the direct crawl's pages."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from raycrawl.errors import UserError
+from raycrawl.proxies import CREDENTIALS_ENV, ProxyRules, parse_proxy
+from raycrawl.storage.link_records import iter_link_records
+
+ROOT = Path(__file__).resolve().parents[1]
+DELAY = 0.05
+SLOW = 0.5
+WEB = {"hosts": 5, "ips": 2, "seed": 7, "clean": True, "pages_per_host_mean": 5}
+
+
+def test_rules_pick_the_first_match_else_the_proxy(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(CREDENTIALS_ENV, raising=False)
+    rules = ProxyRules("socks5h://127.0.0.1:9050", [r"direct ^https?://intranet\.", r"http://127.0.0.1:3128 \.pdf$"])
+    assert rules.for_url("http://intranet.example/a") is None
+    assert rules.for_url("https://example.org/x.pdf").url == "http://127.0.0.1:3128"
+    default = rules.for_url("https://example.org/")
+    assert default.url == "socks5h://127.0.0.1:9050" and default.remote_dns and default.password is None
+    assert not ProxyRules(None, [r"direct ."]) and not ProxyRules()
+    assert parse_proxy("socks5://127.0.0.1").port == 1080 and parse_proxy("http://proxy.test").port == 80
+
+
+def test_credentials_from_a_file_or_the_environment_never_the_url(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(CREDENTIALS_ENV, raising=False)
+    creds = tmp_path / "proxy-credentials"
+    creds.write_text("alice:s3cret-one\nhttp://127.0.0.1:3128 bob:s3cret-two\n")
+    creds.chmod(0o600)
+    rules = ProxyRules("socks5://127.0.0.1:1080", ["http://127.0.0.1:3128 pdf"], str(creds))
+    a, b = rules.for_url("http://x.test/"), rules.for_url("http://x.test/a.pdf")
+    assert (a.username, a.password) == ("alice", "s3cret-one") and (b.username, b.password) == ("bob", "s3cret-two")
+    assert "s3cret" not in repr(a) + repr(rules.rules)
+    monkeypatch.setenv(CREDENTIALS_ENV, "carol:s3cret-three")
+    c = ProxyRules("socks5://127.0.0.1:1080").for_url("http://x.test/")
+    assert (c.username, c.password) == ("carol", "s3cret-three")
+    from raycrawl.credentials import scrub
+
+    assert "s3cret-three" not in scrub("connecting as carol:s3cret-three")
+
+
+@pytest.mark.parametrize(("proxy", "rules", "why"), [
+    ("ftp://127.0.0.1:21", [], "scheme"),
+    ("socks5://alice:pw@127.0.0.1:1080", [], "never in its URL"),
+    ("http://127.0.0.1:3128/path", [], "SCHEME://HOST:PORT"),
+    (None, ["socks5://127.0.0.1:1080"], "PROXY REGEX"),
+    (None, ["direct ("], "not a regular expression"),
+    (None, ["gopher://x:1 ."], "scheme"),
+])
+def test_bad_proxies_are_one_line_refusals(proxy, rules, why) -> None:
+    with pytest.raises(UserError, match=why):
+        ProxyRules(proxy, rules)
+
+
+def test_a_bad_proxy_flag_is_exit_2_without_traceback(tmp_path) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n")
+    for args in (["--proxy", "socks5://u:p@127.0.0.1:1080"], ["--proxy", "socks5://127.0.0.1:1080",
+                                                                  "--proxy-credentials-file", str(tmp_path / "nope")]):
+        r = subprocess.run([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(seeds), "--out",
+                            str(tmp_path / "out"), *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and "u:p@" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Pproxy:
+    """``pproxy -l SCHEME://127.0.0.1:PORT/@BIND`` (outgoing connections from BIND), credentials
+    (``user:password``) from a file when given."""
+
+    def __init__(self, scheme: str, bind: str, auth_file: Path | None = None) -> None:
+        self.scheme, self.bind, self.auth_file, self.port = scheme, bind, auth_file, _free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def start(self) -> Pproxy:
+        listen = f"{self.url}/@{self.bind}" + (f"##{self.auth_file}" if self.auth_file else "")
+        self.proc = subprocess.Popen([sys.executable, "-m", "pproxy", "-l", listen],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("pproxy did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def _crawl(web, out: Path, *args: str, env: dict | None = None, delay: float = DELAY) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
+                             "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
+                             "--host-delay", str(delay), "--ip-delay", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})})
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    return err
+
+
+def _pages(out: Path) -> dict[str, int]:
+    return {r.url: r.status for r in iter_link_records(out)}
+
+
+@pytest.mark.slow
+def test_crawls_through_socks5_and_http_connect_proxies(tmp_path) -> None:
+    """The same pages as a direct crawl, every request (robots.txt included) from the proxy's
+    address, 0 politeness violations; the SOCKS5 proxy asks for credentials (from a file) and is
+    killed mid-crawl, then started again: its URLs waited, none was recorded as failed."""
+    from raycrawl.websim import Websim
+    from raycrawl.websim.audit import audit
+
+    auth = tmp_path / "pproxy-users"
+    auth.write_text("crawler:pr0xy-pa55word\n")
+    creds = tmp_path / "proxy-credentials"
+    creds.write_text("crawler:pr0xy-pa55word\n")
+    creds.chmod(0o600)
+    socks, http = Pproxy("socks5", "127.0.0.3", auth).start(), Pproxy("http", "127.0.0.4").start()
+    try:
+        with Websim(**WEB, out_dir=tmp_path / "web") as web:
+            _finish(_crawl(web, tmp_path / "direct"))
+            direct = _pages(tmp_path / "direct")
+            assert len(direct) > 15
+            web.flush_log()
+            n0 = len(web.requests())
+            assert {r.peer for r in web.requests()} == {"127.0.0.1"}
+
+            proc = _crawl(web, tmp_path / "socks", "--proxy", socks.url, "--proxy-credentials-file", str(creds),
+                          delay=SLOW)  # (still on when its proxy dies)
+            deadline = time.time() + 60
+            while len(web.requests()) - n0 < 6 and time.time() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+                web.flush_log()
+            socks.stop()  # mid-crawl: every request through it fails until it is back
+            time.sleep(3)
+            socks.start()
+            err = _finish(proc)
+            assert f"proxy {socks.url} failed a request" in err, err[-3000:]
+            assert "pr0xy-pa55word" not in err
+            assert _pages(tmp_path / "socks") == direct
+            web.flush_log()
+            through_socks = web.requests()[n0:]
+            assert {r.peer for r in through_socks} == {"127.0.0.3"}, {r.peer for r in through_socks}
+            assert any(r.target == "/robots.txt" for r in through_socks)
+
+            n1 = len(web.requests())
+            _finish(_crawl(web, tmp_path / "http", "--proxy-rules", f"{http.url} ."))
+            assert _pages(tmp_path / "http") == direct
+            web.flush_log()
+            through_http = web.requests()[n1:]
+            assert {r.peer for r in through_http} == {"127.0.0.4"}
+            for crawl, delay in ((through_socks, SLOW), (through_http, DELAY)):  # (each crawl's apart: the same pages)
+                report = audit(crawl, web.manifest, delay, 0.0)
+                assert not report.violations, report.violations[:5]
+        for p in (tmp_path / "socks").rglob("*"):  # no file of OUT has the password (WARC, logs, report…)
+            if p.is_file():
+                data = p.read_bytes()
+                if p.suffix == ".gz":
+                    with gzip.open(p) as fh:
+                        data = fh.read()
+                assert b"pr0xy-pa55word" not in data, p
+    finally:
+        socks.stop()
+        http.stop()
