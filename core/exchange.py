@@ -40,6 +40,7 @@ class FetchResult:
     truncated: str | None = None
     wire_bytes: int = 0  # body bytes received (before decoding)
     via: str | None = None  # the proxy the request went through (its URL, no credentials), or None
+    redacted: tuple[str, ...] = ()  # request headers whose secret values request_head shows as *** (core/site_sessions.py)
 
     @property
     def transient(self) -> bool:

@@ -142,6 +142,10 @@ class Settings:
     proxy_patience: float = knob(300.0, NETWORK,
         "Seconds a proxy may fail every request before the URLs behind it are recorded as failed "
         "(error ``proxy``); until then they wait and are tried again, never held against their sites.")
+    session_file: str | None = knob(None, NETWORK,
+        "TOML file of what the crawl sends to given sites only: extra request headers per site (a URL or "
+        "SURT prefix), secret ones read from files or the environment and never archived "
+        "(docs/fetching.md, Headers per site).")
     connect_timeout: float = knob(5.0, NETWORK,
         "Seconds to open a connection to a server.")
     read_timeout: float = knob(15.0, NETWORK,
@@ -350,6 +354,10 @@ class Settings:
             from raycrawl.proxies import ProxyRules
 
             ProxyRules.of(self)  # (a bad proxy URL or rule, an unreadable credentials file: one line now)
+        if self.session_file:
+            from raycrawl.site_sessions import SiteSessions
+
+            SiteSessions.read(self.session_file)
         if self.focus is not None:
             self.focus = str(Path(self.focus).resolve())  # actors, and a --resume elsewhere, find it
         self.dedup_index = [str(Path(p).resolve()) for p in self.dedup_index or ()]

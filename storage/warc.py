@@ -65,6 +65,7 @@ SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 DUPLICATE_OF = "Raycrawl-Duplicate-Of"
+REDACTED_HEADERS = "Raycrawl-Redacted"  # a request record's headers whose values it shows as ***
 DOM_URI = "urn:dom:"  # + URL: the WARC resource record of the DOM a browser rendered (write_rendered)
 
 
@@ -251,7 +252,9 @@ class WarcStore:
         if fr.ip:
             common["WARC-IP-Address"] = fr.ip
         request = self._record(WarcRecordType.request, fr.request_head or f"GET {fr.url} HTTP/1.1\r\n\r\n".encode(),
-                               {**common, "WARC-Concurrent-To": response_id})
+                               {**common, "WARC-Concurrent-To": response_id,
+                                # (the secret values the block shows as ***: core/site_sessions.py)
+                                **({REDACTED_HEADERS: ", ".join(fr.redacted)} if fr.redacted else {})})
         self._emit(request)
         if revisit_of is None:
             block = head + fr.body

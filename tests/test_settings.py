@@ -79,6 +79,7 @@ def _other_value(f: dataclasses.Field):
                "address": ("127.0.0.1:6379", "127.0.0.1:6379"), "out_store": ("s3://crawls/run", "s3://crawls/run"),
                "agent_dir": None, "stages": (["sitemaps=off", "scope=150"], "sitemaps=off, scope=150"),
                "proxy": ("socks5://127.0.0.1:1080", "socks5://127.0.0.1:1080"), "proxy_credentials_file": None,
+               "session_file": None,
                "proxy_rules": (["direct x", "http://127.0.0.1:3128 y"], "direct x, http://127.0.0.1:3128 y")}
     if f.name in special:
         return special[f.name]
@@ -113,7 +114,7 @@ def test_dash_s_reaches_every_setting_and_settings_says_where_values_came_from(t
         got = json.loads(capsys.readouterr().out)[f.name]
         assert got == {"value": value, "source": f"-s {f.name}={spelled}"}, f.name
         checked += 1
-    assert checked >= len(setting_fields()) - 6  # (the five that name files that must exist, and agent_dir)
+    assert checked >= len(setting_fields()) - 7  # (the six that name files that must exist, and agent_dir)
     # agent_dir only with out_store (the store is where agents without a shared out meet)
     assert main(["settings", "--json", "-s", "agent_dir=zz", "-s", "out_store=s3://crawls/run"]) == 0
     assert json.loads(capsys.readouterr().out)["agent_dir"]["value"] == "zz"

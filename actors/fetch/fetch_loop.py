@@ -117,6 +117,7 @@ class FetchLoop:
         from raycrawl.actors.fetch.fetcher import Fetcher
         from raycrawl.policies.networks import NetworkPolicy
         from raycrawl.proxies import ProxyRules
+        from raycrawl.site_sessions import SiteSessions
 
         s = self.s
         self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,
@@ -126,7 +127,8 @@ class FetchLoop:
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
                                NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16),
                                keepalive_timeout=s.keepalive_timeout, max_idle=s.max_idle_connections,
-                               proxies=ProxyRules.of(s) if s.proxy or s.proxy_rules else None)
+                               proxies=ProxyRules.of(s) if s.proxy or s.proxy_rules else None,
+                               sessions=SiteSessions.read(s.session_file) if s.session_file else None)
         self.fetcher.gate = self.lease.valid
         self.lease.start()  # once: renewals run as long as the actor, paused or not
 

@@ -50,6 +50,7 @@ from raycrawl.actors.fetch.proxy_connector import CrawlProxyConnector, proxy_err
 from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.proxies import Proxy, ProxyRules
+from raycrawl.site_sessions import REDACTED, SiteSessions
 from raycrawl.urls import canonicalize, header_location
 
 log = logging.getLogger(__name__)
@@ -238,10 +239,12 @@ class Fetcher:
         max_idle: int = 256,
         accept: str = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
         proxies: ProxyRules | None = None,
+        sessions: SiteSessions | None = None,
     ) -> None:
         """``total_timeout`` bounds a whole exchange (slow-drip servers); default
         connect + 3 × read timeout. ``proxies``: which requests go through which proxy
-        (core/proxies.py; None: all direct)."""
+        (core/proxies.py; None: all direct); ``sessions``: the headers given sites get
+        (core/site_sessions.py)."""
         assert max_body > 0 and max_decompressed > 0
         self.user_agent = user_agent
         self.connect_timeout = connect_timeout
@@ -257,6 +260,7 @@ class Fetcher:
                         "Accept-Encoding": "gzip, deflate, br" if brotli is not None else "gzip, deflate"}
         self._pins = _PinnedResolver(network_policy)
         self.proxies = proxies if proxies else None
+        self.sessions = sessions if sessions is not None and sessions.sites else None
         self._sessions: dict[str, aiohttp.ClientSession] = {}  # by proxy URL ("": direct)
         self.requests = 0  # HTTP requests actually sent
         # Asked right before each request is sent: False, and nothing is sent (error ``local``, as if
@@ -320,6 +324,11 @@ class Fetcher:
             fr.error, fr.ended = "forbidden-network", time.time()
             return fr
         self._pins.pin(host, ip)
+        secret: frozenset[str] = frozenset()
+        if self.sessions is not None:
+            extra, secret = self.sessions.headers_for(url)
+            if extra:
+                headers = {**extra, **(headers or {})}
         if not keep_alive:
             headers = {**(headers or {}), "Connection": "close"}
         fr.request_head = self._request_head(parts, None)
@@ -330,7 +339,9 @@ class Fetcher:
             async with self._get_session(proxy).get(
                 yarl.URL(url, encoded=True), allow_redirects=False, read_until_eof=True, headers=headers
             ) as resp:
-                fr.request_head = self._request_head(parts, resp.request_info.headers)
+                fr.request_head = self._request_head(parts, resp.request_info.headers, secret)
+                if secret:
+                    fr.redacted = tuple(sorted(secret))
                 self._take_head(fr, resp)
                 if not keep_alive and resp.connection is not None:
                     resp.connection.protocol.force_close()  # whether or not the server closes it
@@ -404,11 +415,12 @@ class Fetcher:
             raw = next((v for k, v in fr.raw_headers if k.lower() == b"location"), None)
             fr.redirect = canonicalize(header_location(raw), base=fr.url) if raw is not None else None
 
-    def _request_head(self, parts: Any, sent: Any) -> bytes:
+    def _request_head(self, parts: Any, sent: Any, secret: frozenset[str] = frozenset()) -> bytes:
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         lines = [f"GET {target} HTTP/1.1"]
         if sent is not None:
-            lines += [f"{k}: {v}" for k, v in sent.items()]
+            hidden = {name.lower() for name in secret}  # (what the archive keeps of a secret header)
+            lines += [f"{k}: {REDACTED if k.lower() in hidden else v}" for k, v in sent.items()]
         else:
             lines.append(f"Host: {parts.netloc.rsplit('@', 1)[-1]}")
             lines += [f"{k}: {v}" for k, v in self.headers.items()]

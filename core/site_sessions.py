@@ -1,0 +1,115 @@
+"""The session file (setting ``session_file``, TOML): what the crawl sends to a given site, and only
+to it (docs/fetching.md, "Headers per site").
+
+    [[site]]
+    match = "https://api.example.org/"        # a URL (its host and subdomains; a path narrows it)
+    headers = { "Accept-Language" = "fr", "Authorization" = { file = "/etc/raycrawl/api-token" } }
+
+    [[site]]
+    match = ["org,example,www)/docs/", "http://example.net/"]   # SURT prefixes or URLs, as scope_allow_surts
+    headers = { "X-Api-Key" = { env = "EXAMPLE_API_KEY" } }
+
+A site's ``match`` is what ``scope_allow_surts`` takes (core/scope_rules.py): so a redirect to
+another host, or a requisite on a CDN, is another site and gets none of these headers. Every site
+that matches a URL adds its headers, later sites overriding earlier ones. A value written in the
+file is sent as it is and archived; a value read from a file (``{ file = PATH }``, its first line)
+or the environment (``{ env = NAME }``) is a secret: remembered for scrubbing (core/credentials.py)
+and replaced by ``***`` in the archived request record, whose ``Raycrawl-Redacted`` header names
+the headers replaced (the record claims nothing false about the bytes it keeps).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raycrawl.errors import UserError
+
+REDACTED = "***"
+# Names a request header may have (RFC 9110 §5.1: a token); hop-by-hop and framing ones are the
+# fetcher's business.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_RESERVED = frozenset({"host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "keep-alive",
+                       "accept-encoding"})
+
+
+@dataclass
+class Site:
+    prefixes: list[str]
+    headers: dict[str, str] = field(repr=False)
+    secret: frozenset[str]
+
+
+class SiteSessions:
+    """The sites of a session file; :meth:`headers_for` what a URL's request adds."""
+
+    def __init__(self, sites: list[Site]) -> None:
+        self.sites = sites
+
+    @classmethod
+    def read(cls, path: str | Path) -> SiteSessions:
+        what = f"session_file {path}"
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UserError(f"{what}: cannot read ({exc.strerror or exc})") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"{what}: not TOML ({exc})") from None
+        unknown = set(data) - {"site"}
+        if unknown or not isinstance(data.get("site", []), list):
+            raise UserError(f"{what}: expected [[site]] tables only, found {sorted(unknown) or 'site ='}")
+        return cls([_site(entry, f"{what}, site {n}") for n, entry in enumerate(data.get("site", []), 1)])
+
+    def headers_for(self, url: str) -> tuple[dict[str, str], frozenset[str]]:
+        """(headers to add, the names of those that are secret) for a request of ``url``."""
+        if not self.sites:
+            return {}, frozenset()
+        from raycrawl.scope_rules import url_surt
+
+        key = url_surt(url)
+        headers: dict[str, str] = {}
+        secret: set[str] = set()
+        for site in self.sites:
+            if any(key.startswith(p) for p in site.prefixes):
+                for name, value in site.headers.items():
+                    headers[name] = value
+                    (secret.add if name in site.secret else secret.discard)(name)
+        return headers, frozenset(secret)
+
+
+def _site(entry: object, what: str) -> Site:
+    from raycrawl.credentials import env_secret, read_secret
+    from raycrawl.scope_rules import surt_prefix
+
+    if not isinstance(entry, dict) or set(entry) - {"match", "headers"} or "match" not in entry:
+        raise UserError(f"{what}: a site has 'match' (a URL or SURT prefix, or a list of them) and 'headers'")
+    match = entry["match"] if isinstance(entry["match"], list) else [entry["match"]]
+    if not match or not all(isinstance(m, str) and m.strip() for m in match):
+        raise UserError(f"{what}: 'match' must be a URL or SURT prefix, or a list of them")
+    prefixes = [surt_prefix(m) for m in match]
+    headers: dict[str, str] = {}
+    secret: set[str] = set()
+    raw = entry.get("headers", {})
+    if not isinstance(raw, dict):
+        raise UserError(f"{what}: 'headers' must be a table of header names and values")
+    for name, value in raw.items():
+        if not _TOKEN.fullmatch(name) or name.lower() in _RESERVED:
+            raise UserError(f"{what}: {name!r} is not a header this file may set")
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, dict) and set(value) == {"file"}:
+            text = read_secret(value["file"], f"{what}, header {name}:")
+            secret.add(name)
+        elif isinstance(value, dict) and set(value) == {"env"}:
+            text = env_secret(str(value["env"])) or ""
+            if not text:
+                raise UserError(f"{what}, header {name}: ${value['env']} is not set")
+            secret.add(name)
+        else:
+            raise UserError(f"{what}, header {name}: a value is a string, {{ file = PATH }} or {{ env = NAME }}")
+        if any(ch in text for ch in "\r\n\0"):
+            raise UserError(f"{what}, header {name}: the value has a line break")
+        headers[name] = text
+    return Site(prefixes, headers, frozenset(secret))

@@ -1,0 +1,124 @@
+"""Headers per site (core/site_sessions.py): the session file and its refusals, and the real fetcher
+talking HTTP over loopback to a server that records what it was sent: a site's headers go to it
+(and its subdomains, within a path when one is given) and to no other host dialed at the same
+address; a secret header is sent as it is and archived as ``***``, the WARC request record naming
+it (read back with warcio), and its value is in no byte of the WARC file."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+
+import pytest
+from aiohttp import web
+
+from raycrawl.errors import UserError
+from raycrawl.site_sessions import SiteSessions
+
+SESSION = """
+[[site]]
+match = "http://api.test/"
+headers = { "Accept-Language" = "fr", "Authorization" = { file = "TOKEN" } }
+
+[[site]]
+match = ["OTHER"]
+headers = { "X-Api-Key" = { env = "SITE_SESSIONS_KEY" } }
+"""
+
+
+def _sessions(tmp_path, monkeypatch, other: str = "test,other,)/private/") -> SiteSessions:
+    token = tmp_path / "token"
+    token.write_text("Bearer t0ken-v4lue\n")
+    token.chmod(0o600)
+    monkeypatch.setenv("SITE_SESSIONS_KEY", "k3y-v4lue")
+    path = tmp_path / "sessions.toml"
+    path.write_text(SESSION.replace("TOKEN", str(token)).replace("OTHER", other))
+    return SiteSessions.read(path)
+
+
+def test_a_site_gets_its_headers_and_no_other_site_does(tmp_path, monkeypatch) -> None:
+    s = _sessions(tmp_path, monkeypatch)
+    headers, secret = s.headers_for("http://api.test/v1?q=1")
+    assert headers == {"Accept-Language": "fr", "Authorization": "Bearer t0ken-v4lue"} and secret == {"Authorization"}
+    assert s.headers_for("https://eu.api.test/")[0]["Accept-Language"] == "fr"  # (a subdomain is the site's)
+    for url in ("http://apitest.test/", "http://api.test.evil.test/", "http://cdn.test/lib.js", "http://other.test/"):
+        assert s.headers_for(url) == ({}, frozenset()), url
+    assert s.headers_for("http://other.test/private/a")[0] == {"X-Api-Key": "k3y-v4lue"}
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("[[site]]\nmatch = 'http://a.test/'\nheaders = { 'Host' = 'x' }", "not a header"),
+    ("[[site]]\nmatch = 'http://a.test/'\nheaders = { 'Bad Name' = 'x' }", "not a header"),
+    ("[[site]]\nheaders = { 'A' = 'x' }", "'match'"),
+    ("[[site]]\nmatch = 'http://a.test/'\nheaders = { 'A' = { env = 'SITE_SESSIONS_UNSET' } }", "is not set"),
+    ("[[site]]\nmatch = 'http://a.test/'\nheaders = { 'A' = { file = '/nonexistent/token' } }", "cannot read"),
+    ("[[site]]\nmatch = 'http://a.test/'\nheaders = { 'A' = 3 }", "a value is"),
+    ("[site]\nmatch = 1", "[[site]]"),
+    ("this is not toml = = ", "not TOML"),
+])
+def test_bad_session_files_are_one_line_refusals(tmp_path, monkeypatch, text, why) -> None:
+    monkeypatch.delenv("SITE_SESSIONS_UNSET", raising=False)
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=why.replace("[", r"\[").replace("]", r"\]")):
+        SiteSessions.read(path)
+
+
+def test_the_fetcher_sends_a_site_its_headers_and_archives_no_secret(tmp_path, monkeypatch) -> None:
+    from warcio.archiveiterator import ArchiveIterator
+
+    from raycrawl.actors.fetch.fetcher import Fetcher
+    from raycrawl.policies.networks import NetworkPolicy
+    from raycrawl.storage.warc import REDACTED_HEADERS, WarcStore
+
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append((request.host.split(":")[0], dict(request.headers)))
+        return web.Response(text="<html><body>hello</body></html>", content_type="text/html")
+
+    async def run() -> list:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        # (a site's path prefix as a URL: the SURT form without a port is the site on port 80 only)
+        sessions = _sessions(tmp_path, monkeypatch, f"http://other.test:{port}/private/")
+        f = Fetcher("raycrawl-test", 2, 2, 1 << 20, 1 << 20, NetworkPolicy("127.0.0.0/8"), sessions=sessions)
+        try:
+            return [await f.fetch(f"http://{host}:{port}{path}", "127.0.0.1")
+                    for host, path in (("api.test", "/v1"), ("cdn.test", "/lib.js"), ("other.test", "/private/x"),
+                                       ("other.test", "/public/y"))]
+        finally:
+            await f.close()
+            await runner.cleanup()
+
+    results = asyncio.run(run())
+    assert [r.status for r in results] == [200, 200, 200, 200]
+    assert "X-Api-Key" not in seen[3][1]  # (other.test outside /private/)
+    sent = dict(seen[:3])
+    assert sent["api.test"]["Authorization"] == "Bearer t0ken-v4lue" and sent["api.test"]["Accept-Language"] == "fr"
+    assert "Authorization" not in sent["cdn.test"] and "Accept-Language" not in sent["cdn.test"]
+    assert "X-Api-Key" not in sent["cdn.test"] and sent["other.test"]["X-Api-Key"] == "k3y-v4lue"
+
+    store = WarcStore(tmp_path / "warc", "agent0")
+    for fr in results[:3]:
+        store.write(fr)
+    store.close()
+    (path,) = (tmp_path / "warc").glob("*.warc.gz")
+    with gzip.open(path) as fh:
+        raw = fh.read()
+    assert b"t0ken-v4lue" not in raw and b"k3y-v4lue" not in raw
+    requests = {}
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh):
+            if rec.rec_type == "request":
+                requests[rec.rec_headers.get_header("WARC-Target-URI").split("/")[2].split(":")[0]] = rec
+    api = requests["api.test"]
+    assert api.rec_headers.get_header(REDACTED_HEADERS) == "Authorization"
+    assert api.http_headers.get_header("Authorization") == "***" and api.http_headers.get_header("Accept-Language") == "fr"
+    assert requests["cdn.test"].rec_headers.get_header(REDACTED_HEADERS) is None
+    assert requests["other.test"].http_headers.get_header("X-Api-Key") == "***"
