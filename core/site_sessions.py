@@ -8,6 +8,7 @@ to it (docs/fetching.md, "Headers per site").
     [[site]]
     match = ["org,example,www)/docs/", "http://example.net/"]   # SURT prefixes or URLs, as scope_allow_surts
     headers = { "X-Api-Key" = { env = "EXAMPLE_API_KEY" } }
+    basic_auth = { user = "archive", password = { file = "/etc/raycrawl/example-password" } }
 
 A site's ``match`` is what ``scope_allow_surts`` takes (core/scope_rules.py): so a redirect to
 another host, or a requisite on a CDN, is another site and gets none of these headers. Every site
@@ -15,11 +16,13 @@ that matches a URL adds its headers, later sites overriding earlier ones. A valu
 file is sent as it is and archived; a value read from a file (``{ file = PATH }``, its first line)
 or the environment (``{ env = NAME }``) is a secret: remembered for scrubbing (core/credentials.py)
 and replaced by ``***`` in the archived request record, whose ``Raycrawl-Redacted`` header names
-the headers replaced (the record claims nothing false about the bytes it keeps).
+the headers replaced (the record claims nothing false about the bytes it keeps). ``basic_auth``
+(RFC 7617) is a secret ``Authorization`` header made of a user and a secret password.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -80,11 +83,12 @@ class SiteSessions:
 
 
 def _site(entry: object, what: str) -> Site:
-    from raycrawl.credentials import env_secret, read_secret
+    from raycrawl.credentials import remember
     from raycrawl.scope_rules import surt_prefix
 
-    if not isinstance(entry, dict) or set(entry) - {"match", "headers"} or "match" not in entry:
-        raise UserError(f"{what}: a site has 'match' (a URL or SURT prefix, or a list of them) and 'headers'")
+    if not isinstance(entry, dict) or set(entry) - {"match", "headers", "basic_auth"} or "match" not in entry:
+        raise UserError(f"{what}: a site has 'match' (a URL or SURT prefix, or a list of them), 'headers' "
+                        "and 'basic_auth'")
     match = entry["match"] if isinstance(entry["match"], list) else [entry["match"]]
     if not match or not all(isinstance(m, str) and m.strip() for m in match):
         raise UserError(f"{what}: 'match' must be a URL or SURT prefix, or a list of them")
@@ -99,17 +103,36 @@ def _site(entry: object, what: str) -> Site:
             raise UserError(f"{what}: {name!r} is not a header this file may set")
         if isinstance(value, str):
             text = value
-        elif isinstance(value, dict) and set(value) == {"file"}:
-            text = read_secret(value["file"], f"{what}, header {name}:")
-            secret.add(name)
-        elif isinstance(value, dict) and set(value) == {"env"}:
-            text = env_secret(str(value["env"])) or ""
-            if not text:
-                raise UserError(f"{what}, header {name}: ${value['env']} is not set")
+        elif isinstance(value, dict) and set(value) in ({"file"}, {"env"}):
+            text = _secret(value, f"{what}, header {name}")
             secret.add(name)
         else:
             raise UserError(f"{what}, header {name}: a value is a string, {{ file = PATH }} or {{ env = NAME }}")
         if any(ch in text for ch in "\r\n\0"):
             raise UserError(f"{what}, header {name}: the value has a line break")
         headers[name] = text
+    if "basic_auth" in entry:  # RFC 7617: the credentials in Authorization, secret as any
+        auth = entry["basic_auth"]
+        if not isinstance(auth, dict) or set(auth) != {"user", "password"} or not isinstance(auth["user"], str) \
+                or ":" in auth["user"] or not isinstance(auth["password"], dict):
+            raise UserError(f"{what}: basic_auth = {{ user = NAME, password = {{ file = PATH }} or {{ env = NAME }} }}")
+        password = _secret(auth["password"], f"{what}, basic_auth password")
+        token = base64.b64encode(f"{auth['user']}:{password}".encode()).decode("ascii")
+        remember(token)
+        headers["Authorization"] = f"Basic {token}"
+        secret.add("Authorization")
     return Site(prefixes, headers, frozenset(secret))
+
+
+def _secret(value: dict, what: str) -> str:
+    """A secret's value: ``{ file = PATH }`` (its first line) or ``{ env = NAME }``."""
+    from raycrawl.credentials import env_secret, read_secret
+
+    if set(value) == {"file"}:
+        return read_secret(value["file"], f"{what}:")
+    if set(value) == {"env"}:
+        text = env_secret(str(value["env"])) or ""
+        if not text:
+            raise UserError(f"{what}: ${value['env']} is not set")
+        return text
+    raise UserError(f"{what}: a secret is {{ file = PATH }} or {{ env = NAME }}")

@@ -122,3 +122,48 @@ def test_the_fetcher_sends_a_site_its_headers_and_archives_no_secret(tmp_path, m
     assert api.http_headers.get_header("Authorization") == "***" and api.http_headers.get_header("Accept-Language") == "fr"
     assert requests["cdn.test"].rec_headers.get_header(REDACTED_HEADERS) is None
     assert requests["other.test"].http_headers.get_header("X-Api-Key") == "***"
+
+
+def test_basic_auth_goes_to_its_site_only_and_is_archived_as_stars(tmp_path, monkeypatch) -> None:
+    import base64
+
+    from raycrawl.actors.fetch.fetcher import Fetcher
+    from raycrawl.policies.networks import NetworkPolicy
+    from raycrawl.storage.warc import WarcStore
+
+    monkeypatch.setenv("SITE_SESSIONS_PASSWORD", "m3mber-pa55")
+    expected = "Basic " + base64.b64encode(b"archive:m3mber-pa55").decode()
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != expected:
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="members"'})
+        return web.Response(text="members only", content_type="text/html")
+
+    async def run() -> list:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        path = tmp_path / "s.toml"
+        path.write_text(f'[[site]]\nmatch = "http://members.test:{port}/"\n'
+                        'basic_auth = { user = "archive", password = { env = "SITE_SESSIONS_PASSWORD" } }\n')
+        f = Fetcher("raycrawl-test", 2, 2, 1 << 20, 1 << 20, NetworkPolicy("127.0.0.0/8"), sessions=SiteSessions.read(path))
+        try:
+            return [await f.fetch(f"http://{host}:{port}/area", "127.0.0.1") for host in ("members.test", "cdn.test")]
+        finally:
+            await f.close()
+            await runner.cleanup()
+
+    members, other = asyncio.run(run())
+    assert members.status == 200 and members.body == b"members only"
+    assert other.status == 401  # another host at the same address: no credentials sent
+    store = WarcStore(tmp_path / "warc", "agent0")
+    store.write(members)
+    store.close()
+    (path,) = (tmp_path / "warc").glob("*.warc.gz")
+    with gzip.open(path) as fh:
+        raw = fh.read()
+    assert b"Authorization: ***" in raw and expected.split()[1].encode() not in raw and b"m3mber-pa55" not in raw
