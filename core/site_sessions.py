@@ -9,6 +9,7 @@ to it (docs/fetching.md, "Headers per site").
     match = ["org,example,www)/docs/", "http://example.net/"]   # SURT prefixes or URLs, as scope_allow_surts
     headers = { "X-Api-Key" = { env = "EXAMPLE_API_KEY" } }
     basic_auth = { user = "archive", password = { file = "/etc/raycrawl/example-password" } }
+    cookies = { consent = "yes" }      # or true: keep what the site sets (RFC 6265) and send it back
 
 A site's ``match`` is what ``scope_allow_surts`` takes (core/scope_rules.py): so a redirect to
 another host, or a requisite on a CDN, is another site and gets none of these headers. Every site
@@ -18,6 +19,9 @@ or the environment (``{ env = NAME }``) is a secret: remembered for scrubbing (c
 and replaced by ``***`` in the archived request record, whose ``Raycrawl-Redacted`` header names
 the headers replaced (the record claims nothing false about the bytes it keeps). ``basic_auth``
 (RFC 7617) is a secret ``Authorization`` header made of a user and a secret password.
+``cookies``: the site's cookies are kept as a browser keeps them (aiohttp's RFC 6265 jar: domain,
+path, expiry, Secure) and sent back to it; a table gives the cookies to start with. Sites without
+it get no cookie and keep none.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class Site:
     prefixes: list[str]
     headers: dict[str, str] = field(repr=False)
     secret: frozenset[str]
+    cookies: bool = False  # keep what the site sets and send it back (RFC 6265)
+    start_cookies: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 class SiteSessions:
@@ -65,6 +71,19 @@ class SiteSessions:
             raise UserError(f"{what}: expected [[site]] tables only, found {sorted(unknown) or 'site ='}")
         return cls([_site(entry, f"{what}, site {n}") for n, entry in enumerate(data.get("site", []), 1)])
 
+    def cookies_for(self, url: str) -> tuple[bool, dict[str, str]]:
+        """(whether ``url``'s site keeps cookies, the cookies it starts with)."""
+        if not self.sites:
+            return False, {}
+        from raycrawl.scope_rules import url_surt
+
+        key, keep, start = url_surt(url), False, {}
+        for site in self.sites:
+            if any(key.startswith(p) for p in site.prefixes):
+                keep = keep or site.cookies or bool(site.start_cookies)
+                start.update(site.start_cookies)
+        return keep, start
+
     def headers_for(self, url: str) -> tuple[dict[str, str], frozenset[str]]:
         """(headers to add, the names of those that are secret) for a request of ``url``."""
         if not self.sites:
@@ -86,9 +105,9 @@ def _site(entry: object, what: str) -> Site:
     from raycrawl.credentials import remember
     from raycrawl.scope_rules import surt_prefix
 
-    if not isinstance(entry, dict) or set(entry) - {"match", "headers", "basic_auth"} or "match" not in entry:
-        raise UserError(f"{what}: a site has 'match' (a URL or SURT prefix, or a list of them), 'headers' "
-                        "and 'basic_auth'")
+    if not isinstance(entry, dict) or set(entry) - {"match", "headers", "basic_auth", "cookies"} or "match" not in entry:
+        raise UserError(f"{what}: a site has 'match' (a URL or SURT prefix, or a list of them), 'headers', "
+                        "'basic_auth' and 'cookies'")
     match = entry["match"] if isinstance(entry["match"], list) else [entry["match"]]
     if not match or not all(isinstance(m, str) and m.strip() for m in match):
         raise UserError(f"{what}: 'match' must be a URL or SURT prefix, or a list of them")
@@ -121,7 +140,17 @@ def _site(entry: object, what: str) -> Site:
         remember(token)
         headers["Authorization"] = f"Basic {token}"
         secret.add("Authorization")
-    return Site(prefixes, headers, frozenset(secret))
+    cookies = entry.get("cookies", False)
+    start: dict[str, str] = {}
+    if isinstance(cookies, dict):  # the cookies to start with (kept like any the site sets)
+        for name, value in cookies.items():
+            if not _TOKEN.fullmatch(name) or not isinstance(value, str) or any(ch in value for ch in ";\r\n\0"):
+                raise UserError(f"{what}: cookie {name!r}: a name is a token, a value a string without ';'")
+            start[name] = value
+        cookies = True
+    elif not isinstance(cookies, bool):
+        raise UserError(f"{what}: 'cookies' is true, false, or a table of the cookies to start with")
+    return Site(prefixes, headers, frozenset(secret), cookies, start)
 
 
 def _secret(value: dict, what: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -167,3 +168,57 @@ def test_basic_auth_goes_to_its_site_only_and_is_archived_as_stars(tmp_path, mon
     with gzip.open(path) as fh:
         raw = fh.read()
     assert b"Authorization: ***" in raw and expected.split()[1].encode() not in raw and b"m3mber-pa55" not in raw
+
+
+def test_cookies_kept_per_site_as_a_browser_keeps_them_and_across_a_restart(tmp_path) -> None:
+    """A site whose session keeps cookies: its login sets a session cookie (Path=/), the members'
+    page gets it back, a cookie for another path is not sent, an expired one is dropped; another host
+    at the same address gets none, and a site without ``cookies`` keeps none. Saved and loaded by a
+    new fetcher (a resumed run), the cookie is sent again."""
+    from raycrawl.actors.fetch.fetcher import Fetcher
+    from raycrawl.policies.networks import NetworkPolicy
+
+    got: list[tuple[str, str, str | None]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        got.append((request.host.split(":")[0], request.path, request.headers.get("Cookie")))
+        resp = web.Response(text="ok", content_type="text/html")
+        if request.path == "/login":
+            resp.headers.add("Set-Cookie", "session=s3ss; Path=/; HttpOnly")
+            resp.headers.add("Set-Cookie", "narrow=n; Path=/admin/")
+            resp.headers.add("Set-Cookie", "gone=g; Path=/; Max-Age=0")
+        return resp
+
+    async def run(path: Path, fetches: list[tuple[str, str]], load: Path | None = None, save: Path | None = None):
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", PORT[0])
+        await site.start()
+        PORT[0] = site._server.sockets[0].getsockname()[1]
+        path.write_text(f'[[site]]\nmatch = "http://members.test:{PORT[0]}/"\ncookies = {{ consent = "yes" }}\n')
+        f = Fetcher("raycrawl-test", 2, 2, 1 << 20, 1 << 20, NetworkPolicy("127.0.0.0/8"), sessions=SiteSessions.read(path))
+        if load is not None:
+            f.load_cookies(load)
+        try:
+            for host, p in fetches:
+                assert (await f.fetch(f"http://{host}:{PORT[0]}{p}", "127.0.0.1")).status == 200
+            if save is not None:
+                f.save_cookies(save)
+        finally:
+            await f.close()
+            await runner.cleanup()
+
+    PORT = [0]
+    saved = tmp_path / "cookies.json"
+    asyncio.run(run(tmp_path / "s.toml", [("members.test", "/login"), ("members.test", "/area"),
+                                          ("other.test", "/login"), ("other.test", "/area")], save=saved))
+    sent = {(h, p): c for h, p, c in got}
+    assert sent[("members.test", "/login")] == "consent=yes"
+    assert sent[("members.test", "/area")] == "consent=yes; session=s3ss"  # not narrow (/admin/), not gone
+    assert sent[("other.test", "/login")] is None and sent[("other.test", "/area")] is None
+    assert oct(saved.stat().st_mode & 0o777) == "0o600"
+    got.clear()
+    asyncio.run(run(tmp_path / "s.toml", [("members.test", "/area"), ("members.test", "/admin/x")], load=saved))
+    assert [c for _, _, c in got] == ["consent=yes; session=s3ss", "consent=yes; session=s3ss; narrow=n"]

@@ -34,6 +34,7 @@ import socket
 import time
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -261,6 +262,9 @@ class Fetcher:
         self._pins = _PinnedResolver(network_policy)
         self.proxies = proxies if proxies else None
         self.sessions = sessions if sessions is not None and sessions.sites else None
+        # The cookies of the sites whose session keeps them (aiohttp's RFC 6265 jar; any other site
+        # neither sends nor keeps one: the session's own jar is a dummy).
+        self.cookies = aiohttp.CookieJar(unsafe=True, quote_cookie=False) if self.sessions is not None else None
         self._sessions: dict[str, aiohttp.ClientSession] = {}  # by proxy URL ("": direct)
         self.requests = 0  # HTTP requests actually sent
         # Asked right before each request is sent: False, and nothing is sent (error ``local``, as if
@@ -325,8 +329,12 @@ class Fetcher:
             return fr
         self._pins.pin(host, ip)
         secret: frozenset[str] = frozenset()
+        keep_cookies = False
         if self.sessions is not None:
             extra, secret = self.sessions.headers_for(url)
+            keep_cookies, start = self.sessions.cookies_for(url)
+            if keep_cookies and (cookie := self._cookie_header(url, start)):
+                extra = {**extra, "Cookie": cookie}
             if extra:
                 headers = {**extra, **(headers or {})}
         if not keep_alive:
@@ -343,6 +351,8 @@ class Fetcher:
                 if secret:
                     fr.redacted = tuple(sorted(secret))
                 self._take_head(fr, resp)
+                if keep_cookies and self.cookies is not None:
+                    self.cookies.update_cookies_from_headers(resp.headers.getall("Set-Cookie", []), resp.url)
                 if not keep_alive and resp.connection is not None:
                     resp.connection.protocol.force_close()  # whether or not the server closes it
                 # Even when Content-Length announces too much, the first max_body bytes are kept
@@ -425,6 +435,24 @@ class Fetcher:
             lines.append(f"Host: {parts.netloc.rsplit('@', 1)[-1]}")
             lines += [f"{k}: {v}" for k, v in self.headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
+
+    def _cookie_header(self, url: str, start: dict[str, str]) -> str:
+        """The Cookie header for ``url``: the jar's cookies for it, and the site's starting ones it
+        has not replaced."""
+        assert self.cookies is not None
+        jar = self.cookies.filter_cookies(yarl.URL(url, encoded=True))
+        pairs = {name: morsel.value for name, morsel in jar.items()}
+        return "; ".join(f"{k}={v}" for k, v in {**start, **pairs}.items())
+
+    def save_cookies(self, path: Path) -> None:
+        """The kept cookies to ``path`` (aiohttp's JSON, created 0600), for a run that resumes."""
+        if self.cookies is not None and len(self.cookies):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.cookies.save(path)
+
+    def load_cookies(self, path: Path) -> None:
+        if self.cookies is not None and path.exists():
+            self.cookies.load(path)
 
     def idle_connections(self) -> int:
         return sum(s.connector.idle() for s in self._sessions.values() if not s.closed and s.connector is not None)
