@@ -142,7 +142,7 @@ class FetchLoop:
     def _cookie_path(self) -> Path:
         """Where this agent's fetchers keep the cookies of the sites that keep them (core/site_sessions.py):
         saved every few seconds and at a stop, loaded at a start (``--resume`` included)."""
-        return Path(self.s.agent_dir or self.s.out) / "cookies" / f"{self.view}.json"
+        return Path(self.s.out) / "cookies" / f"{self.view}.json"  # (an agent without a shared OUT: its own)
 
     def _save_cookies(self) -> None:
         if self.fetcher is not None and self.fetcher.cookies is not None:
