@@ -292,10 +292,17 @@ class Renderer:
             await page.goto(out.url, wait_until="load")
             height, still = await page.evaluate("document.documentElement.scrollHeight"), 0
             for _ in range(self.max_scrolls):  # to the end, until the page has not changed twice
+                asked = seen = len(out.requested)
                 now = await page.evaluate(SCROLL_TO_END)
                 await page.wait_for_timeout(100)  # (what the handlers asked for may come back)
+                # What the scroll asked for is answered and drawn before the page is measured: on a
+                # loaded machine a scroll handler's fetch came late, and an infinite list measured
+                # before its next items came looked finished (its last items lost).
+                while len(out.requested) != seen:
+                    seen = len(out.requested)
+                    await page.wait_for_timeout(150)
                 now = max(now, await page.evaluate("document.documentElement.scrollHeight"))
-                still = still + 1 if now == height else 0
+                still = still + 1 if now == height and seen == asked else 0
                 if still >= 2:
                     break
                 height = now
