@@ -87,6 +87,12 @@ def main() -> None:
 
     from raycrawl.websim import Websim
 
+    # The cluster's worker processes run the commit's code too: they inherit the environment of the
+    # process that starts the cluster (a joined cluster's workers do not inherit the driver's).
+    env = env_at(args.at, {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if "PYTHONPATH" in env:
+        os.environ["PYTHONPATH"] = env["PYTHONPATH"]
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False})
     tmp = Path(tempfile.mkdtemp())
     try:
@@ -102,7 +108,6 @@ def main() -> None:
 
             sampler = threading.Thread(target=sample)
             sampler.start()
-            env = env_at(args.at, {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
             env["RAY_ADDRESS"] = cluster.address
             started = time.monotonic()
             r = subprocess.run([sys.executable, "-c", WRAPPER, "crawl", "--seeds", str(web.seeds_file), "--out",

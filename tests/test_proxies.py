@@ -138,10 +138,12 @@ def _pages(out: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
-def test_crawls_through_socks5_and_http_connect_proxies(tmp_path) -> None:
-    """The same pages as a direct crawl, every request (robots.txt included) from the proxy's
-    address, 0 politeness violations; the SOCKS5 proxy asks for credentials (from a file) and is
-    killed mid-crawl, then started again: its URLs waited, none was recorded as failed."""
+def test_a_crawl_through_socks5_and_http_connect_proxies(tmp_path) -> None:
+    """One crawl through two proxies: two hosts by a rule through the HTTP CONNECT one, the others
+    through ``--proxy``, the SOCKS5 one, which asks for credentials (from a file) and is killed
+    mid-crawl, then started again. The same pages as a direct crawl; every request (robots.txt
+    included) from its proxy's address; 0 politeness violations; the URLs behind the dead proxy
+    waited, none was recorded as failed; the password in no file of OUT."""
     from raycrawl.websim import Websim
     from raycrawl.websim.audit import audit
 
@@ -159,9 +161,11 @@ def test_crawls_through_socks5_and_http_connect_proxies(tmp_path) -> None:
             web.flush_log()
             n0 = len(web.requests())
             assert {r.peer for r in web.requests()} == {"127.0.0.1"}
-
-            proc = _crawl(web, tmp_path / "socks", "--proxy", socks.url, "--proxy-credentials-file", str(creds),
-                          delay=SLOW)  # (still on when its proxy dies)
+            hosts = sorted({r.host.rsplit(":", 1)[0] for r in web.requests()})
+            by_http = set(hosts[:2])
+            rule = f"{http.url} ^https?://({'|'.join(h.replace('.', '[.]') for h in by_http)})[:/]"
+            proc = _crawl(web, tmp_path / "proxied", "--proxy", socks.url, "--proxy-credentials-file", str(creds),
+                          "--proxy-rules", rule, delay=SLOW)  # (still on when its proxy dies)
             deadline = time.time() + 60
             while len(web.requests()) - n0 < 6 and time.time() < deadline and proc.poll() is None:
                 time.sleep(0.05)
@@ -172,22 +176,15 @@ def test_crawls_through_socks5_and_http_connect_proxies(tmp_path) -> None:
             err = _finish(proc)
             assert f"proxy {socks.url} failed a request" in err, err[-3000:]
             assert "pr0xy-pa55word" not in err
-            assert _pages(tmp_path / "socks") == direct
+            assert _pages(tmp_path / "proxied") == direct
             web.flush_log()
-            through_socks = web.requests()[n0:]
-            assert {r.peer for r in through_socks} == {"127.0.0.3"}, {r.peer for r in through_socks}
-            assert any(r.target == "/robots.txt" for r in through_socks)
-
-            n1 = len(web.requests())
-            _finish(_crawl(web, tmp_path / "http", "--proxy-rules", f"{http.url} ."))
-            assert _pages(tmp_path / "http") == direct
-            web.flush_log()
-            through_http = web.requests()[n1:]
-            assert {r.peer for r in through_http} == {"127.0.0.4"}
-            for crawl, delay in ((through_socks, SLOW), (through_http, DELAY)):  # (each crawl's apart: the same pages)
-                report = audit(crawl, web.manifest, delay, 0.0)
-                assert not report.violations, report.violations[:5]
-        for p in (tmp_path / "socks").rglob("*"):  # no file of OUT has the password (WARC, logs, report…)
+            proxied = web.requests()[n0:]
+            peers = {(r.host.rsplit(":", 1)[0] in by_http, r.peer) for r in proxied}
+            assert peers == {(True, "127.0.0.4"), (False, "127.0.0.3")}, peers
+            assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == set(hosts)
+            report = audit(proxied, web.manifest, SLOW, 0.0)
+            assert not report.violations, report.violations[:5]
+        for p in (tmp_path / "proxied").rglob("*"):  # no file of OUT has the password (WARC, logs, report…)
             if p.is_file():
                 data = p.read_bytes()
                 if p.suffix == ".gz":
