@@ -7,6 +7,7 @@ it (read back with warcio), and its value is in no byte of the WARC file."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 from pathlib import Path
 
@@ -35,6 +36,28 @@ def _sessions(tmp_path, monkeypatch, other: str = "test,other,)/private/") -> Si
     path = tmp_path / "sessions.toml"
     path.write_text(SESSION.replace("TOKEN", str(token)).replace("OTHER", other))
     return SiteSessions.read(path)
+
+
+@contextlib.asynccontextmanager
+async def _serving(handler, port: int = 0):  # noqa: ANN001, ANN202 - an aiohttp handler; yields the port
+    """A real HTTP server on loopback answering every GET with ``handler``."""
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1]
+    finally:
+        await runner.cleanup()
+
+
+def _fetcher(sessions: SiteSessions):  # noqa: ANN202 - the real fetcher, loopback allowed
+    from raycrawl.actors.fetch.fetcher import Fetcher
+    from raycrawl.policies.networks import NetworkPolicy
+
+    return Fetcher("raycrawl-test", 2, 2, 1 << 20, 1 << 20, NetworkPolicy("127.0.0.0/8"), sessions=sessions)
 
 
 def test_a_site_gets_its_headers_and_no_other_site_does(tmp_path, monkeypatch) -> None:
@@ -68,8 +91,6 @@ def test_bad_session_files_are_one_line_refusals(tmp_path, monkeypatch, text, wh
 def test_the_fetcher_sends_a_site_its_headers_and_archives_no_secret(tmp_path, monkeypatch) -> None:
     from warcio.archiveiterator import ArchiveIterator
 
-    from raycrawl.actors.fetch.fetcher import Fetcher
-    from raycrawl.policies.networks import NetworkPolicy
     from raycrawl.storage.warc import REDACTED_HEADERS, WarcStore
 
     seen: list[tuple[str, dict[str, str]]] = []
@@ -79,23 +100,15 @@ def test_the_fetcher_sends_a_site_its_headers_and_archives_no_secret(tmp_path, m
         return web.Response(text="<html><body>hello</body></html>", content_type="text/html")
 
     async def run() -> list:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        # (a site's path prefix as a URL: the SURT form without a port is the site on port 80 only)
-        sessions = _sessions(tmp_path, monkeypatch, f"http://other.test:{port}/private/")
-        f = Fetcher("raycrawl-test", 2, 2, 1 << 20, 1 << 20, NetworkPolicy("127.0.0.0/8"), sessions=sessions)
-        try:
-            return [await f.fetch(f"http://{host}:{port}{path}", "127.0.0.1")
-                    for host, path in (("api.test", "/v1"), ("cdn.test", "/lib.js"), ("other.test", "/private/x"),
-                                       ("other.test", "/public/y"))]
-        finally:
-            await f.close()
-            await runner.cleanup()
+        async with _serving(handler) as port:
+            # (a site's path prefix as a URL: the SURT form without a port is the site on port 80 only)
+            f = _fetcher(_sessions(tmp_path, monkeypatch, f"http://other.test:{port}/private/"))
+            try:
+                return [await f.fetch(f"http://{host}:{port}{path}", "127.0.0.1")
+                        for host, path in (("api.test", "/v1"), ("cdn.test", "/lib.js"), ("other.test", "/private/x"),
+                                           ("other.test", "/public/y"))]
+            finally:
+                await f.close()
 
     results = asyncio.run(run())
     assert [r.status for r in results] == [200, 200, 200, 200]
@@ -128,8 +141,6 @@ def test_the_fetcher_sends_a_site_its_headers_and_archives_no_secret(tmp_path, m
 def test_basic_auth_goes_to_its_site_only_and_is_archived_as_stars(tmp_path, monkeypatch) -> None:
     import base64
 
-    from raycrawl.actors.fetch.fetcher import Fetcher
-    from raycrawl.policies.networks import NetworkPolicy
     from raycrawl.storage.warc import WarcStore
 
     monkeypatch.setenv("SITE_SESSIONS_PASSWORD", "m3mber-pa55")
@@ -141,22 +152,15 @@ def test_basic_auth_goes_to_its_site_only_and_is_archived_as_stars(tmp_path, mon
         return web.Response(text="members only", content_type="text/html")
 
     async def run() -> list:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        path = tmp_path / "s.toml"
-        path.write_text(f'[[site]]\nmatch = "http://members.test:{port}/"\n'
-                        'basic_auth = { user = "archive", password = { env = "SITE_SESSIONS_PASSWORD" } }\n')
-        f = Fetcher("raycrawl-test", 2, 2, 1 << 20, 1 << 20, NetworkPolicy("127.0.0.0/8"), sessions=SiteSessions.read(path))
-        try:
-            return [await f.fetch(f"http://{host}:{port}/area", "127.0.0.1") for host in ("members.test", "cdn.test")]
-        finally:
-            await f.close()
-            await runner.cleanup()
+        async with _serving(handler) as port:
+            path = tmp_path / "s.toml"
+            path.write_text(f'[[site]]\nmatch = "http://members.test:{port}/"\n'
+                            'basic_auth = { user = "archive", password = { env = "SITE_SESSIONS_PASSWORD" } }\n')
+            f = _fetcher(SiteSessions.read(path))
+            try:
+                return [await f.fetch(f"http://{host}:{port}/area", "127.0.0.1") for host in ("members.test", "cdn.test")]
+            finally:
+                await f.close()
 
     members, other = asyncio.run(run())
     assert members.status == 200 and members.body == b"members only"
@@ -175,8 +179,6 @@ def test_cookies_kept_per_site_as_a_browser_keeps_them_and_across_a_restart(tmp_
     page gets it back, a cookie for another path is not sent, an expired one is dropped; another host
     at the same address gets none, and a site without ``cookies`` keeps none. Saved and loaded by a
     new fetcher (a resumed run), the cookie is sent again."""
-    from raycrawl.actors.fetch.fetcher import Fetcher
-    from raycrawl.policies.networks import NetworkPolicy
 
     got: list[tuple[str, str, str | None]] = []
 
@@ -190,25 +192,19 @@ def test_cookies_kept_per_site_as_a_browser_keeps_them_and_across_a_restart(tmp_
         return resp
 
     async def run(path: Path, fetches: list[tuple[str, str]], load: Path | None = None, save: Path | None = None):
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", PORT[0])
-        await site.start()
-        PORT[0] = site._server.sockets[0].getsockname()[1]
-        path.write_text(f'[[site]]\nmatch = "http://members.test:{PORT[0]}/"\ncookies = {{ consent = "yes" }}\n')
-        f = Fetcher("raycrawl-test", 2, 2, 1 << 20, 1 << 20, NetworkPolicy("127.0.0.0/8"), sessions=SiteSessions.read(path))
-        if load is not None:
-            f.load_cookies(load)
-        try:
-            for host, p in fetches:
-                assert (await f.fetch(f"http://{host}:{PORT[0]}{p}", "127.0.0.1")).status == 200
-            if save is not None:
-                f.save_cookies(save)
-        finally:
-            await f.close()
-            await runner.cleanup()
+        async with _serving(handler, PORT[0]) as port:
+            PORT[0] = port  # (the same address again after the "restart": the cookies are per host)
+            path.write_text(f'[[site]]\nmatch = "http://members.test:{port}/"\ncookies = {{ consent = "yes" }}\n')
+            f = _fetcher(SiteSessions.read(path))
+            if load is not None:
+                f.load_cookies(load)
+            try:
+                for host, p in fetches:
+                    assert (await f.fetch(f"http://{host}:{port}{p}", "127.0.0.1")).status == 200
+                if save is not None:
+                    f.save_cookies(save)
+            finally:
+                await f.close()
 
     PORT = [0]
     saved = tmp_path / "cookies.json"
