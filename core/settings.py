@@ -353,10 +353,13 @@ class Settings:
         if self.proxy or self.proxy_rules:
             from raycrawl.proxies import ProxyRules
 
+            if self.proxy_credentials_file:  # (the fetch actors read it, wherever they run from)
+                self.proxy_credentials_file = str(Path(self.proxy_credentials_file).resolve())
             ProxyRules.of(self)  # (a bad proxy URL or rule, an unreadable credentials file: one line now)
         if self.session_file:
             from raycrawl.site_sessions import SiteSessions
 
+            self.session_file = str(Path(self.session_file).resolve())
             SiteSessions.read(self.session_file)
         if self.focus is not None:
             self.focus = str(Path(self.focus).resolve())  # actors, and a --resume elsewhere, find it

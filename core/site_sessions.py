@@ -69,7 +69,8 @@ class SiteSessions:
         unknown = set(data) - {"site"}
         if unknown or not isinstance(data.get("site", []), list):
             raise UserError(f"{what}: expected [[site]] tables only, found {sorted(unknown) or 'site ='}")
-        return cls([_site(entry, f"{what}, site {n}") for n, entry in enumerate(data.get("site", []), 1)])
+        base = Path(path).resolve().parent  # (a secret's relative path is the session file's neighbour)
+        return cls([_site(entry, f"{what}, site {n}", base) for n, entry in enumerate(data.get("site", []), 1)])
 
     def cookies_for(self, url: str) -> tuple[bool, dict[str, str]]:
         """(whether ``url``'s site keeps cookies, the cookies it starts with)."""
@@ -101,7 +102,7 @@ class SiteSessions:
         return headers, frozenset(secret)
 
 
-def _site(entry: object, what: str) -> Site:
+def _site(entry: object, what: str, base: Path) -> Site:
     from raycrawl.credentials import remember
     from raycrawl.scope_rules import surt_prefix
 
@@ -123,7 +124,7 @@ def _site(entry: object, what: str) -> Site:
         if isinstance(value, str):
             text = value
         elif isinstance(value, dict) and set(value) in ({"file"}, {"env"}):
-            text = _secret(value, f"{what}, header {name}")
+            text = _secret(value, f"{what}, header {name}", base)
             secret.add(name)
         else:
             raise UserError(f"{what}, header {name}: a value is a string, {{ file = PATH }} or {{ env = NAME }}")
@@ -135,7 +136,7 @@ def _site(entry: object, what: str) -> Site:
         if not isinstance(auth, dict) or set(auth) != {"user", "password"} or not isinstance(auth["user"], str) \
                 or ":" in auth["user"] or not isinstance(auth["password"], dict):
             raise UserError(f"{what}: basic_auth = {{ user = NAME, password = {{ file = PATH }} or {{ env = NAME }} }}")
-        password = _secret(auth["password"], f"{what}, basic_auth password")
+        password = _secret(auth["password"], f"{what}, basic_auth password", base)
         token = base64.b64encode(f"{auth['user']}:{password}".encode()).decode("ascii")
         remember(token)
         headers["Authorization"] = f"Basic {token}"
@@ -153,12 +154,13 @@ def _site(entry: object, what: str) -> Site:
     return Site(prefixes, headers, frozenset(secret), cookies, start)
 
 
-def _secret(value: dict, what: str) -> str:
-    """A secret's value: ``{ file = PATH }`` (its first line) or ``{ env = NAME }``."""
+def _secret(value: dict, what: str, base: Path) -> str:
+    """A secret's value: ``{ file = PATH }`` (its first line; a relative PATH beside the session
+    file) or ``{ env = NAME }``."""
     from raycrawl.credentials import env_secret, read_secret
 
     if set(value) == {"file"}:
-        return read_secret(value["file"], f"{what}:")
+        return read_secret(base / str(value["file"]), f"{what}:")
     if set(value) == {"env"}:
         text = env_secret(str(value["env"])) or ""
         if not text:

@@ -218,3 +218,13 @@ def test_cookies_kept_per_site_as_a_browser_keeps_them_and_across_a_restart(tmp_
     got.clear()
     asyncio.run(run(tmp_path / "s.toml", [("members.test", "/area"), ("members.test", "/admin/x")], load=saved))
     assert [c for _, _, c in got] == ["consent=yes; session=s3ss", "consent=yes; session=s3ss; narrow=n"]
+
+
+def test_a_secrets_relative_path_is_beside_the_session_file(tmp_path, monkeypatch) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "token").write_text("t0k\n")
+    (tmp_path / "conf" / "token").chmod(0o600)
+    (tmp_path / "conf" / "s.toml").write_text('[[site]]\nmatch = "http://a.test/"\nheaders = { "X-T" = { file = "token" } }\n')
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # (a fetch actor's working directory is not the CLI's)
+    assert SiteSessions.read(tmp_path / "conf" / "s.toml").headers_for("http://a.test/")[0] == {"X-T": "t0k"}
