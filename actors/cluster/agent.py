@@ -158,26 +158,7 @@ class Agent:
         import ray
 
         crew, committer = self.crew, self.committer
-        router = self.router
-        short_read: list[int] = []  # how many URLs the step's read got, when fewer than it asked
-
-        def read_sieve(offs: dict[int, int], n: int, levels: int, bias: float) -> tuple[list, list, list, list]:
-            # With one agent, a sieve offered nothing new since a read drained it has nothing to
-            # read: most rounds of a small crawl deliver only links seen recently (a Ray call saved
-            # a round). A read short of ``n`` whose URLs the step all took drained it. (Safety
-            # nets: every metrics tick, and a sieve not exhausted at the end, set ``fed`` again.)
-            if len(router.agents) == 1 and not router.fed:
-                return [], [], [], []
-            got = ray.get(crew.sieve.read_front.remote(offs, n, levels, bias))
-            if len(got[0]) < n:
-                short_read.append(len(got[0]))
-            return got
-
-        def sieve_exhausted() -> bool:
-            done = ray.get(crew.sieve.exhausted.remote(self.f.sieve_offsets(self.distributor.queues)))
-            router.fed = router.fed or not done
-            return done
-
+        read_sieve = lambda offs, n, levels, bias: ray.get(crew.sieve.read_front.remote(offs, n, levels, bias))  # noqa: E731
         resolve = lambda names: ray.get(crew.fetchers[0].resolve_many.remote(names))  # noqa: E731
         t0 = next_metrics = time.time()
         while True:
@@ -203,14 +184,11 @@ class Agent:
             budget_spent = self.s.max_pages and all(st["budget"] is not None and st["budget"] <= 0 for st in statuses)
             res = None
             if not budget_spent and not self.stages.holds_back():  # (renders queued up: fetch what is in hand)
-                short_read.clear()
                 try:  # (a step changes Redis only at its end, after resolving)
                     res = self.distributor.step(read_sieve, resolve)
                 except ray.exceptions.RayActorError as exc:
                     self._recover_fetchers(exc)
                     continue
-                if short_read and short_read[0] == res.taken and len(router.agents) == 1:
-                    router.fed = False  # (a focused crawl's step may take fewer than it read)
                 if res.failed:
                     committer.record_failures(res.failed)
                 if res.over_host_limit or res.spilled:
@@ -219,7 +197,6 @@ class Agent:
             self.inbox.poll(self.stages.judge, lambda urls: self.router.deliver(crew.sieve, urls))
             if time.time() >= next_metrics:
                 next_metrics = time.time() + METRICS_INTERVAL
-                router.fed = True  # (a read dropped with its step, a sieve restarted and replaying)
                 if committer.deferred:  # a peer that was silent may answer again (LinkRouter.ask_peers)
                     committer.retry_deferred()
                 if orphans := self.f.claim_failing(self.s.batch):  # a dead agent's, or a crashed run's
@@ -247,7 +224,8 @@ class Agent:
                 committer.ship(force=True)
                 self.termination.done()
                 return "budget spent"
-            if idle and self.termination.all_idle(self.router.agents, sieve_exhausted):
+            if idle and self.termination.all_idle(self.router.agents, lambda: ray.get(
+                    crew.sieve.exhausted.remote(self.f.sieve_offsets(self.distributor.queues)))):
                 return "budget spent" if self.termination.budget_ended else "frontier empty"
 
     def _sample(self, counts: dict[str, int] | None = None) -> None:

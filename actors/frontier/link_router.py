@@ -47,10 +47,6 @@ class LinkRouter:
         self.my_shards = sorted(s for s, a in self.shards.items() if a == self.name)
         self.peers = {}
         self.silent: dict[str, float] = {}  # agent -> time.monotonic() until which it is not asked
-        # Whether this agent's sieve may hold URLs its distributor has not read: set by a delivery
-        # the sieve took, cleared by a read that drained it (the agent's loop). Only known with one
-        # agent (others deliver to this sieve unseen).
-        self.fed = True
 
     def owner(self, url: str) -> str:
         return self.shard_owner(shard_of(server_of(url)))
@@ -106,18 +102,7 @@ class LinkRouter:
         import ray
 
         if len(self.agents) == 1:
-            # Recent repeats (navigation links) were made durable in the sieve already: no call at all
-            # for a batch of them, and the sieve has nothing new to read (:attr:`fed`).
-            keep = [i for i, url in enumerate(urls) if not (cache and self.sent.repeat(fingerprint(url)))]
-            if keep:
-                try:
-                    added = ray.get(sieve.enqueue.remote([urls[i] for i in keep],
-                                                         None if levels is None else [levels[i] for i in keep]))
-                except BaseException:
-                    for i in keep:
-                        self.sent.forget(fingerprint(urls[i]))
-                    raise
-                self.fed = self.fed or added > 0
+            ray.get(sieve.enqueue.remote(urls, levels))
             return True
         by_owner: dict[str, tuple[list[str], list[int]]] = {}
         for i, url in enumerate(urls):
