@@ -36,31 +36,19 @@ _SOCKS_ERRORS = (python_socks.ProxyError, python_socks.ProxyConnectionError, pyt
 
 
 def proxy_error(exc: BaseException) -> str | None:
-    """``proxy``, ``connect`` (the site's), ``timeout`` (the site's), or None: not a proxy failure."""
+    """``proxy``, ``connect`` (the site's), or None: not a failure of python-socks (which
+    :class:`CrawlProxyConnector` calls directly)."""
     cause: BaseException | None = exc
     for _ in range(8):  # (aiohttp wraps what a connector raises: os_error, or the exception's cause)
         if cause is None or isinstance(cause, _SOCKS_ERRORS):
             break
         cause = getattr(cause, "os_error", None) or cause.__cause__ or cause.__context__
     if not isinstance(cause, _SOCKS_ERRORS):
-        cause = None
-    if cause is None:
-        from aiohttp_socks import ProxyConnectionError, ProxyError, ProxyTimeoutError
-
-        if isinstance(exc, ProxyConnectionError | ProxyTimeoutError):
-            return PROXY
-        if isinstance(exc, ProxyError):
-            cause = exc
-        else:
-            return None
-    if isinstance(cause, python_socks.ProxyConnectionError):
-        return PROXY  # (the proxy itself could not be reached)
-    if isinstance(cause, python_socks.ProxyTimeoutError):
-        return PROXY
+        return None
+    if isinstance(cause, python_socks.ProxyConnectionError | python_socks.ProxyTimeoutError):
+        return PROXY  # (the proxy itself could not be reached, or did not answer)
     code = getattr(cause, "error_code", None)
-    if code in _SITE_SOCKS or code in _SITE_HTTP:
-        return "connect"
-    return PROXY
+    return "connect" if code in _SITE_SOCKS or code in _SITE_HTTP else PROXY
 
 
 class CrawlProxyConnector(ProxyConnector):
