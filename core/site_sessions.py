@@ -72,34 +72,34 @@ class SiteSessions:
         base = Path(path).resolve().parent  # (a secret's relative path is the session file's neighbour)
         return cls([_site(entry, f"{what}, site {n}", base) for n, entry in enumerate(data.get("site", []), 1)])
 
-    def cookies_for(self, url: str) -> tuple[bool, dict[str, str]]:
-        """(whether ``url``'s site keeps cookies, the cookies it starts with)."""
+    def for_url(self, url: str) -> tuple[dict[str, str], frozenset[str], bool, dict[str, str]]:
+        """What a request of ``url`` gets, from every site that matches it (later sites override
+        earlier ones): (headers to add, the names of the secret ones, whether its site keeps
+        cookies, the cookies it starts with)."""
+        headers: dict[str, str] = {}
+        secret: set[str] = set()
+        keep, start = False, {}
         if not self.sites:
-            return False, {}
-        from raycrawl.scope_rules import url_surt
-
-        key, keep, start = url_surt(url), False, {}
-        for site in self.sites:
-            if any(key.startswith(p) for p in site.prefixes):
-                keep = keep or site.cookies or bool(site.start_cookies)
-                start.update(site.start_cookies)
-        return keep, start
-
-    def headers_for(self, url: str) -> tuple[dict[str, str], frozenset[str]]:
-        """(headers to add, the names of those that are secret) for a request of ``url``."""
-        if not self.sites:
-            return {}, frozenset()
+            return headers, frozenset(), keep, start
         from raycrawl.scope_rules import url_surt
 
         key = url_surt(url)
-        headers: dict[str, str] = {}
-        secret: set[str] = set()
         for site in self.sites:
             if any(key.startswith(p) for p in site.prefixes):
                 for name, value in site.headers.items():
                     headers[name] = value
                     (secret.add if name in site.secret else secret.discard)(name)
-        return headers, frozenset(secret)
+                keep = keep or site.cookies or bool(site.start_cookies)
+                start.update(site.start_cookies)
+        return headers, frozenset(secret), keep, start
+
+    def headers_for(self, url: str) -> tuple[dict[str, str], frozenset[str]]:
+        """(headers to add, the names of those that are secret) for a request of ``url``."""
+        return self.for_url(url)[:2]
+
+    def cookies_for(self, url: str) -> tuple[bool, dict[str, str]]:
+        """(whether ``url``'s site keeps cookies, the cookies it starts with)."""
+        return self.for_url(url)[2:]
 
 
 def _site(entry: object, what: str, base: Path) -> Site:

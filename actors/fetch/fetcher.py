@@ -331,8 +331,7 @@ class Fetcher:
         secret: frozenset[str] = frozenset()
         keep_cookies = False
         if self.sessions is not None:
-            extra, secret = self.sessions.headers_for(url)
-            keep_cookies, start = self.sessions.cookies_for(url)
+            extra, secret, keep_cookies, start = self.sessions.for_url(url)
             if keep_cookies and (cookie := self._cookie_header(url, start)):
                 extra = {**extra, "Cookie": cookie}
             if extra:
