@@ -81,3 +81,27 @@ def start_ray(address: str | None = None, num_cpus: int = 2, log_to_driver: bool
                 raise UserError(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
             log.warning("Ray did not start (%s); retrying", exc)
     return False
+
+
+def stop_ray() -> None:
+    """``ray.shutdown()``, with Python's cyclic garbage collector held off meanwhile.
+
+    Ray frees its core worker (C++) a moment before Python drops it: an ObjectRef or actor handle
+    freed in that window asks the freed worker, and Ray then ends the whole process with exit code 1
+    ("The core worker has already been shutdown ... The process will exit"). A collection runs in
+    whichever thread allocates, so while the main thread shuts Ray down another thread (the Redis
+    supervisor restarting Redis, say) could free the cycles a crash left (an exception's frames
+    holding actor calls): a crawl stopped by a full disk then exited 1 without its one-line stop
+    (CI, 2026-11-30). What is collectable is collected first, while the worker still answers."""
+    import gc
+
+    import ray
+
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        ray.shutdown()
+    finally:
+        if enabled:
+            gc.enable()

@@ -165,9 +165,9 @@ def run_rank(
                            distributed=distributed, num_blocks=blocks, threads=threads)
     finally:
         if started_ray:
-            import ray
+            from raycrawl.ray_start import stop_ray
 
-            ray.shutdown()
+            stop_ray()
     extra: dict = {
         "graph": str(basename),
         "arcs": matrix.num_arcs,

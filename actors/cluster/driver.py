@@ -168,7 +168,7 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
     import ray
 
     from raycrawl.credentials import scrub
-    from raycrawl.ray_start import dashboard_url, start_ray
+    from raycrawl.ray_start import dashboard_url, start_ray, stop_ray
     from raycrawl.redis_server import redis_url_for
 
     out = Path(settings.out)
@@ -245,6 +245,6 @@ def run_crawl(settings: Settings, progress: Progress | None = None) -> dict[str,
         finally:
             heartbeat.stop()
             if started_ray:
-                ray.shutdown()
+                stop_ray()
             (layout(out).redis_url).unlink(missing_ok=True)
             (layout(out).dashboard_url).unlink(missing_ok=True)
