@@ -24,7 +24,7 @@ def actor_logging() -> None:
 
 def actor_repr(actor: object) -> str:
     """How the Ray dashboard and the worker logs name an actor: its class and its actor name,
-    which says whose it is (``ParsingWorkerActor(raycrawl-parsing-rc:agent1)``)."""
+    which says whose it is (``CrewWorker(raycrawl-worker-rc:agent1)``)."""
     import ray
 
     try:

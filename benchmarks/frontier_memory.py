@@ -86,7 +86,7 @@ def run_raycrawl(maximum: int, hosts: int) -> list[dict]:
     import ray
     import redis
 
-    from raycrawl.actors.frontier import sieve_shards
+    from raycrawl.actors.cluster import crew_worker
     from raycrawl.actors.frontier.distributor import Distributor
     from raycrawl.actors.frontier.virtualizer import Virtualizer
     from raycrawl.actors.frontier.workbench import Workbench
@@ -102,8 +102,7 @@ def run_raycrawl(maximum: int, hosts: int) -> list[dict]:
         client = redis.Redis.from_url(server.url)
         wb = Workbench(client, s.redis_prefix)
         apply_shards(wb.frontier, {shard: "agent0" for shard in range(SHARDS)})  # as a one-agent crawl does
-        sieve = sieve_shards.actor_class().remote(str(Path(tmp) / "sieve"), server.url, s.redis_prefix, "agent0",
-                                                  s.sieve_batch, s.url_cache)
+        sieve = crew_worker.actor_class().remote(tmp, server.url, "agent0", Settings(out=tmp))  # (carries the sieve)
         virt = Virtualizer(Path(tmp) / "virt", wb.frontier, s.workbench_urls_per_host)
         dist = Distributor(wb, virt, front_size=10**9, batch=5000)
         ips = {f"host{h}.test": f"127.1.{h // 250}.{h % 250 + 1}" for h in range(hosts)}

@@ -399,8 +399,8 @@ def exact_duplicates_across_agents(out: Path, manifest, by_writer: dict[str, set
 
 @pytest.mark.slow
 def test_killed_fetcher_sieve_and_parsing_workers(web_and_baseline, two_nodes) -> None:
-    """Kill agent1's fetch actor, agent1's sieve and both agents' parsing workers (parser, store
-    and summary writer) mid-crawl: Ray restarts them (the sieve reopens its shards from the map in
+    """Kill agent1's fetch actor and both agents' workers (each carrying its agent's sieve, parser,
+    store and summary writer: actors/cluster/crew_worker.py) mid-crawl: Ray restarts them (the sieve reopens its shards from the map in
     Redis and replays their pending logs, the stores and summary writers start new files, the
     summaries of a batch parsed before the kill come from its bodies, all get their interrupted
     call again), the agent puts the dead fetcher's in-flight URLs back, the crawl
@@ -409,9 +409,9 @@ def test_killed_fetcher_sieve_and_parsing_workers(web_and_baseline, two_nodes) -
     web, one, config, tmp = web_and_baseline
     proc, requests, manifest = crawl_slice(
         web, [*crawl_args(web, tmp / "faults", config), "--agents", "2"], 2, tmp,
-        kill=["raycrawl-fetch-rc:agent1-0", "raycrawl-parsing-rc:agent0", "raycrawl-sieve-rc:agent1",
-              "raycrawl-parsing-rc:agent1"], after=60, address=two_nodes)
-    assert proc.stdout.count("KILLED") == 4, proc.stdout
+        kill=["raycrawl-fetch-rc:agent1-0", "raycrawl-worker-rc:agent0", "raycrawl-worker-rc:agent1"], after=60,
+        address=two_nodes)
+    assert proc.stdout.count("KILLED") == 3, proc.stdout
     rep = json.loads((tmp / "faults" / "report.json").read_text())
     assert rep["stopped"] == "frontier empty"
     in_flight = in_flight_at_faults(proc)

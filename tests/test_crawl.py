@@ -235,7 +235,7 @@ def run(cmd: list[str], timeout: float = 240, cwd: Path = ROOT, ray: str | None 
 
 
 def _parser_actors(ray) -> int:
-    return sum(a["ActorClassName"] == "ParsingWorkerActor" for a in ray._private.state.actors().values())
+    return sum(a["ActorClassName"] == "CrewWorker" for a in ray._private.state.actors().values())
 
 
 @pytest.mark.slow
@@ -594,7 +594,7 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
         # --dashboard: Ray's dashboard answered while the crawl ran, naming the agent's actors well
         assert actors is not None, "the dashboard did not answer while the crawl ran"
         classes = {a["class_name"] for a in actors}
-        assert {"FetchActor", "ParsingWorkerActor", "SieveActor"} <= classes, classes
+        assert {"FetchActor", "CrewWorker"} <= classes, classes
         assert all(a["repr_name"] == f"{a['class_name']}({a['name']})" for a in actors if a["state"] == "ALIVE"), actors
         # `raycrawl status` of the running crawl: its elapsed time, its current rate, its busiest hosts
         assert live is not None, "the crawl ended before status could read it running"

@@ -116,26 +116,23 @@ def test_ray_exports_the_names_the_dashboard_queries(tmp_path):
     assert wanted <= seen, f"not exported: {sorted(wanted - seen)}"
 
 
-def test_actors_read_well_in_the_ray_dashboard(ray_local, tmp_path):
+def test_actors_read_well_in_the_ray_dashboard(ray_local, redis_url, tmp_path):
     """Class names without ``actor_class.<locals>.`` and a repr naming the agent (Ray shows both in
     its dashboard and prefixes the worker logs with the repr)."""
     import ray
 
-    from raycrawl.actors.cluster import agent_actor
+    from raycrawl.actors.cluster import agent_actor, crew_worker
     from raycrawl.actors.fetch import fetch_loop
-    from raycrawl.actors.frontier import sieve_shards
-    from raycrawl.actors.visit import parsing_worker
 
-    names = [m.actor_class().__ray_metadata__.class_name
-             for m in (agent_actor, fetch_loop, parsing_worker, sieve_shards)]
-    assert names == ["AgentActor", "FetchActor", "ParsingWorkerActor", "SieveActor"]
+    names = [m.actor_class().__ray_metadata__.class_name for m in (agent_actor, fetch_loop, crew_worker)]
+    assert names == ["AgentActor", "FetchActor", "CrewWorker"]
     from raycrawl.settings import Settings
 
-    actor = parsing_worker.actor_class().options(name="raycrawl-parsing-rc:agent7").remote(
-        str(tmp_path), "agent7", Settings(out=str(tmp_path)))
+    actor = crew_worker.actor_class().options(name="raycrawl-worker-rc:agent7").remote(
+        str(tmp_path), redis_url, "agent7", Settings(out=str(tmp_path)))
     try:
-        assert ray.get(actor.__ray_call__.remote(repr)) == "ParsingWorkerActor(raycrawl-parsing-rc:agent7)"
+        assert ray.get(actor.__ray_call__.remote(repr)) == "CrewWorker(raycrawl-worker-rc:agent7)"
         table = ray._private.state.actors()  # the GCS's actor table, as the dashboard lists it
-        assert {a["ActorClassName"] for a in table.values() if a["Name"] == "raycrawl-parsing-rc:agent7"} == {"ParsingWorkerActor"}
+        assert {a["ActorClassName"] for a in table.values() if a["Name"] == "raycrawl-worker-rc:agent7"} == {"CrewWorker"}
     finally:
         ray.kill(actor)

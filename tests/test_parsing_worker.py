@@ -9,8 +9,9 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
+from raycrawl.actors.cluster.crew_worker import actor_class
 from raycrawl.actors.visit.parser import Parser
-from raycrawl.actors.visit.parsing_worker import ParsingWorker, actor_class
+from raycrawl.actors.visit.parsing_worker import ParsingWorker
 from raycrawl.actors.visit.store_writer import StoreItem
 from raycrawl.actors.visit.summary_writer import document_counts
 from raycrawl.exchange import FetchResult
@@ -38,11 +39,11 @@ def spilled(out: Path) -> dict[str, dict]:
     return {r["url"]: r for r in iter_spill(spill_paths(out))}
 
 
-def test_parse_write_and_summaries_in_one_actor(ray_local, tmp_path) -> None:
+def test_parse_write_and_summaries_in_one_actor(ray_local, redis_url, tmp_path) -> None:
     import ray
 
     out = tmp_path / "crawl"
-    actor = actor_class().remote(str(out), "agent0", Settings(out=str(out)))
+    actor = actor_class().remote(str(out), redis_url, "agent0", Settings(out=str(out)))
     try:
         batch = pages(5, "a")
         parsed, _ = ray.get(actor.parse.remote(batch), timeout=60)

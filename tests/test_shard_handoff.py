@@ -275,14 +275,17 @@ def test_a_restarted_sieve_actor_checkpoints_what_its_files_hold(s3, redis_url, 
     that a successor never replays a log that disagrees with them."""
     import ray
 
-    from raycrawl.actors.frontier import sieve_shards
+    from raycrawl.actors.cluster import crew_worker
+    from raycrawl.settings import Settings
 
     client = connect(redis_url)
     f = RedisFrontier(client, "rc:", register=False)
     f.set_shard_owners({s: "agent0" for s in range(64)})
-    root = tmp_path / "agent0" / "sieve"
-    actor = sieve_shards.actor_class().options(runtime_env={"env_vars": s3.env()}).remote(
-        str(root), redis_url, "rc:", "agent0", 100_000, 1000, None, f"s3://{BUCKET}/crawl", 3600.0)
+    out = tmp_path / "agent0"
+    settings = Settings(out=str(out), agent_dir=str(out), out_store=f"s3://{BUCKET}/crawl", checkpoint_seconds=3600.0,
+                        url_cache=1000, near_dup=False)
+    actor = crew_worker.actor_class().options(runtime_env={"env_vars": s3.env()}).remote(
+        str(out), redis_url, "agent0", settings)
     try:
         host = _host_of_shard(9)
         assert ray.get(actor.enqueue.remote([f"http://{host}/a", f"http://{host}/b"]), timeout=60) == 2

@@ -1,9 +1,9 @@
 """An agent's crew: the Ray actors one agent runs on its own node (BUbiNG: an agent is one machine).
 
-Its sieve shards, fetch actors and parsing worker (the parser, the store writer and, with
-``summaries_at_crawl``, the summary writer, in one process: actors/visit/parsing_worker.py), each built
-from its module's ``actor_class()`` and named after the agent, so that other agents find its sieve
-and the dashboard shows who is who. Every one restarts after a crash; the
+Its fetch actors and its worker (one process carrying the sieve shards with their duplicate stores,
+the parser, the store writer and, with ``summaries_at_crawl``, the summary writer:
+actors/cluster/crew_worker.py), each built from its module's ``actor_class()`` and named after the
+agent, so that other agents find its sieve and the dashboard shows who is who. Every one restarts after a crash; the
 agent recovers what a dead fetch actor held (``Agent._recover_fetchers``).
 """
 
@@ -16,7 +16,6 @@ from pathlib import Path
 from raycrawl.actors.frontier.link_router import sieve_actor_name
 from raycrawl.actors.visit.visit_stage import Outcome
 from raycrawl.settings import Settings
-from raycrawl.storage.crawl_dir import layout
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +49,8 @@ class Crew:
     def __init__(self, settings: Settings, redis_url: str, name: str, budget: int | None) -> None:
         import ray
 
+        from raycrawl.actors.cluster import crew_worker
         from raycrawl.actors.fetch import fetch_loop
-        from raycrawl.actors.frontier import sieve_shards
-        from raycrawl.actors.visit import parsing_worker
-        from raycrawl.actors.visit.shingler import near_dup_meta
 
         s, tag = settings, f"{settings.redis_prefix}{name}"
         out = Path(s.out)
@@ -63,17 +60,16 @@ class Crew:
         self.budgeted = bool(s.max_pages)  # failures count against a page budget like fetched pages
         # Without a shared OUT the store writer works in pieces of this many seconds (store_writer.py).
         self.ship_seconds = s.ship_seconds if s.agent_dir else 0.0
-        self.sieve = sieve_shards.actor_class().options(
-            name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(
-            str(layout(out).sieve), redis_url, s.redis_prefix, name, s.sieve_batch, s.url_cache,
-            near_dup_meta() if s.near_dup else None, s.out_store if s.agent_dir else None, s.checkpoint_seconds)
+        self.summaries = s.summaries_at_crawl
+        # One process carries the sieve and the parsing worker (actors/cluster/crew_worker.py):
+        # ``sieve`` and ``worker`` are the same actor, named so that other agents find its sieve.
+        self.worker = crew_worker.actor_class().options(
+            name=sieve_actor_name(s.redis_prefix, name), scheduling_strategy=here).remote(str(out), redis_url, name, s)
+        self.sieve = self.worker
         fetch_actor = fetch_loop.actor_class()
         self.fetchers = [fetch_actor.options(name=f"raycrawl-fetch-{tag}-{i}", scheduling_strategy=here).remote(
                              s, redis_url, b, name)
                          for i, b in enumerate(split_budget(budget, s.fetch_actors))]
-        self.summaries = s.summaries_at_crawl
-        self.worker = parsing_worker.actor_class().options(
-            name=f"raycrawl-parsing-{tag}", scheduling_strategy=here).remote(str(out), name, s)
         ray.get([f.start.remote() for f in self.fetchers])
 
     def drain(self, max_items: int) -> tuple[list[Outcome], list[dict]]:
@@ -134,16 +130,14 @@ class Crew:
         """Close the stores and the sieve, then end every actor of the crew."""
         import ray
 
-        closing = [self.worker.close.remote(), self.sieve.close.remote()]
-        for ref in closing:  # each one's outcome read, so Ray reports no error as unhandled
-            try:
-                ray.get(ref)
-            except ray.exceptions.RayTaskError as exc:
-                if isinstance(getattr(exc, "cause", None), OSError):
-                    log.warning("agent %s: closing a store failed: %s", self.name, exc.cause)
-                else:
-                    log.exception("agent shutdown incomplete")
-            except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+        try:  # (its outcome read, so Ray reports no error as unhandled)
+            ray.get(self.worker.close.remote())
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(getattr(exc, "cause", None), OSError):
+                log.warning("agent %s: closing a store failed: %s", self.name, exc.cause)
+            else:
                 log.exception("agent shutdown incomplete")
-        for actor in [*self.fetchers, self.worker, self.sieve]:
+        except Exception:  # noqa: BLE001 - report what we have; the in-flight set covers the rest
+            log.exception("agent shutdown incomplete")
+        for actor in [*self.fetchers, self.worker]:
             ray.kill(actor)

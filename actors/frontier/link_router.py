@@ -2,7 +2,7 @@
 
 Hosts fall in shards and each shard belongs to one agent (:mod:`policies.assignment`). Links to
 hosts this agent owns go to its own sieve; links owned elsewhere are batched to the owner's sieve
-actor (named ``raycrawl-sieve-<prefix><agent>``) behind a cache of recently sent URLs, so the
+actor (the crew's worker, named ``raycrawl-worker-<prefix><agent>``) behind a cache of recently sent URLs, so the
 navigation links every page repeats cross the network once (UbiCrawler's and BUbiNG's habit).
 """
 
@@ -28,7 +28,8 @@ PEER_PATIENCE = 5.0
 
 
 def sieve_actor_name(prefix: str, agent: str) -> str:
-    return f"raycrawl-sieve-{prefix}{agent}"
+    """The name of the actor carrying ``agent``'s sieve (its crew's worker, actors/cluster/crew_worker.py)."""
+    return f"raycrawl-worker-{prefix}{agent}"
 
 
 class LinkRouter:

@@ -25,13 +25,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raycrawl import durable
-from raycrawl.actors import named, per_batch
 from raycrawl.actors.frontier.sieve import RecentSet, Sieve, fingerprint
 from raycrawl.policies.assignment import shard_of
 from raycrawl.policies.front_queues import DEFAULT_BIAS, FrontQueueSelector, queue_id
 from raycrawl.servers import server_of
 from raycrawl.storage import shard_log
-from raycrawl.storage.crawl_dir import join_run
 from raycrawl.storage.dedup_store import DedupShards
 
 log = logging.getLogger(__name__)
@@ -232,112 +230,65 @@ class SieveShards:
         self.give(list(self.sieves))
 
 
-def actor_class():
-    """The Ray actor shell (built lazily so importing this module does not import Ray). Ray restarts
-    it after a crash and retries the call it was serving: it reopens the shards the map in Redis
-    gives its agent (pending logs replayed), and every call is idempotent (offsets, dedup).
+class SieveKeeper:
+    """The keeper of an agent's shards, as its worker process carries it (actors/cluster/crew_worker.py):
+    beside their sieves it serves their duplicate stores (storage/dedup_store.py), which move with
+    them (``take``/``give``); other agents reach them through actors/visit/duplicates.py. Restarted
+    after a crash, it reopens the shards the map in Redis gives its agent (pending logs replayed),
+    and every call is idempotent (offsets, dedup), so a retried call loses nothing.
 
-    The actor is the keeper of its agent's shards: beside their sieves it serves their duplicate
-    stores (storage/dedup_store.py), which move with them (``take``/``give``); other agents reach
-    them through actors/visit/duplicates.py. ``dedup_meta``: the near-duplicate parameters every store
-    must have (None: no near-duplicate index)."""
-    import ray
+    ``dedup_meta``: the near-duplicate parameters every store must have (None: no near-duplicate
+    index). ``out_store`` (with ``agent_dir``): the shards are logged in Redis and checkpointed to
+    the store every ``checkpoint_seconds`` (storage/shard_log.py, storage/shard_handoff.py);
+    ``restarted``: this process replaces one that crashed."""
 
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+    def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int, cache_size: int,
+                 dedup_meta: dict[str, str] | None = None, out_store: str | None = None,
+                 checkpoint_seconds: float = 0.0, restarted: bool = False) -> None:
+        from raycrawl.redis_server import connect
+        from raycrawl.storage.redis_frontier import RedisFrontier
 
-    @named
-    class SieveActor:
-        def __init__(self, root: str, redis_url: str, prefix: str, agent: str, batch_size: int,
-                     cache_size: int, dedup_meta: dict[str, str] | None = None, out_store: str | None = None,
-                     checkpoint_seconds: float = 0.0) -> None:
-            """``out_store`` (with ``agent_dir``): the shards are logged in Redis and checkpointed to
-            the store every ``checkpoint_seconds`` (storage/shard_log.py, storage/shard_handoff.py)."""
-            from raycrawl.redis_server import connect
-            from raycrawl.storage.redis_frontier import RedisFrontier
+        self.f = RedisFrontier(connect(redis_url), prefix, view=agent, register=False)
+        mine = [s for s, a in self.f.shard_owners().items() if a == agent]
+        self.checkpoints = None
+        if out_store is not None:
+            from raycrawl.storage.out_store import OutStore
+            from raycrawl.storage.shard_handoff import ShardCheckpoints
 
-            self.run_lock = join_run(Path(root).parent)  # OUT/sieve; storage/crawl_dir.py, "Workers"
-            self.f = RedisFrontier(connect(redis_url), prefix, view=agent, register=False)
-            mine = [s for s, a in self.f.shard_owners().items() if a == agent]
-            self.checkpoints = None
-            if out_store is not None:
-                from raycrawl.storage.out_store import OutStore
-                from raycrawl.storage.shard_handoff import ShardCheckpoints
+            self.checkpoints = ShardCheckpoints(OutStore(out_store), self.f, Path(root).parent, checkpoint_seconds)
+        self.sieve = SieveShards(root, mine, batch_size, cache_size,
+                                 on_log=self.f.log_shards if out_store is not None else None)
+        self.dedup = DedupShards(root, mine)
+        if dedup_meta is not None:
+            self.dedup.set_meta(dedup_meta)
+        if self.checkpoints is not None and restarted:
+            # The crash may have cut a call between its files and its log entry (an enqueue's,
+            # a flush's): what the files hold now becomes the shards' checkpoint, so that a
+            # successor never replays a log that disagrees with them (Ray retries the call).
+            self.checkpoints.run(self.sieve.owned())
 
-                self.checkpoints = ShardCheckpoints(OutStore(out_store), self.f, Path(root).parent, checkpoint_seconds)
-            self.sieve = SieveShards(root, mine, batch_size, cache_size,
-                                     on_log=self.f.log_shards if out_store is not None else None)
-            self.dedup = DedupShards(root, mine)
-            if dedup_meta is not None:
-                self.dedup.set_meta(dedup_meta)
-            if self.checkpoints is not None and ray.get_runtime_context().was_current_actor_reconstructed:
-                # The crash may have cut a call between its files and its log entry (an enqueue's,
-                # a flush's): what the files hold now becomes the shards' checkpoint, so that a
-                # successor never replays a log that disagrees with them (Ray retries the call).
-                self.checkpoints.run(self.sieve.owned())
+    def _checkpoint(self) -> None:
+        if self.checkpoints is not None and self.checkpoints.due():
+            self.checkpoints.run(self.sieve.owned())
 
-        def _checkpoint(self) -> None:
-            if self.checkpoints is not None and self.checkpoints.due():
-                self.checkpoints.run(self.sieve.owned())
+    def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
+        self._checkpoint()
+        return self.sieve.enqueue(urls, levels)
 
-        @per_batch
-        def enqueue(self, urls: list[str], levels: list[int] | None = None) -> int:
-            self._checkpoint()
-            return self.sieve.enqueue(urls, levels)
+    def read_front(self, offsets: dict[int, int], n: int, levels: int = 1, bias: float = DEFAULT_BIAS
+                   ) -> tuple[list[str], list[int], list[int], list[int]]:
+        self._checkpoint()
+        return self.sieve.read_front(offsets, n, levels, bias)
 
-        @per_batch
-        def requeue(self, urls: list[str], levels: list[int], tag: int) -> int:
-            return self.sieve.requeue(urls, levels, tag)
+    def take(self, shards: list[int], replay: list[int] = ()) -> None:
+        """Open ``shards``; those of ``replay`` were a dead holder's: their logs are applied."""
+        self.sieve.take(shards, self.f.shard_logs(list(replay)) if replay else None)
+        self.dedup.take(shards)
 
-        @per_batch
-        def read(self, offsets: dict[int, int], n: int) -> tuple[list[str], dict[int, int]]:
-            return self.sieve.read(offsets, n)
+    def give(self, shards: list[int]) -> None:
+        self.sieve.give(shards)
+        self.dedup.give(shards)
 
-        @per_batch
-        def read_front(self, offsets: dict[int, int], n: int, levels: int = 1, bias: float = DEFAULT_BIAS
-                       ) -> tuple[list[str], list[int], list[int], list[int]]:
-            self._checkpoint()
-            return self.sieve.read_front(offsets, n, levels, bias)
-
-        @per_batch
-        def exhausted(self, offsets: dict[int, int]) -> bool:
-            return self.sieve.exhausted(offsets)
-
-        def take(self, shards: list[int], replay: list[int] = ()) -> None:
-            """Open ``shards``; those of ``replay`` were a dead holder's: their logs are applied."""
-            self.sieve.take(shards, self.f.shard_logs(list(replay)) if replay else None)
-            self.dedup.take(shards)
-
-        def give(self, shards: list[int]) -> None:
-            self.sieve.give(shards)
-            self.dedup.give(shards)
-
-        @per_batch
-        def stats(self) -> dict[str, int]:
-            return self.sieve.stats()
-
-        # --- the shards' duplicate stores (storage/dedup_store.py; actors/visit/duplicates.py) --------------
-        @per_batch
-        def dedup_claim(self, by_shard: dict[int, list[tuple[bytes, str]]]) -> dict[int, list[str]]:
-            return self.dedup.claim(by_shard)
-
-        @per_batch
-        def dedup_bands(self, by_shard: dict[int, list[int]]) -> dict[int, int]:
-            return self.dedup.bands(by_shard)
-
-        @per_batch
-        def dedup_reps(self, by_shard: dict[int, list[int]]) -> dict[int, tuple[bytes, str]]:
-            return self.dedup.reps(by_shard)
-
-        @per_batch
-        def dedup_add(self, by_shard: dict[int, tuple[list, list]]) -> None:
-            self.dedup.add(by_shard)
-
-        @per_batch
-        def dedup_counts(self) -> dict[str, int]:
-            return self.dedup.counts()
-
-        def close(self) -> None:
-            self.sieve.close()
-            self.dedup.close()
-
-    return SieveActor
+    def close(self) -> None:
+        self.sieve.close()
+        self.dedup.close()

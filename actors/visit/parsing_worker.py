@@ -1,5 +1,6 @@
-"""The parsing worker: one process carrying an agent's parser, store writer and summary writer
-(BUbiNG's parsing threads parse a page and hand it to the store themselves).
+"""The parsing worker: an agent's parser, store writer and summary writer, together (BUbiNG's
+parsing threads parse a page and hand it to the store themselves), in the process that carries the
+agent's sieve too (actors/cluster/crew_worker.py).
 
 Each role keeps its own class (actors/visit/parser.py ``BatchParser``, actors/visit/store_writer.py,
 actors/visit/summary_writer.py); what they share is the process. A crew used to run each in a Ray actor
@@ -23,13 +24,11 @@ from __future__ import annotations
 
 import logging
 
-from raycrawl.actors import named, per_batch
 from raycrawl.actors.visit.parser import BatchParser, ParseResult, words_of
 from raycrawl.actors.visit.store_writer import Stored, StoreItem, StoreWriter
 from raycrawl.actors.visit.summary_writer import SummaryWriter, counts_of_tokens
 from raycrawl.exchange import FetchResult
 from raycrawl.settings import Settings
-from raycrawl.storage.crawl_dir import join_run
 from raycrawl.text import page_text, tokens
 
 log = logging.getLogger(__name__)
@@ -88,38 +87,3 @@ class ParsingWorker:
         if self.summaries is not None:  # (first: its last file goes to the store writer's shipper)
             self.summaries.close()
         self.store.close()
-
-
-def actor_class():  # noqa: ANN201 - a Ray actor class, built lazily
-    """The Ray actor shell (built lazily so importing this module does not import Ray)."""
-    import ray
-
-    # Restarted after a crash, its writers start new files (never after a torn tail) and Ray
-    # retries the call; the agent commits only after a write returns, so nothing is lost.
-    # Two threads: the parse of a batch may run while the last batch is written (its fsyncs and
-    # compression release the GIL), as when the roles had processes of their own; parses keep
-    # their order, and writes theirs. The agent sends a batch's write only once it has its parse.
-    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, concurrency_groups={"parse": 1, "write": 1})
-    @named
-    class ParsingWorkerActor:
-        def __init__(self, crawl_dir: str, writer: str, settings: Settings) -> None:
-            self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
-            self.worker = ParsingWorker(crawl_dir, writer, settings)
-
-        @per_batch(group="parse")
-        def parse(self, batch: list[FetchResult], works: dict | None = None) -> tuple[list[ParseResult], dict]:
-            return self.worker.parse(batch, works)
-
-        @per_batch(group="write")
-        def write_batch(self, items: list[StoreItem], summarise: list[str] | None = None) -> Stored:
-            return self.worker.write_batch(items, summarise)
-
-        @ray.method(concurrency_group="write")
-        def ship(self, timeout: float | None = None) -> Stored:
-            return self.worker.ship(timeout)
-
-        @ray.method(concurrency_group="write")
-        def close(self) -> None:
-            self.worker.close()
-
-    return ParsingWorkerActor
