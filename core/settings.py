@@ -116,6 +116,13 @@ class Settings:
         "Seconds from the end of a response from an IP to the next request to that IP.")
     max_crawl_delay: float = knob(30.0, POLITENESS,
         "Cap on a robots.txt ``Crawl-delay`` (seconds); the host delay is max(host_delay, capped).")
+    delay_factor: float = knob(2.0, POLITENESS,
+        "Adaptive politeness (Heritrix's delayFactor): a host's next request also waits this many times its "
+        "last response's duration; after a 429, a 5xx or a timeout the host's delay doubles, then comes "
+        "back down halfway at each ordinary response (Scrapy's AutoThrottle). The host delay, Crawl-delay "
+        "and the operator's throttle stay floors. 0 turns it off.")
+    max_adaptive_delay: float = knob(60.0, POLITENESS,
+        "Cap (seconds) on a host's adaptive delay (``delay_factor``).")
     robots_ttl: float = knob(24 * 3600.0, POLITENESS,
         "Seconds a host's robots.txt rules are kept before it is fetched again (RFC 9309 §2.4: SHOULD NOT "
         "be used beyond 24 hours).")
@@ -317,7 +324,7 @@ class Settings:
 
     def validate(self) -> Settings:
         """Check values; raise UserError naming the bad one. Returns self."""
-        for name in ("host_delay", "ip_delay", "proxy_patience", "max_crawl_delay", "connect_timeout", "read_timeout", "retry_backoff",
+        for name in ("host_delay", "ip_delay", "proxy_patience", "max_crawl_delay", "delay_factor", "max_adaptive_delay", "connect_timeout", "read_timeout", "retry_backoff",
                      "keepalive_timeout", "ship_seconds", "checkpoint_seconds", "render_wait", "render_timeout"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:

@@ -21,6 +21,7 @@ import signal
 import socket
 import struct
 import time
+from collections import deque
 from pathlib import Path
 
 from aiohttp import web
@@ -43,6 +44,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds a "slow" host waits before answering.
 SLOW_DELAY = 1.5
+#: A "loaded" host answers in LOADED_BASE × (1 + the requests to it begun in the last LOADED_WINDOW
+#: seconds): a server whose response time rises with the load a crawler puts on it.
+LOADED_BASE = 0.02
+LOADED_WINDOW = 2.0
 #: A hung request is abandoned by the server after this long (the client normally gives up first).
 HANG_LIMIT = 300.0
 _CALENDAR = re.compile(r"^/calendar/(\d{4})/(\d{2})/$")
@@ -87,7 +92,10 @@ class WebsimServer:
     """Serves ``model`` on the loopback IPs; ``start()``/``stop()`` inside a running event loop."""
 
     def __init__(self, model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
-                 slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0) -> None:
+                 slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0,
+                 loaded_hosts: int = 0) -> None:
+        """``loaded_hosts``: that many hosts without a fault (the first, in the model's order) slow
+        down under load (LOADED_BASE); websim.json names them (``loaded``)."""
         self.model = model
         self.https_hosts = https_hosts
         self.out_dir = Path(out_dir)
@@ -104,6 +112,8 @@ class WebsimServer:
         self._repeat: dict[str, str] = {}
         self._bomb: asyncio.Future | None = None
         self.ips = [ip_address(i, model.net) for i in range(model.n_ips)]
+        self.loaded: dict[str, deque[float]] = {
+            h.name: deque() for h in [h for h in model.hosts if not h.fault][:loaded_hosts]}
 
     @property
     def paths(self) -> dict[str, Path]:
@@ -148,7 +158,8 @@ class WebsimServer:
         self._flusher = loop.create_task(self._flush_every(1.0))
         # zlib releases the GIL: the 128 MiB gzip bomb compresses beside the serving loop.
         self._bomb = loop.run_in_executor(None, gzip_bomb)
-        info = {"port": port, "tls_port": tls_port, "https_hosts": sorted(both), "ips": self.ips, "dns": list(self.dns_address),
+        info = {"port": port, "tls_port": tls_port, "https_hosts": sorted(both), "loaded": sorted(self.loaded),
+                "ips": self.ips, "dns": list(self.dns_address),
                 **{k: str(v) for k, v in paths.items()}, "seed_urls": seeds}
         tmp = paths["info"].with_suffix(".tmp")
         tmp.write_text(json.dumps(info, indent=1))
@@ -156,6 +167,15 @@ class WebsimServer:
         log.info("websim serving %d hosts on %d IPs, port %d, DNS %s", self.model.n_hosts, len(self.ips), port,
                  self.dns_address)
         return info
+
+    @staticmethod
+    def _load_delay(recent: deque[float]) -> float:
+        """A loaded host's response time for a request begun now (``recent``: its requests' starts)."""
+        now = time.time()
+        while recent and recent[0] < now - LOADED_WINDOW:
+            recent.popleft()
+        recent.append(now)
+        return LOADED_BASE * len(recent)
 
     async def stop(self) -> None:
         if self._flusher:
@@ -243,6 +263,8 @@ class WebsimServer:
             else:
                 if host.fault == "slow":
                     await asyncio.sleep(self.slow_delay)
+                elif host.name in self.loaded:
+                    await asyncio.sleep(self._load_delay(self.loaded[host.name]))
                 if target.startswith("/big/bomb") and self._bomb is not None:
                     await self._bomb  # built in a worker thread at start: never block the loop
                 resp = self.lookup(host, target)
@@ -399,11 +421,12 @@ def _reset(request: web.Request) -> None:
 
 async def serve_forever(model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
                         ready_file: str | Path | None = None, announce=None,
-                        slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0) -> None:
+                        slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0,
+                        loaded_hosts: int = 0) -> None:
     """Run until SIGINT/SIGTERM; SIGUSR1 flushes the request log. Writes ``ready_file`` (the
     info JSON) once serving, and calls ``announce(info)`` if given."""
     server = WebsimServer(model, out_dir, port, dns_port, slow_delay=slow_delay, prerender=prerender,
-                          https_hosts=https_hosts)
+                          https_hosts=https_hosts, loaded_hosts=loaded_hosts)
     info = await server.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -42,6 +42,7 @@ from raycrawl.actors.visit.chain import fetch_hooks
 from raycrawl.actors.visit.visit_stage import Outcome
 from raycrawl.exchange import LOCAL, PROXY, FetchResult, VisitKind
 from raycrawl.file_limit import files_needed, raise_file_limit
+from raycrawl.policies.adaptive_delay import AdaptiveDelays
 from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness, response_end
 from raycrawl.redis_server import connect
@@ -76,6 +77,7 @@ class FetchLoop:
         # Fencing: no request starts unless this agent's lease surely runs (actors/cluster/lease.py).
         self.lease = Lease(redis_url, settings.redis_prefix, view)
         self.politeness = Politeness.of(settings)
+        self.adaptive = AdaptiveDelays(settings.delay_factor, settings.max_adaptive_delay, settings.host_delay)
         self.wb = Workbench(self.client, settings.redis_prefix, self.politeness, view=view)
         self.budget = budget  # page fetches this loop may still start (None = unlimited)
         self.attempts: dict[str, int] = {}
@@ -336,10 +338,11 @@ class FetchLoop:
         self.releases += releases
         self._wake.set()
 
-    def _keep_alive(self, more: bool, crawl_delay: float | None) -> bool:
+    def _keep_alive(self, host: str, more: bool, crawl_delay: float | None) -> bool:
         """Keep the connection after this request: the host has more URLs queued and its next visit
         is due within the keep-alive time."""
-        return more and self.politeness.effective_host_delay(crawl_delay) < self.s.keepalive_timeout
+        delay = max(self.politeness.effective_host_delay(crawl_delay), self.adaptive.delays.get(host, 0.0))
+        return more and delay < self.s.keepalive_timeout
 
     def _waits(self, fr: FetchResult) -> bool:
         """Whether a failed request waits to be tried again, nothing having reached its host: it
@@ -395,7 +398,7 @@ class FetchLoop:
                                                      error="blocked")))
                 return
             step = await self.robots_fetch.visit(self.fetcher, self.resolver, host, ip, entry, origin, rest,
-                                                 keep_alive=self._keep_alive(True, None))
+                                                 keep_alive=self._keep_alive(host, True, None))
             self._released(step.releases)
             if step.local is not None:
                 self._local_failure(host, ip, entry, step.local, page=False)
@@ -430,23 +433,25 @@ class FetchLoop:
             return
         prior = self.priors.get(key)
         fr = await self.fetcher.fetch(url, ip, headers=conditional_headers(prior),
-                                      keep_alive=self._keep_alive(more, crawl_delay))
+                                      keep_alive=self._keep_alive(host, more, crawl_delay))
         if self._local_failure(host, ip, entry, fr, page=True):
             return
         self.counters["requests"] += 1
         attempt = self.attempts.get(key, 0) + 1
+        end = response_end(fr)
+        slowed = end + self.adaptive.after(host, fr)  # (policies/adaptive_delay.py: a floor beside the others)
         if fr.transient and attempt <= self.s.max_retries:
             self.attempts[key] = attempt
             self.counters["retries"] += 1
             if self.budget is not None:
                 self.budget += 1
             log.debug("retry %d of %s after %s", attempt, url, fr.error or fr.status)
-            self._release(host, ip, response_end(fr), crawl_delay, putback=(entry,),
-                          not_before=self.politeness.retry_next(response_end(fr), attempt, crawl_delay))
+            self._release(host, ip, end, crawl_delay, putback=(entry,),
+                          not_before=max(self.politeness.retry_next(end, attempt, crawl_delay), slowed))
             return
         self.attempts.pop(key, None)
         self.priors.pop(key, None)
-        self._release(host, ip, response_end(fr), crawl_delay)
+        self._release(host, ip, end, crawl_delay, not_before=slowed if slowed > end else None)
         self.done.append(Outcome(key, VisitKind.PAGE, fr, attempt, level, prior))
 
 
