@@ -71,3 +71,6 @@ class VisitKind(StrEnum):
     RENDER = "render"
     """A page rendered in a browser (actors/visit/stages/render.py): no request of its own, its body
     the rendered DOM."""
+    SESSION = "session"
+    """A site's form login, or a page its site answered with its login wall (the session had expired:
+    the page is fetched again once signed in): archived, no link record (actors/fetch/site_login.py)."""

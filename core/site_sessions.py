@@ -11,6 +11,11 @@ to it (docs/fetching.md, "Headers per site").
     basic_auth = { user = "archive", password = { file = "/etc/raycrawl/example-password" } }
     cookies = { consent = "yes" }      # or true: keep what the site sets (RFC 6265) and send it back
 
+    [[site]]
+    match = "https://members.example.org/"
+    login = { url = "https://members.example.org/login", fields = { user = "archive" },
+              secret_field = "password", secret = { file = "members-password" }, check = "Sign out", tries = 3 }
+
 A site's ``match`` is what ``scope_allow_surts`` takes (core/scope_rules.py): so a redirect to
 another host, or a requisite on a CDN, is another site and gets none of these headers. Every site
 that matches a URL adds its headers, later sites overriding earlier ones. A value written in the
@@ -22,6 +27,13 @@ the headers replaced (the record claims nothing false about the bytes it keeps).
 ``cookies``: the site's cookies are kept as a browser keeps them (aiohttp's RFC 6265 jar: domain,
 path, expiry, Secure) and sent back to it; a table gives the cookies to start with. Sites without
 it get no cookie and keep none.
+
+``login``: a form login (its site keeps cookies). Before the site's first page, and again when a
+page comes back as a redirect to the login URL (its session expired), the crawl POSTs ``fields``
+and ``secret_field`` = the secret to ``url`` (which must be of the site: credentials go nowhere
+else), as its own request to the host, politely; the login worked when its answer is not an error
+and, with ``check``, contains that text. After ``tries`` failed logins the site's pages are
+recorded as ``login-failed``. The archived request record shows the secret as ``***``.
 """
 
 from __future__ import annotations
@@ -43,12 +55,29 @@ _RESERVED = frozenset({"host", "content-length", "transfer-encoding", "connectio
 
 
 @dataclass
+class LoginForm:
+    url: str
+    fields: dict[str, str]
+    secret_field: str
+    secret: str = field(repr=False)
+    check: str | None = None
+    tries: int = 3
+
+    def body(self, shown: bool = False) -> bytes:
+        """The form's body (application/x-www-form-urlencoded); ``shown``: as archived, the secret as ***."""
+        from urllib.parse import urlencode
+
+        return urlencode({**self.fields, self.secret_field: REDACTED if shown else self.secret}).encode("ascii")
+
+
+@dataclass
 class Site:
     prefixes: list[str]
     headers: dict[str, str] = field(repr=False)
     secret: frozenset[str]
     cookies: bool = False  # keep what the site sets and send it back (RFC 6265)
     start_cookies: dict[str, str] = field(default_factory=dict, repr=False)
+    login: LoginForm | None = None
 
 
 class SiteSessions:
@@ -93,6 +122,16 @@ class SiteSessions:
                 start.update(site.start_cookies)
         return headers, frozenset(secret), keep, start
 
+    def login_for(self, url: str) -> tuple[int, LoginForm] | None:
+        """The first site matching ``url`` that has a form login (its index, its form), or None."""
+        if not any(site.login for site in self.sites):
+            return None
+        from raycrawl.scope_rules import url_surt
+
+        key = url_surt(url)
+        return next(((i, site.login) for i, site in enumerate(self.sites)
+                     if site.login is not None and any(key.startswith(p) for p in site.prefixes)), None)
+
     def headers_for(self, url: str) -> tuple[dict[str, str], frozenset[str]]:
         """(headers to add, the names of those that are secret) for a request of ``url``."""
         return self.for_url(url)[:2]
@@ -106,9 +145,10 @@ def _site(entry: object, what: str, base: Path) -> Site:
     from raycrawl.credentials import remember
     from raycrawl.scope_rules import surt_prefix
 
-    if not isinstance(entry, dict) or set(entry) - {"match", "headers", "basic_auth", "cookies"} or "match" not in entry:
+    if not isinstance(entry, dict) or set(entry) - {"match", "headers", "basic_auth", "cookies", "login"} \
+            or "match" not in entry:
         raise UserError(f"{what}: a site has 'match' (a URL or SURT prefix, or a list of them), 'headers', "
-                        "'basic_auth' and 'cookies'")
+                        "'basic_auth', 'cookies' and 'login'")
     match = entry["match"] if isinstance(entry["match"], list) else [entry["match"]]
     if not match or not all(isinstance(m, str) and m.strip() for m in match):
         raise UserError(f"{what}: 'match' must be a URL or SURT prefix, or a list of them")
@@ -151,7 +191,41 @@ def _site(entry: object, what: str, base: Path) -> Site:
         cookies = True
     elif not isinstance(cookies, bool):
         raise UserError(f"{what}: 'cookies' is true, false, or a table of the cookies to start with")
-    return Site(prefixes, headers, frozenset(secret), cookies, start)
+    login = _login(entry["login"], what, base, prefixes) if "login" in entry else None
+    return Site(prefixes, headers, frozenset(secret), cookies or login is not None, start, login)
+
+
+def _login(value: object, what: str, base: Path, prefixes: list[str]) -> LoginForm:
+    from raycrawl.credentials import remember
+    from raycrawl.scope_rules import url_surt
+    from raycrawl.urls import canonicalize
+
+    usage = (f"{what}: login = {{ url = URL, fields = {{ NAME = VALUE }}, secret_field = NAME, "
+             "secret = { file = PATH } or { env = NAME }, check = TEXT, tries = N }")
+    if not isinstance(value, dict) or set(value) - {"url", "fields", "secret_field", "secret", "check", "tries"} \
+            or not {"url", "secret_field", "secret"} <= set(value):
+        raise UserError(usage)
+    url = canonicalize(value["url"]) if isinstance(value["url"], str) else None
+    if url is None or not url.startswith(("http://", "https://")):
+        raise UserError(f"{what}: login url must be an http(s) URL")
+    if not any(url_surt(url).startswith(p) for p in prefixes):
+        raise UserError(f"{what}: login url {url} is not of the site it logs in to (its credentials go there only)")
+    fields = value.get("fields", {})
+    if not isinstance(fields, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
+        raise UserError(f"{what}: login fields are a table of names and strings")
+    if not isinstance(value["secret_field"], str) or not value["secret_field"] or value["secret_field"] in fields:
+        raise UserError(f"{what}: login secret_field names the field that holds the secret (not one of 'fields')")
+    check, tries = value.get("check"), value.get("tries", 3)
+    if check is not None and (not isinstance(check, str) or not check):
+        raise UserError(f"{what}: login check is a text the page after a login contains")
+    if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
+        raise UserError(f"{what}: login tries is a whole number, at least 1")
+    if not isinstance(value["secret"], dict):
+        raise UserError(usage)
+    secret = _secret(value["secret"], f"{what}, login secret", base)
+    form = LoginForm(url, dict(fields), value["secret_field"], secret, check, tries)
+    remember(form.body().decode("ascii").rsplit("=", 1)[-1])  # (as it goes on the wire, URL-encoded)
+    return form
 
 
 def _secret(value: dict, what: str, base: Path) -> str:

@@ -29,6 +29,7 @@ from aiohttp import web
 from raycrawl.urls import canonicalize, split_host
 from raycrawl.websim.dns import hosts_file_text, start_dns
 from raycrawl.websim.manifest import build_records, write_manifest
+from raycrawl.websim.members import MembersArea
 from raycrawl.websim.model import SESSION_PARAM, Host, WebModel, ip_address, repeat_segment
 from raycrawl.websim.render import (
     SITEMAP_PATH,
@@ -93,9 +94,10 @@ class WebsimServer:
 
     def __init__(self, model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
                  slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0,
-                 loaded_hosts: int = 0) -> None:
+                 loaded_hosts: int = 0, members_hosts: int = 0) -> None:
         """``loaded_hosts``: that many hosts without a fault (the first, in the model's order) slow
-        down under load (LOADED_BASE); websim.json names them (``loaded``)."""
+        down under load (LOADED_BASE); websim.json names them (``loaded``). ``members_hosts``: the
+        next that many are members areas behind a form login (websim/members.py; ``members``)."""
         self.model = model
         self.https_hosts = https_hosts
         self.out_dir = Path(out_dir)
@@ -112,8 +114,10 @@ class WebsimServer:
         self._repeat: dict[str, str] = {}
         self._bomb: asyncio.Future | None = None
         self.ips = [ip_address(i, model.net) for i in range(model.n_ips)]
-        self.loaded: dict[str, deque[float]] = {
-            h.name: deque() for h in [h for h in model.hosts if not h.fault][:loaded_hosts]}
+        plain = [h.name for h in model.hosts if not h.fault]
+        self.loaded: dict[str, deque[float]] = {name: deque() for name in plain[:loaded_hosts]}
+        self.members = MembersArea(plain[loaded_hosts:loaded_hosts + members_hosts], self.out_dir / "leaks.log") \
+            if members_hosts else None
 
     @property
     def paths(self) -> dict[str, Path]:
@@ -159,6 +163,7 @@ class WebsimServer:
         # zlib releases the GIL: the 128 MiB gzip bomb compresses beside the serving loop.
         self._bomb = loop.run_in_executor(None, gzip_bomb)
         info = {"port": port, "tls_port": tls_port, "https_hosts": sorted(both), "loaded": sorted(self.loaded),
+                "members": self.members.info() if self.members else None,
                 "ips": self.ips, "dns": list(self.dns_address),
                 **{k: str(v) for k, v in paths.items()}, "seed_urls": seeds}
         tmp = paths["info"].with_suffix(".tmp")
@@ -267,7 +272,11 @@ class WebsimServer:
                     await asyncio.sleep(self._load_delay(self.loaded[host.name]))
                 if target.startswith("/big/bomb") and self._bomb is not None:
                     await self._bomb  # built in a worker thread at start: never block the loop
-                resp = self.lookup(host, target)
+                gate = None
+                if self.members is not None:
+                    body = await request.read() if request.method == "POST" else b""
+                    gate = self.members.gate(host.name, request.method, target, dict(request.cookies), body)
+                resp = gate if gate is not None else self.lookup(host, target)
             if resp.reset:
                 _reset(request)
                 raise _Dropped
@@ -422,11 +431,11 @@ def _reset(request: web.Request) -> None:
 async def serve_forever(model: WebModel, out_dir: str | Path, port: int = 0, dns_port: int = 0,
                         ready_file: str | Path | None = None, announce=None,
                         slow_delay: float = SLOW_DELAY, prerender: bool = False, https_hosts: int = 0,
-                        loaded_hosts: int = 0) -> None:
+                        loaded_hosts: int = 0, members_hosts: int = 0) -> None:
     """Run until SIGINT/SIGTERM; SIGUSR1 flushes the request log. Writes ``ready_file`` (the
     info JSON) once serving, and calls ``announce(info)`` if given."""
     server = WebsimServer(model, out_dir, port, dns_port, slow_delay=slow_delay, prerender=prerender,
-                          https_hosts=https_hosts, loaded_hosts=loaded_hosts)
+                          https_hosts=https_hosts, loaded_hosts=loaded_hosts, members_hosts=members_hosts)
     info = await server.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -29,6 +29,7 @@ from raycrawl.actors import named, per_batch
 from raycrawl.actors.cluster.lease import Lease
 from raycrawl.actors.fetch.dns import Resolver
 from raycrawl.actors.fetch.robots_fetch import RobotsFetch
+from raycrawl.actors.fetch.site_login import SiteLogins
 from raycrawl.actors.frontier.workbench import (
     ROBOTS,
     Release,
@@ -117,6 +118,7 @@ class FetchLoop:
         self._runner: asyncio.Task | None = None
         self.fetcher = None
         self.resolver = None
+        self.logins: SiteLogins | None = None  # (with a session file that has form logins: _make_clients)
 
     def _make_clients(self) -> None:
         from raycrawl.actors.fetch.fetcher import Fetcher
@@ -135,6 +137,7 @@ class FetchLoop:
                                proxies=ProxyRules.of(s) if s.proxy or s.proxy_rules else None,
                                sessions=SiteSessions.read(s.session_file) if s.session_file else None)
         self.fetcher.gate = self.lease.valid
+        self.logins = SiteLogins(self.fetcher.sessions) if self.fetcher.sessions is not None else None
         try:  # the cookies the sites that keep them set, as the last run or stop left them
             self.fetcher.load_cookies(self._cookie_path())
         except (OSError, ValueError) as exc:
@@ -431,12 +434,21 @@ class FetchLoop:
             self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=now, ended=now, error=kind),
                                      level=level))
             return
+        if self.logins is not None and await self._sign_in(url, host, ip, entry, key, level, crawl_delay, now):
+            return
         prior = self.priors.get(key)
         fr = await self.fetcher.fetch(url, ip, headers=conditional_headers(prior),
                                       keep_alive=self._keep_alive(host, more, crawl_delay))
         if self._local_failure(host, ip, entry, fr, page=True):
             return
         self.counters["requests"] += 1
+        if self.logins is not None and self.logins.walled(url, fr):
+            # Its session expired: the wall is archived, the page fetched again once signed in.
+            if self.budget is not None:
+                self.budget += 1
+            self._release(host, ip, response_end(fr), crawl_delay, putback=(entry,))
+            self.done.append(Outcome("", VisitKind.SESSION, fr))
+            return
         attempt = self.attempts.get(key, 0) + 1
         end = response_end(fr)
         slowed = end + self.adaptive.after(host, fr)  # (policies/adaptive_delay.py: a floor beside the others)
@@ -453,6 +465,31 @@ class FetchLoop:
         self.priors.pop(key, None)
         self._release(host, ip, end, crawl_delay, not_before=slowed if slowed > end else None)
         self.done.append(Outcome(key, VisitKind.PAGE, fr, attempt, level, prior))
+
+
+    async def _sign_in(self, url: str, host: str, ip: str, entry: str, key: str, level: int,
+                       crawl_delay: float | None, now: float) -> bool:
+        """Before a page of a site with a form login (actors/fetch/site_login.py): post the login
+        as this turn's request and put the page back for the host's next turn, or record the page
+        ``login-failed`` once its site spent its tries. False: fetch the page now."""
+        if self.logins.given_up(url):
+            self._release(host, ip)
+            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=0.0, ended=now,
+                                                                      error="login-failed"), level=level))
+            return True
+        form = self.logins.due(url)
+        if form is None:
+            return False
+        fr = await self.fetcher.fetch(form.url, ip, form=form)
+        if self._local_failure(host, ip, entry, fr, page=True):
+            return True
+        self.counters["requests"] += 1
+        self.logins.judge(url, fr)
+        if self.budget is not None:
+            self.budget += 1
+        self._release(host, ip, response_end(fr), crawl_delay, putback=(entry,))
+        self.done.append(Outcome("", VisitKind.SESSION, fr))
+        return True
 
 
 def conditional_headers(prior: Capture | None) -> dict[str, str] | None:

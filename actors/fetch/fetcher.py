@@ -51,7 +51,7 @@ from raycrawl.actors.fetch.proxy_connector import CrawlProxyConnector, proxy_err
 from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.proxies import Proxy, ProxyRules
-from raycrawl.site_sessions import REDACTED, SiteSessions
+from raycrawl.site_sessions import REDACTED, LoginForm, SiteSessions
 from raycrawl.urls import canonicalize, header_location
 
 log = logging.getLogger(__name__)
@@ -304,10 +304,12 @@ class Fetcher:
         return session
 
     async def fetch(self, url: str, ip: str, *, max_body: int | None = None,
-                    headers: dict[str, str] | None = None, keep_alive: bool = True) -> FetchResult:
+                    headers: dict[str, str] | None = None, keep_alive: bool = True,
+                    form: LoginForm | None = None) -> FetchResult:
         """GET ``url`` by dialing ``ip``, with ``headers`` added to the session's (a revisit's
         validators); ``keep_alive`` False: the connection closes after the response (the host is
-        not visited again soon). Never raises (except on cancellation); see the module doc."""
+        not visited again soon); ``form``: POST that login form instead (core/site_sessions.py),
+        archived with its secret as ***. Never raises (except on cancellation); see the module doc."""
         max_body = self.max_body if max_body is None else max_body
         fr = FetchResult(url=url, ip=ip, started=time.time())
         try:
@@ -338,15 +340,22 @@ class Fetcher:
                 headers = {**extra, **(headers or {})}
         if not keep_alive:
             headers = {**(headers or {}), "Connection": "close"}
-        fr.request_head = self._request_head(parts, None)
+        method = "GET" if form is None else "POST"
+        if form is not None:
+            headers = {**(headers or {}), "Content-Type": "application/x-www-form-urlencoded"}
+        fr.request_head = self._request_head(parts, None, method=method)
         proxy = self.proxies.for_url(url) if self.proxies is not None else None
         fr.via = proxy.url if proxy is not None else None
         try:
             self.requests += 1
-            async with self._get_session(proxy).get(
-                yarl.URL(url, encoded=True), allow_redirects=False, read_until_eof=True, headers=headers
+            async with self._get_session(proxy).request(
+                method, yarl.URL(url, encoded=True), allow_redirects=False, read_until_eof=True, headers=headers,
+                data=form.body() if form is not None else None,
             ) as resp:
-                fr.request_head = self._request_head(parts, resp.request_info.headers, secret)
+                fr.request_head = self._request_head(parts, resp.request_info.headers, secret, method)
+                if form is not None:  # the body as archived: the secret field's value as ***
+                    fr.request_head += form.body(shown=True)
+                    secret = secret | {f"form field {form.secret_field}"}
                 if secret:
                     fr.redacted = tuple(sorted(secret))
                 self._take_head(fr, resp)
@@ -424,9 +433,9 @@ class Fetcher:
             raw = next((v for k, v in fr.raw_headers if k.lower() == b"location"), None)
             fr.redirect = canonicalize(header_location(raw), base=fr.url) if raw is not None else None
 
-    def _request_head(self, parts: Any, sent: Any, secret: frozenset[str] = frozenset()) -> bytes:
+    def _request_head(self, parts: Any, sent: Any, secret: frozenset[str] = frozenset(), method: str = "GET") -> bytes:
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        lines = [f"GET {target} HTTP/1.1"]
+        lines = [f"{method} {target} HTTP/1.1"]
         if sent is not None:
             hidden = {name.lower() for name in secret}  # (what the archive keeps of a secret header)
             lines += [f"{k}: {REDACTED if k.lower() in hidden else v}" for k, v in sent.items()]

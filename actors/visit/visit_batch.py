@@ -103,6 +103,11 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
             d.items.append(StoreItem(fr))
             links += [(u, 0) for u in stages.robots(fr, counters)]
             continue
+        if o.kind == VisitKind.SESSION:  # (archived as exchanged; never a page of the crawl)
+            counters["session_exchanges"] += 1
+            counters["bytes"] += len(fr.body)
+            d.items.append(StoreItem(fr))
+            continue
         if o.kind == VisitKind.RENDER:
             links += _render(o, found, d)
             # What the page asked for and the archive lacked: its requisites, as its markup's are.

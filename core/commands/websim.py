@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--loaded", type=int, default=0, metavar="N",
                    help="N hosts answer more slowly the more requests they got in the last 2 s (20 ms each): "
                         "servers a crawler slows down (websim.json names them)")
+    s.add_argument("--members", type=int, default=0, metavar="N",
+                   help="N hosts are members areas: their pages need a form login (POST /login; the user and "
+                        "password are in websim.json), and a session serves 10 pages")
     s.add_argument("--clean", action="store_true",
                    help="a web for throughput: plain hosts, robots.txt allowing all, no traps, faults, "
                         "spam, crawl-delays or special resources")
@@ -107,7 +110,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve_forever(model, args.out, args.port, args.dns_port, args.ready_file, announce,
                                   args.slow_delay if args.slow_delay is not None else SLOW_DELAY, args.prerender,
-                                  args.https, args.loaded))
+                                  args.https, args.loaded, args.members))
     except OSError as exc:
         raise UserError(f"cannot serve: {exc}") from exc
     return 0
