@@ -4,6 +4,7 @@ that dies after 10 pages."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import http.client
 import os
@@ -44,9 +45,11 @@ def test_a_login_is_read_with_its_secret_and_only_for_its_site(tmp_path) -> None
             SiteSessions.read(_session_file(tmp_path, bad))
 
 
-def _ask(web, host: str, method: str, path: str, body: bytes = b"", cookie: str = "") -> http.client.HTTPResponse:
+def _ask(web, host: str, method: str, path: str, body: bytes = b"", cookie: str = "",
+         auth: str = "") -> http.client.HTTPResponse:
     conn = http.client.HTTPConnection(web.manifest.hosts[host]["ip"], web.port, timeout=10)
     headers = {"Host": f"{host}:{web.port}", **({"Cookie": cookie} if cookie else {}),
+               **({"Authorization": auth} if auth else {}),
                **({"Content-Type": "application/x-www-form-urlencoded"} if body else {})}
     conn.request(method, path, body=body or None, headers=headers)
     resp = conn.getresponse()
@@ -69,7 +72,11 @@ def test_websims_members_area_needs_a_login_whose_session_expires(tmp_path) -> N
         assert ok.status == 200 and cookie.startswith("websim_session=")
         assert [_ask(web, host, "GET", "/", cookie=cookie).status for _ in range(members["session_requests"] + 1)] \
             == [200] * members["session_requests"] + [302]
-        other = next(h for h in web.manifest.hosts if h != host)
+        (basic,) = members["basic_auth_hosts"]
+        token = base64.b64encode(f"member:{members['password']}".encode()).decode()
+        assert _ask(web, basic, "GET", "/").status == 401 and _ask(web, basic, "GET", "/robots.txt").status == 200
+        assert _ask(web, basic, "GET", "/", auth=f"Basic {token}").status == 200
+        other = next(h for h in web.manifest.hosts if h not in (host, basic))
         _ask(web, other, "GET", "/", cookie=cookie)  # a credential sent elsewhere: websim's leaks.log says so
         assert (tmp_path / "web" / "leaks.log").read_text().startswith(other)
 
@@ -77,7 +84,7 @@ def test_websims_members_area_needs_a_login_whose_session_expires(tmp_path) -> N
 @pytest.mark.slow
 def test_a_crawl_signs_in_again_when_its_session_expires(tmp_path) -> None:
     """Every page of the members host crawled (its session serves 10 pages, so the crawl signs in
-    again); the logins archived with the password as ***, the password in no file of OUT and sent
+    again), and of the host behind basic authentication; the logins archived with the password as ***, the password in no file of OUT and sent
     to no other host (websim's leaks.log); 0 politeness violations in websim's log."""
     from warcio.archiveiterator import ArchiveIterator
 
@@ -88,12 +95,14 @@ def test_a_crawl_signs_in_again_when_its_session_expires(tmp_path) -> None:
     with Websim(hosts=5, ips=2, seed=7, clean=True, pages_per_host_mean=25, members_hosts=1,
                 out_dir=tmp_path / "web") as web:
         members = web.info["members"]
-        (host,) = members["hosts"]
+        (host,), (basic,) = members["hosts"], members["basic_auth_hosts"]
         (tmp_path / "pw").write_text(members["password"] + "\n")
         session = tmp_path / "sessions.toml"
         session.write_text(f'[[site]]\nmatch = "http://{host}/"\nlogin = {{ url = "http://{host}:{web.port}/login", '
                            f'fields = {{ user = "{members["user"]}" }}, secret_field = "password", '
-                           f'secret = {{ file = "pw" }}, check = "Signed in" }}\n')
+                           f'secret = {{ file = "pw" }}, check = "Signed in" }}\n'
+                           f'[[site]]\nmatch = "http://{basic}/"\n'
+                           f'basic_auth = {{ user = "{members["user"]}", password = {{ file = "pw" }} }}\n')
         out = tmp_path / "out"
         proc = subprocess.run(
             [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
@@ -104,7 +113,7 @@ def test_a_crawl_signs_in_again_when_its_session_expires(tmp_path) -> None:
         web.flush_log()
         requests = web.requests()
         report = audit(requests, web.manifest, 0.05, 0.0)
-        pages = web.manifest.hosts[host]["pages"]
+        pages, basic_pages = web.manifest.hosts[host]["pages"], web.manifest.hosts[basic]["pages"]
     # The members host's login (not a page of the web, posted again per session) and the pages its
     # wall answered (302 to /login), fetched again once signed in: nothing else is fetched twice.
     walled = {r.target for r in requests if r.host.startswith(host + ":") and r.status == 302}
@@ -115,6 +124,8 @@ def test_a_crawl_signs_in_again_when_its_session_expires(tmp_path) -> None:
     assert not others, others[:5]
     got = {r.url for r in iter_link_records(out) if r.url.split("/")[2].split(":")[0] == host and r.status == 200}
     assert len(got) >= pages > members["session_requests"], (len(got), pages)
+    behind_basic = {r.url for r in iter_link_records(out) if r.url.split("/")[2].split(":")[0] == basic and r.status == 200}
+    assert len(behind_basic) >= basic_pages and not any(r.status == 401 for r in requests if r.host.startswith(basic + ":"))
     logins = []
     for warc in sorted((out / "warc").glob("*.warc.gz")):
         with warc.open("rb") as fh:

@@ -116,7 +116,9 @@ class WebsimServer:
         self.ips = [ip_address(i, model.net) for i in range(model.n_ips)]
         plain = [h.name for h in model.hosts if not h.fault]
         self.loaded: dict[str, deque[float]] = {name: deque() for name in plain[:loaded_hosts]}
-        self.members = MembersArea(plain[loaded_hosts:loaded_hosts + members_hosts], self.out_dir / "leaks.log") \
+        # (a members area: the form-login hosts, then one behind basic authentication)
+        self.members = MembersArea(plain[loaded_hosts:loaded_hosts + members_hosts], self.out_dir / "leaks.log",
+                                   plain[loaded_hosts + members_hosts:loaded_hosts + members_hosts + 1]) \
             if members_hosts else None
 
     @property
@@ -275,7 +277,8 @@ class WebsimServer:
                 gate = None
                 if self.members is not None:
                     body = await request.read() if request.method == "POST" else b""
-                    gate = self.members.gate(host.name, request.method, target, dict(request.cookies), body)
+                    gate = self.members.gate(host.name, request.method, target, dict(request.cookies), body,
+                                             request.headers.get("Authorization", ""))
                 resp = gate if gate is not None else self.lookup(host, target)
             if resp.reset:
                 _reset(request)

@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "servers a crawler slows down (websim.json names them)")
     s.add_argument("--members", type=int, default=0, metavar="N",
                    help="N hosts are members areas: their pages need a form login (POST /login; the user and "
-                        "password are in websim.json), and a session serves 10 pages")
+                        "password are in websim.json), and a session serves 10 pages; one more host is "
+                        "behind HTTP basic authentication (the same user and password)")
     s.add_argument("--clean", action="store_true",
                    help="a web for throughput: plain hosts, robots.txt allowing all, no traps, faults, "
                         "spam, crawl-delays or special resources")
