@@ -466,7 +466,6 @@ class FetchLoop:
         self._release(host, ip, end, crawl_delay, not_before=slowed if slowed > end else None)
         self.done.append(Outcome(key, VisitKind.PAGE, fr, attempt, level, prior))
 
-
     async def _sign_in(self, url: str, host: str, ip: str, entry: str, key: str, level: int,
                        crawl_delay: float | None, now: float) -> bool:
         """Before a page of a site with a form login (actors/fetch/site_login.py): post the login
