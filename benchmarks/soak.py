@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -167,6 +168,7 @@ def main() -> None:
     ap.add_argument("--pages-per-host", type=float, default=10.0)
     ap.add_argument("--host-delay", type=float, default=0.1)
     ap.add_argument("--ip-delay", type=float, default=0.0)
+    ap.add_argument("--raycrawl-args", default="", help="extra settings for the crawl (\"-s delay_factor=0\")")
     ap.add_argument("--clean", action="store_true", help="websim --clean: no mirrors, traps, faults or slow hosts")
     ap.add_argument("--code", type=Path, default=ROOT,
                     help="checkout (e.g. a git worktree of another commit) whose raycrawl and websim run (default: this one)")
@@ -195,7 +197,8 @@ def main() -> None:
                   f"(code: {args.code})", flush=True)
             cmd = [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
                    "--resolve", str(web.hosts_file), "--allow-networks", "127.0.0.0/8", "--host-delay",
-                   str(args.host_delay), "--ip-delay", str(args.ip_delay), "--max-pages", str(args.pages), "--json"]
+                   str(args.host_delay), "--ip-delay", str(args.ip_delay), "--max-pages", str(args.pages), "--json",
+                   *shlex.split(args.raycrawl_args)]
             log = open(tmp / "crawl.stderr", "wb")  # noqa: SIM115 - closed below
             crawl = subprocess.Popen(cmd, env=env, cwd=code, stdout=subprocess.PIPE, stderr=log,
                                      start_new_session=True)

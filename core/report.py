@@ -47,6 +47,8 @@ def build_report(stats: dict[str, int], *, elapsed: float, run_pages: int, stopp
         "robots_errors": _group(stats, "robots_error:"),
         "redirects": stats.get("redirects", 0),
         "retries": stats.get("retries", 0),
+        "proxy_failures": stats.get("proxy_failures", 0),  # requests a proxy failed (put back, tried again)
+        "session_exchanges": stats.get("session_exchanges", 0),  # form logins and login walls (archived)
         "recovered": stats.get("recovered", 0),
         "virtualized": stats.get("virtualized", 0),
         "links_followed": stats.get("links", 0),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import gzip
 import http.client
+import json
 import os
 import subprocess
 import sys
@@ -116,7 +117,8 @@ def test_a_crawl_signs_in_again_when_its_session_expires(tmp_path) -> None:
         pages, basic_pages = web.manifest.hosts[host]["pages"], web.manifest.hosts[basic]["pages"]
     # The members host's login (not a page of the web, posted again per session) and the pages its
     # wall answered (302 to /login), fetched again once signed in: nothing else is fetched twice.
-    walled = {r.target for r in requests if r.host.startswith(host + ":") and r.status == 302}
+    walled_fetches = [r for r in requests if r.host.startswith(host + ":") and r.status == 302]
+    walled = {r.target for r in walled_fetches}
     assert walled, "no session expired: the test proved nothing"
     expected = {(kind, f"http://{host}:{web.port}{target}") for target in walled for kind in ("duplicate",)} | {
         ("unlinked", f"http://{host}:{web.port}/login"), ("duplicate", f"http://{host}:{web.port}/login")}
@@ -134,6 +136,8 @@ def test_a_crawl_signs_in_again_when_its_session_expires(tmp_path) -> None:
                         and rec.http_headers.protocol == "POST":
                     logins.append((rec.content_stream().read(), rec.rec_headers.get_header("Raycrawl-Redacted")))
     assert len(logins) >= 2, len(logins)  # signed in again after the session expired
+    report = json.loads((out / "report.json").read_text())
+    assert report["session_exchanges"] == len(logins) + len(walled_fetches), (report["session_exchanges"], len(logins))
     assert all(body == b"user=member&password=%2A%2A%2A" and "form field password" in why for body, why in logins), logins
     assert not (tmp_path / "web" / "leaks.log").exists()
     secret = members["password"].encode()

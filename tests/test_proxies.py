@@ -8,6 +8,7 @@ their sites) and the crawl has the direct crawl's pages."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import socket
 import subprocess
@@ -177,6 +178,7 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(tmp_path) -> None:
             assert f"proxy {socks.url} failed a request" in err, err[-3000:]
             assert "pr0xy-pa55word" not in err
             assert _pages(tmp_path / "proxied") == direct
+            assert json.loads((tmp_path / "proxied" / "report.json").read_text())["proxy_failures"] > 0
             web.flush_log()
             proxied = web.requests()[n0:]
             peers = {(r.host.rsplit(":", 1)[0] in by_http, r.peer) for r in proxied}

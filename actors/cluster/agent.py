@@ -95,6 +95,16 @@ class Agent:
         self.inbox = OperatorInbox(control_view(self.f), layout(self.out).operator_log if name == AGENT0 else None)
         self.redis_run_id: str | None = None
         self.epoch = self.f.epoch()  # a periodic crawl's pass (actors/cluster/periodic.py); 0: the first crawl
+        self.proxy_failures_seen = 0  # the fetch actors' proxy_failures counted in Redis so far
+
+    def _count_proxy_failures(self, statuses: list[dict]) -> None:
+        """The requests a proxy failed (put back, never recorded against a site) in the crawl's
+        counters, for the report: the fetch actors' counts since the last round (a restarted actor
+        counts from 0 again)."""
+        now = sum(st.get("proxy_failures", 0) for st in statuses)
+        if now > self.proxy_failures_seen:
+            self.f.commit([], {"proxy_failures": now - self.proxy_failures_seen})
+        self.proxy_failures_seen = now
 
     @property
     def run_pages(self) -> int:
@@ -181,6 +191,7 @@ class Agent:
                 committer.finish()
             if any(st["waited"] for st in statuses):
                 self.distributor.fetchers_waited()
+            self._count_proxy_failures(statuses)
             budget_spent = self.s.max_pages and all(st["budget"] is not None and st["budget"] <= 0 for st in statuses)
             res = None
             if not budget_spent and not self.stages.holds_back():  # (renders queued up: fetch what is in hand)
