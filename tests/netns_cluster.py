@@ -344,6 +344,18 @@ class Machines:
         out = open(log, "wb")  # noqa: SIM115 - the child holds it
         return subprocess.Popen(argv, env=self.env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
 
+    def stop_job(self, job: subprocess.Popen, log: Path) -> None:
+        """Stop a submitted job that outlived its test (``ray job stop``, then the client), so that
+        it cannot run on beside the next test's crawl, on the same cluster and Redis."""
+        import re
+
+        found = re.search(r"raysubmit_\w+", log.read_text(errors="replace"))
+        if found:
+            subprocess.run(["ray", "job", "stop", "--address", f"http://{self.head.ip}:{DASHBOARD_PORT}", found.group()],
+                           env=self.env, cwd=REPO, capture_output=True, timeout=120)
+        job.kill()
+        job.wait()
+
     def wait_dashboard(self, timeout: float = 120) -> None:
         """Until the head's job server answers (a fresh head's job agent takes seconds)."""
         import urllib.request
