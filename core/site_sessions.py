@@ -124,8 +124,6 @@ class SiteSessions:
 
     def login_for(self, url: str) -> tuple[int, LoginForm] | None:
         """The first site matching ``url`` that has a form login (its index, its form), or None."""
-        if not any(site.login for site in self.sites):
-            return None
         from raycrawl.scope_rules import url_surt
 
         key = url_surt(url)

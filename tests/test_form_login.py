@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from raycrawl.errors import UserError
-from raycrawl.site_sessions import SiteSessions
+from raycrawl.site_sessions import LoginForm, SiteSessions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,12 +158,12 @@ def test_failed_logins_spend_the_sites_tries_then_its_pages_are_given_up(tmp_pat
              'check = "Signed in", tries = 2 }')
     logins = SiteLogins(SiteSessions.read(_session_file(tmp_path, login)))
     page = "http://members.test/a.html"
-    assert logins.due("http://www.members.test/a.html") is None  # another host of the site than the login's
-    assert logins.due(page) is not None and not logins.given_up(page)
+    assert logins.before("http://www.members.test/a.html") is False  # another host of the site than the login's
+    assert isinstance(logins.before(page), LoginForm)
     assert not logins.judge(page, FetchResult(url="http://members.test/login", ip="", status=200, body=b"Try again"))
     assert logins.judge(page, FetchResult(url="http://members.test/login", ip="", status=200, body=b"Signed in"))
-    assert logins.due(page) is None
+    assert logins.before(page) is False  # signed in: fetch
     wall = FetchResult(url=page, ip="", status=302, redirect="http://members.test/login")
     assert logins.walled(page, wall)  # expired before serving a page: a failed login, the second
-    assert logins.given_up(page) and logins.due(page) is None
+    assert logins.before(page) is True  # tries spent: its pages are given up
     assert not logins.walled("http://other.test/", wall)

@@ -137,7 +137,8 @@ class FetchLoop:
                                proxies=ProxyRules.of(s) if s.proxy or s.proxy_rules else None,
                                sessions=SiteSessions.read(s.session_file) if s.session_file else None)
         self.fetcher.gate = self.lease.valid
-        self.logins = SiteLogins(self.fetcher.sessions) if self.fetcher.sessions is not None else None
+        sessions = self.fetcher.sessions  # (no per-page login work unless some site has a login)
+        self.logins = SiteLogins(sessions) if sessions is not None and any(s.login for s in sessions.sites) else None
         try:  # the cookies the sites that keep them set, as the last run or stop left them
             self.fetcher.load_cookies(self._cookie_path())
         except (OSError, ValueError) as exc:
@@ -471,14 +472,14 @@ class FetchLoop:
         """Before a page of a site with a form login (actors/fetch/site_login.py): post the login
         as this turn's request and put the page back for the host's next turn, or record the page
         ``login-failed`` once its site spent its tries. False: fetch the page now."""
-        if self.logins.given_up(url):
+        form = self.logins.before(url)
+        if form is False:
+            return False
+        if form is True:
             self._release(host, ip)
             self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=0.0, ended=now,
                                                                       error="login-failed"), level=level))
             return True
-        form = self.logins.due(url)
-        if form is None:
-            return False
         fr = await self.fetcher.fetch(form.url, ip, form=form)
         if self._local_failure(host, ip, entry, fr, page=True):
             return True

@@ -33,17 +33,14 @@ class SiteLogins:
             return None
         return found
 
-    def due(self, url: str) -> LoginForm | None:
-        """The form to post before fetching ``url``, if its site is not signed in and may still try."""
+    def before(self, url: str) -> LoginForm | bool:
+        """Before fetching ``url``: the form to post first (its site is not signed in and may still
+        try), True when its site spent its tries (its pages are not fetched), else False."""
         found = self._form(url)
-        if found is None or found[0] in self.signed or self.failed.get(found[0], 0) >= found[1].tries:
-            return None
-        return found[1]
-
-    def given_up(self, url: str) -> bool:
-        """``url``'s site spent its tries: its pages are not fetched."""
-        found = self._form(url)
-        return found is not None and found[0] not in self.signed and self.failed.get(found[0], 0) >= found[1].tries
+        if found is None or found[0] in self.signed:
+            return False
+        site, form = found
+        return True if self.failed.get(site, 0) >= form.tries else form
 
     def judge(self, url: str, fr: FetchResult) -> bool:
         """Record the login ``fr`` (posted for ``url``'s site): whether it worked."""
