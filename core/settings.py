@@ -312,11 +312,12 @@ class Settings:
         "Fingerprints in the sieve's LRU cache of recently seen URLs.")
     batch: int = knob(256, SIZING,
         "URLs per call between actors.")
-    drain_linger: float = knob(0.0, SIZING,
-        "Seconds the agent's drain of finished visits waits, after the first, for more (up to "
-        "``batch``): fewer, larger batches, each page waiting that much longer for its commit. "
-        "0.05 on a fast broad crawl: ~5 % less CPU per page in one series, within the noise in "
-        "another; the test suite's small crawls took ~20 s longer with it (benchmarks/RESULTS.md).")
+    drain_linger: float = knob(0.2, SIZING,
+        "Seconds a round of the agent's loop lasts at least: once a visit has ended, its drain of "
+        "finished visits waits the rest of it for more (up to ``batch``). Each round costs a few "
+        "Ray and Redis calls whatever it carries: on a crawl waiting on politeness 0.2 took ~30 % "
+        "less CPU than 0, and a fast crawl's rounds take longer anyway (benchmarks/RESULTS.md). "
+        "0: rounds as fast as visits end.")
     warc_max_bytes: int = knob(1 << 30, SIZING,
         "WARC file rotation size.")
     progress_interval: float = knob(1.0, SIZING,

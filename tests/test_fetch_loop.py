@@ -73,7 +73,7 @@ async def test_politeness_wait_and_dns_lookups_are_counted(redis_url, tmp_path):
 
 
 async def test_a_drain_lingers_for_a_fuller_batch(redis_url, tmp_path):
-    """``drain_linger``: after the first finished visit the drain waits for more, and returns as
+    """``drain_linger``: once a visit has ended the drain waits (from its call) for more, and returns as
     soon as it has ``max_items`` (here: three hosts' robots.txt and page each, six visits, with a
     linger of 30 s that must not be waited out)."""
     import time

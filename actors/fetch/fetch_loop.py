@@ -196,19 +196,22 @@ class FetchLoop:
         """A new share of the page budget (the agent's membership or its fetch actors changed)."""
         self.budget = n
 
-    async def drain(self, max_items: int, wait: float) -> list[Outcome]:
-        """Up to ``max_items`` finished visits, waiting up to ``wait`` s for the first one."""
+    async def drain(self, max_items: int, wait: float, linger: float | None = None) -> list[Outcome]:
+        """Up to ``max_items`` finished visits, waiting up to ``wait`` s for the first one, then, once
+        one has ended, until ``linger`` s after the call (``settings.drain_linger`` when None) for
+        more, up to ``max_items``."""
         self._check_runner()
         self._wake.set()  # the agent may have just queued URLs: acquire now
-        deadline = time.monotonic() + wait
+        start = time.monotonic()
+        deadline = start + wait
         # Woken by each visit that ends (``_done``), not by polling: a crawl waiting on politeness
         # costs no CPU here.
         while not self.done and not (self.idle() and self._stop) and (left := deadline - time.monotonic()) > 0:
             self._visited.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._visited.wait(), left)
-        if self.done and self.s.drain_linger > 0:  # (then more, up to a batch: settings.drain_linger)
-            until = time.monotonic() + self.s.drain_linger
+        until = start + (self.s.drain_linger if linger is None else linger)
+        if self.done:  # (then more, up to a batch: settings.drain_linger)
             while len(self.done) < max_items and not self._stop and (left := until - time.monotonic()) > 0:
                 self._visited.clear()
                 with contextlib.suppress(TimeoutError):
@@ -528,13 +531,14 @@ def actor_class():
             await self.loop.stop()
 
         @per_batch
-        async def drain(self, max_items: int, wait: float) -> list[Outcome]:
-            return await self.loop.drain(max_items, wait)
+        async def drain(self, max_items: int, wait: float, linger: float | None = None) -> list[Outcome]:
+            return await self.loop.drain(max_items, wait, linger)
 
         @per_batch
-        async def drain_with_status(self, max_items: int, wait: float) -> tuple[list[Outcome], dict[str, object]]:
+        async def drain_with_status(self, max_items: int, wait: float,
+                                    linger: float | None = None) -> tuple[list[Outcome], dict[str, object]]:
             """:meth:`drain`, then :meth:`status`: the agent's loop makes one call per round, not two."""
-            return await self.loop.drain(max_items, wait), self.loop.status()
+            return await self.loop.drain(max_items, wait, linger), self.loop.status()
 
         @per_batch
         async def resolve_many(self, names: list[str]) -> dict[str, str | None]:
