@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from frontier_dump import frontier_dump
 from netns_cluster import Machines, available
 from test_agents import CONFIG, DELAYS, MAX_URLS_PER_HOST, check_against_baseline
 
@@ -66,8 +67,10 @@ def crawl_with_fault(m: Machines, web, config, name: str, fault: str, after: int
     deadline = time.monotonic() + 300
     while job.poll() is None:
         if time.monotonic() >= deadline:  # (stopped first: a job left running spoiled the next tests)
+            state = frontier_dump(r)
             m.stop_job(job, log)
-            raise AssertionError(f"the crawl did not end within 300 s:\n{log.read_text(errors='replace')[-3000:]}")
+            raise AssertionError(f"the crawl did not end within 300 s:\n{log.read_text(errors='replace')[-3000:]}\n"
+                                 f"Redis's frontier then:\n{state}")
         time.sleep(0.2)
         if fault and hit is None and int(r.hget("rc:stats", "pages") or 0) >= after:
             hit = next(a for a in m.agents() if a.has("ray::AgentActor"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -174,50 +173,72 @@ def test_basic_auth_goes_to_its_site_only_and_is_archived_as_stars(tmp_path, mon
     assert b"Authorization: ***" in raw and expected.split()[1].encode() not in raw and b"m3mber-pa55" not in raw
 
 
-def test_cookies_kept_per_site_as_a_browser_keeps_them_and_across_a_restart(tmp_path) -> None:
+def test_cookies_kept_per_site_as_a_browser_keeps_them_and_shared_by_every_fetcher(tmp_path, redis_url) -> None:
     """A site whose session keeps cookies: its login sets a session cookie (Path=/), the members'
     page gets it back, a cookie for another path is not sent, an expired one is dropped; another host
-    at the same address gets none, and a site without ``cookies`` keeps none. Saved and loaded by a
-    new fetcher (a resumed run), the cookie is sent again."""
+    at the same address gets none. A second fetcher (another fetch actor, or the run after a
+    ``--resume``) sharing the crawl's Redis sends the first one's cookies without being set them, a
+    ``Max-Age`` cookie no longer once it expired (replayed later, it does not live longer), and a
+    cookie it is set goes back from the first fetcher (actors/fetch/shared_cookies.py)."""
+    import redis
+
+    from raycrawl.actors.fetch.shared_cookies import SharedCookies
 
     got: list[tuple[str, str, str | None]] = []
+    sets = {"/login": ["session=s3ss; Path=/; HttpOnly", "narrow=n; Path=/admin/", "gone=g; Path=/; Max-Age=0",
+                       "short=s; Path=/; Max-Age=3"],
+            "/renew": ["session=n3w; Path=/"]}
 
     async def handler(request: web.Request) -> web.Response:
         got.append((request.host.split(":")[0], request.path, request.headers.get("Cookie")))
         resp = web.Response(text="ok", content_type="text/html")
-        if request.path == "/login":
-            resp.headers.add("Set-Cookie", "session=s3ss; Path=/; HttpOnly")
-            resp.headers.add("Set-Cookie", "narrow=n; Path=/admin/")
-            resp.headers.add("Set-Cookie", "gone=g; Path=/; Max-Age=0")
+        for header in sets.get(request.path, []):
+            resp.headers.add("Set-Cookie", header)
         return resp
 
-    async def run(path: Path, fetches: list[tuple[str, str]], load: Path | None = None, save: Path | None = None):
-        async with _serving(handler, PORT[0]) as port:
-            PORT[0] = port  # (the same address again after the "restart": the cookies are per host)
-            path.write_text(f'[[site]]\nmatch = "http://members.test:{port}/"\ncookies = {{ consent = "yes" }}\n')
-            f = _fetcher(SiteSessions.read(path))
-            if load is not None:
-                f.load_cookies(load)
-            try:
-                for host, p in fetches:
-                    assert (await f.fetch(f"http://{host}:{port}{p}", "127.0.0.1")).status == 200
-                if save is not None:
-                    f.save_cookies(save)
-            finally:
-                await f.close()
+    client = redis.Redis.from_url(redis_url)
 
-    PORT = [0]
-    saved = tmp_path / "cookies.json"
-    asyncio.run(run(tmp_path / "s.toml", [("members.test", "/login"), ("members.test", "/area"),
-                                          ("other.test", "/login"), ("other.test", "/area")], save=saved))
-    sent = {(h, p): c for h, p, c in got}
-    assert sent[("members.test", "/login")] == "consent=yes"
-    assert sent[("members.test", "/area")] == "consent=yes; session=s3ss"  # not narrow (/admin/), not gone
-    assert sent[("other.test", "/login")] is None and sent[("other.test", "/area")] is None
-    assert oct(saved.stat().st_mode & 0o777) == "0o600"
-    got.clear()
-    asyncio.run(run(tmp_path / "s.toml", [("members.test", "/area"), ("members.test", "/admin/x")], load=saved))
-    assert [c for _, _, c in got] == ["consent=yes; session=s3ss", "consent=yes; session=s3ss; narrow=n"]
+    async def run() -> None:
+        async with _serving(handler) as port:
+            path = tmp_path / "s.toml"
+            path.write_text(f'[[site]]\nmatch = "http://members.test:{port}/"\ncookies = {{ consent = "yes" }}\n')
+            fetchers = []
+            for _ in range(2):
+                f = _fetcher(SiteSessions.read(path))
+                f.cookie_sync = SharedCookies(client, "rc:", f.cookies,
+                                              lambda fn, *a: asyncio.get_running_loop().run_in_executor(None, fn, *a))
+                fetchers.append(f)
+            a, b = fetchers
+
+            async def get(f, host: str, p: str) -> None:
+                assert (await f.fetch(f"http://{host}:{port}{p}", "127.0.0.1")).status == 200
+
+            try:
+                for host, p in (("members.test", "/login"), ("members.test", "/area"), ("other.test", "/login"),
+                                ("other.test", "/area")):
+                    await get(a, host, p)
+                await asyncio.sleep(1.5)
+                await get(b, "members.test", "/area")  # never set a cookie itself
+                await asyncio.sleep(2.0)  # short's 3 s are over, not 3 s after b first read it
+                await get(b, "members.test", "/admin/x")
+                await get(b, "members.test", "/renew")
+                await get(a, "members.test", "/area")
+            finally:
+                for f in fetchers:
+                    await f.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        client.close()
+    sent = [(h, p, c) for h, p, c in got]
+    assert sent == [("members.test", "/login", "consent=yes"),
+                    ("members.test", "/area", "consent=yes; session=s3ss; short=s"),  # not narrow, not gone
+                    ("other.test", "/login", None), ("other.test", "/area", None),
+                    ("members.test", "/area", "consent=yes; session=s3ss; short=s"),  # the other fetcher's
+                    ("members.test", "/admin/x", "consent=yes; session=s3ss; narrow=n"),  # short expired
+                    ("members.test", "/renew", "consent=yes; session=s3ss"),
+                    ("members.test", "/area", "consent=yes; session=n3w")], sent
 
 
 def test_a_secrets_relative_path_is_beside_the_session_file(tmp_path, monkeypatch) -> None:

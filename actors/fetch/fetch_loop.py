@@ -22,13 +22,13 @@ import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from raycrawl import metrics
 from raycrawl.actors import named, per_batch
 from raycrawl.actors.cluster.lease import Lease
 from raycrawl.actors.fetch.dns import Resolver
 from raycrawl.actors.fetch.robots_fetch import RobotsFetch
+from raycrawl.actors.fetch.shared_cookies import SharedCookies
 from raycrawl.actors.fetch.site_login import SiteLogins
 from raycrawl.actors.frontier.workbench import (
     ROBOTS,
@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 
 LOCAL_RETRY = 1.0  # seconds a URL waits after a request that failed for want of a file descriptor
 PROXY_RETRY = 5.0  # seconds a URL waits after its proxy failed the request
-COOKIE_SAVE_S = 10.0  # seconds between saves of the sites' cookies (and at every stop)
 # Longest sleep of the acquire loop with nothing due sooner. What it waits for wakes it: a visit
 # ending, the agent's next drain (which follows the agent putting URLs in the workbench), the
 # earliest politeness deadline. The bound covers what changes in Redis unannounced (an operator's
@@ -92,7 +91,6 @@ class FetchLoop:
         # answered/failed counts.
         self.idle_s, self._idle_since, self._polite_idle = 0.0, None, False
         self.view, self._exported, self._next_export = view, (0, 0, 0.0), 0.0
-        self._cookies_due = 0.0
         self.counters = {"requests": 0, "robots_requests": 0, "retries": 0, "local_failures": 0, "proxy_failures": 0}
         self.proxy_down: dict[str, float] = {}  # proxy URL → since when it failed every request
         self.proxy_said: dict[str, float] = {}  # (when its failure was last logged)
@@ -139,23 +137,9 @@ class FetchLoop:
         self.fetcher.gate = self.lease.valid
         sessions = self.fetcher.sessions  # (no per-page login work unless some site has a login)
         self.logins = SiteLogins(sessions) if sessions is not None and any(s.login for s in sessions.sites) else None
-        try:  # the cookies the sites that keep them set, as the last run or stop left them
-            self.fetcher.load_cookies(self._cookie_path())
-        except (OSError, ValueError) as exc:
-            log.warning("the sites' cookies were not loaded (%s): they start afresh", exc)
+        if self.fetcher.cookies is not None:  # (one jar for the crawl, in its Redis)
+            self.fetcher.cookie_sync = SharedCookies(self.client, s.redis_prefix, self.fetcher.cookies, self._off_loop)
         self.lease.start()  # once: renewals run as long as the actor, paused or not
-
-    def _cookie_path(self) -> Path:
-        """Where this agent's fetchers keep the cookies of the sites that keep them (core/site_sessions.py):
-        saved every few seconds and at a stop, loaded at a start (``--resume`` included)."""
-        return Path(self.s.out) / "cookies" / f"{self.view}.json"  # (an agent without a shared OUT: its own)
-
-    def _save_cookies(self) -> None:
-        if self.fetcher is not None and self.fetcher.cookies is not None:
-            try:
-                self.fetcher.save_cookies(self._cookie_path())
-            except OSError as exc:
-                log.warning("the sites' cookies were not saved: %s", exc)
 
     async def _off_loop(self, fn, *args):  # noqa: ANN001, ANN002, ANN202 - whatever fn takes and returns
         return await asyncio.get_running_loop().run_in_executor(self._redis_thread, fn, *args)
@@ -177,7 +161,6 @@ class FetchLoop:
             await self._runner
         self._visited.set()  # idle and stopped: a waiting drain returns
         if self.fetcher:
-            self._save_cookies()
             await self.fetcher.close()
         if self.resolver:
             await self.resolver.close()
@@ -247,9 +230,6 @@ class FetchLoop:
         self._idle_since = now if self._polite_idle else None
         if now >= self._next_export and self.resolver is not None:
             self._next_export = now + 1.0
-            if now >= self._cookies_due:
-                self._cookies_due = now + COOKIE_SAVE_S
-                self._save_cookies()
             # Lookups by how they finished (one still waiting for its answer is in neither yet).
             answered, failures = self.resolver.answered, self.resolver.failures
             a0, f0, idle0 = self._exported

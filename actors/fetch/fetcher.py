@@ -34,7 +34,6 @@ import socket
 import time
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,6 +47,7 @@ except ImportError:  # brotli is optional: without it "br" is neither advertised
     brotli = None
 
 from raycrawl.actors.fetch.proxy_connector import CrawlProxyConnector, proxy_error
+from raycrawl.actors.fetch.shared_cookies import SharedCookies
 from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.proxies import Proxy, ProxyRules
@@ -265,6 +265,8 @@ class Fetcher:
         # The cookies of the sites whose session keeps them (aiohttp's RFC 6265 jar; any other site
         # neither sends nor keeps one: the session's own jar is a dummy).
         self.cookies = aiohttp.CookieJar(unsafe=True, quote_cookie=False) if self.sessions is not None else None
+        # The jar shared with every other fetcher of the crawl (actors/fetch/shared_cookies.py), if any.
+        self.cookie_sync: SharedCookies | None = None
         self._sessions: dict[str, aiohttp.ClientSession] = {}  # by proxy URL ("": direct)
         self.requests = 0  # HTTP requests actually sent
         # Asked right before each request is sent: False, and nothing is sent (error ``local``, as if
@@ -331,9 +333,11 @@ class Fetcher:
             return fr
         self._pins.pin(host, ip)
         secret: frozenset[str] = frozenset()
-        keep_cookies = False
+        keep_cookies, set_cookies = False, []
         if self.sessions is not None:
             extra, secret, keep_cookies, start = self.sessions.for_url(url)
+            if keep_cookies and self.cookie_sync is not None:
+                await self.cookie_sync.before()
             if keep_cookies and (cookie := self._cookie_header(url, start)):
                 extra = {**extra, "Cookie": cookie}
             if extra:
@@ -360,7 +364,8 @@ class Fetcher:
                     fr.redacted = tuple(sorted(secret))
                 self._take_head(fr, resp)
                 if keep_cookies and self.cookies is not None:
-                    self.cookies.update_cookies_from_headers(resp.headers.getall("Set-Cookie", []), resp.url)
+                    set_cookies = resp.headers.getall("Set-Cookie", [])
+                    self.cookies.update_cookies_from_headers(set_cookies, resp.url)
                 if not keep_alive and resp.connection is not None:
                     resp.connection.protocol.force_close()  # whether or not the server closes it
                 # Even when Content-Length announces too much, the first max_body bytes are kept
@@ -374,6 +379,8 @@ class Fetcher:
         finally:
             self._pins.unpin(host)
         fr.ended = time.time()
+        if set_cookies and self.cookie_sync is not None:  # (after the exchange: a slow Redis delays no read)
+            await self.cookie_sync.after(set_cookies, url)
         return fr
 
     async def _read_body(self, fr: FetchResult, resp: aiohttp.ClientResponse, max_body: int) -> None:
@@ -451,16 +458,6 @@ class Fetcher:
         jar = self.cookies.filter_cookies(yarl.URL(url, encoded=True))
         pairs = {name: morsel.value for name, morsel in jar.items()}
         return "; ".join(f"{k}={v}" for k, v in {**start, **pairs}.items())
-
-    def save_cookies(self, path: Path) -> None:
-        """The kept cookies to ``path`` (aiohttp's JSON, created 0600), for a run that resumes."""
-        if self.cookies is not None and len(self.cookies):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.cookies.save(path)
-
-    def load_cookies(self, path: Path) -> None:
-        if self.cookies is not None and path.exists():
-            self.cookies.load(path)
 
     def idle_connections(self) -> int:
         return sum(s.connector.idle() for s in self._sessions.values() if not s.closed and s.connector is not None)
