@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,12 +106,20 @@ def test_a_crawl_signs_in_again_when_its_session_expires(tmp_path) -> None:
                            f'[[site]]\nmatch = "http://{basic}/"\n'
                            f'basic_auth = {{ user = "{members["user"]}", password = {{ file = "pw" }} }}\n')
         out = tmp_path / "out"
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out", str(out),
              "--dns-server", "{}:{}".format(*web.dns_address), "--allow-networks", "127.0.0.0/8",
              "--host-delay", "0.05", "--ip-delay", "0", "--session-file", str(session)],
-            capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+        looked = 0
+        while proc.poll() is None:  # no process of the crawl (driver, Ray's workers) shows the password
+            ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+            assert members["password"] not in ps
+            looked += 1
+            time.sleep(0.5)
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and "Traceback" not in stderr and looked > 3, stderr[-3000:]
         web.flush_log()
         requests = web.requests()
         report = audit(requests, web.manifest, 0.05, 0.0)

@@ -1,6 +1,6 @@
 """``raycrawl warc index DIR``: the CDXJ index replay tools read (storage/cdxj.py), optionally with
 the crawl's WARC files linked into a pywb collection; ``raycrawl warc wacz DIR``: the crawl as one
-WACZ file (storage/wacz.py)."""
+WACZ file (storage/wacz.py); ``raycrawl warc wet DIR``: its pages' text as WET files (storage/wet.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from raycrawl.errors import UserError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("warc", help="WARC tools: the CDXJ index for pywb replay, WACZ packages",
+    p = subparsers.add_parser("warc", help="WARC tools: the CDXJ index for pywb replay, WACZ packages, WET text",
                               description="Tools over a crawl's WARC files (docs/archiving.md).")
     sub = p.add_subparsers(dest="warc_command", metavar="SUBCOMMAND", required=True)
     ix = sub.add_parser(
@@ -37,6 +37,14 @@ def register(subparsers) -> None:
     wz.add_argument("-o", "--out", type=Path, help="WACZ file to write (default DIR/NAME.wacz, NAME: the directory's name)")
     wz.add_argument("--title", help="the collection's title (default: the directory's name)")
     wz.set_defaults(func=handle_wacz)
+    wt = sub.add_parser(
+        "wet", help="write the crawl's HTML pages as plain text in WET files (Common Crawl's layout: DIR/wet/)",
+        description="For each WARC file DIR/warc/NAME.warc.gz, DIR/wet/NAME.warc.wet.gz: one conversion record "
+        "per HTML page answered 200, its main text (resiliparse) and its language (ISO 639-3), as Common "
+        "Crawl's WET files are, so code written for them reads the crawl unchanged (storage/wet.py).")
+    wt.add_argument("dir", type=crawl_dir, help="crawl directory")
+    wt.add_argument("-o", "--out", type=Path, help="directory of the WET files (default DIR/wet)")
+    wt.set_defaults(func=handle_wet)
 
 
 def handle_index(args: argparse.Namespace) -> int:
@@ -74,6 +82,19 @@ def handle_wacz(args: argparse.Namespace) -> int:
     out = args.out or default_path(args.dir)
     package = write_wacz(args.dir, out, args.title)
     print(f"{out}: {len(package['resources'])} files, WACZ {package['wacz_version']}")
+    return 0
+
+
+def handle_wet(args: argparse.Namespace) -> int:
+    from raycrawl.storage.crawl_dir import layout
+    from raycrawl.storage.wet import write_crawl_wet
+
+    if not layout(args.dir).warc.is_dir():
+        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    out = args.out or layout(args.dir).wet
+    written = write_crawl_wet(layout(args.dir).warc, out)
+    pages = sum(len(records) for records in written.values())
+    print(f"{pages} pages in {len(written)} WET files in {out}")
     return 0
 
 

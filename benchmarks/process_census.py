@@ -1,0 +1,67 @@
+"""Every process's CPU, sampled from /proc every 0.1 s until the file STOP exists, by class (a Ray
+worker by the actor it became, a crawl's driver, Ray's own processes; others by their command line).
+Processes alive at the start count only what they spend after it (issue 50: where a crawl's CPU goes).
+
+    .venv/bin/python benchmarks/process_census.py /tmp/STOP > census.txt &   # then run the crawl, then
+    touch /tmp/STOP
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import time
+
+KNOWN = ("raycrawl crawl", "dashboard/agent.py", "log_monitor", "raylet", "gcs_server", "runtime_env", "dashboard.py",
+         "websim", "valkey", "monitor.py", "default_worker")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def classify(cmd: str) -> str:
+    if cmd.startswith("ray::"):
+        return cmd.split()[0].split(".")[0]  # (ray::Actor.method while a call runs)
+    return next((k for k in KNOWN if k in cmd), "other:" + cmd[:70])
+
+
+def main(stop: str) -> None:
+    seen: dict[tuple[str, str], tuple[str, float]] = {}
+    base: dict[tuple[str, str], float] = {}
+    first = True
+    while not os.path.exists(stop):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{pid}/cmdline") as fh:
+                    cmd = fh.read().replace("\0", " ").strip()
+            except OSError:
+                continue
+            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            key = (pid, fields[19])  # (pid, start time): a pid reused is another process
+            old = seen.get(key)
+            if not cmd and old:  # exiting: keep its class
+                seen[key] = (old[0], cpu)
+                continue
+            cls = classify(cmd)
+            # A Ray worker's title goes back to IDLE between calls: keep the actor it became.
+            if old and old[0].startswith("ray::") and not old[0].startswith("ray::IDLE") and cls.startswith("ray::IDLE"):
+                cls = old[0]
+            seen[key] = (cls, cpu)
+            if first:
+                base[key] = cpu
+        first = False
+        time.sleep(0.1)
+    by_class: dict[str, list] = collections.defaultdict(lambda: [0.0, 0])
+    for key, (cls, cpu) in seen.items():
+        if (spent := cpu - base.get(key, 0.0)) > 0:
+            by_class[cls][0] += spent
+            by_class[cls][1] += 1
+    for cls, (cpu, n) in sorted(by_class.items(), key=lambda kv: -kv[1][0]):
+        if cpu >= 0.05:
+            print(f"{cpu:7.2f} {n:4d} {cls}")
+    print(f"{sum(c for c, _ in by_class.values()):7.2f} total")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

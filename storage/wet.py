@@ -1,0 +1,148 @@
+"""WET files: a crawl's HTML pages as plain text, laid out as Common Crawl lays them out (issue 54),
+so that code written for its WET files (cc-pyspark's jobs, text pipelines) reads a crawl unchanged.
+
+``OUT/wet/NAME.warc.wet.gz`` beside each ``OUT/warc/NAME.warc.gz``: a ``warcinfo`` record, then one
+``conversion`` record per HTML page answered 200 (not the crawl-time duplicates), in the WARC
+file's order, with the response's ``WARC-Target-URI`` and ``WARC-Date``, ``WARC-Refers-To`` its
+``WARC-Record-ID``, ``WARC-Block-Digest``, ``Content-Type: text/plain`` and
+``WARC-Identified-Content-Language`` (ISO 639-3, as Common Crawl writes it). Each record is a gzip
+member of its own, so an index can give a page's WET offset (which Common Crawl's has not).
+
+The text: the page decoded by the browsers' charset rules (core/text.py ``decode_body``), then
+resiliparse's plain-text extraction with block structure kept (a line per paragraph, heading,
+list item) — its main content only, as Common Crawl's users want for language models, unless that
+leaves nothing (a page that is all navigation keeps its whole text). The language: resiliparse's
+``detect_fast`` (101 languages) over that text, mapped to ISO 639-3 by pycountry; none for a text
+too short to tell (under 40 characters).
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+
+from raycrawl.storage.warc import DUPLICATE_OF, GZIP_LEVEL, SUFFIX, base_info, sha1_b32, torn, warc_files
+from raycrawl.text import decode_body, looks_binary
+
+WET_SUFFIX = ".warc.wet.gz"
+MIN_LANGUAGE_TEXT = 40  # characters: detect_fast guesses wildly on less
+
+
+class Conversion(NamedTuple):
+    """One page's text as written: where its record starts in the WET file, how long it is."""
+
+    url: str
+    offset: int
+    length: int
+    languages: tuple[str, ...]
+
+
+def wet_path(warc: Path, out_dir: Path) -> Path:
+    name = warc.name[: -len(SUFFIX)] if warc.name.endswith(SUFFIX) else warc.stem
+    return out_dir / f"{name}{WET_SUFFIX}"
+
+
+def is_html(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() in ("text/html", "application/xhtml+xml")
+
+
+def _charset(content_type: str) -> str | None:
+    for part in content_type.split(";")[1:]:
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip()
+    return None
+
+
+def html_text(body: bytes, content_type: str = "") -> str:
+    """The page's text as its WET record holds it ("" for a binary body)."""
+    from resiliparse.extract.html2text import extract_plain_text
+
+    if not body or looks_binary(body):
+        return ""
+    html = decode_body(body, _charset(content_type))[0]
+    text = extract_plain_text(html, preserve_formatting=True, main_content=True)
+    return text.strip() or extract_plain_text(html, preserve_formatting=True).strip()
+
+
+def languages(text: str) -> tuple[str, ...]:
+    """The text's language, ISO 639-3 (``deu``), or none when it is too short to tell."""
+    import pycountry
+    from resiliparse.parse.lang import detect_fast
+
+    if len(text) < MIN_LANGUAGE_TEXT:
+        return ()
+    code, _ = detect_fast(text)
+    found = pycountry.languages.get(alpha_2=code) if code else None
+    return (found.alpha_3,) if found is not None else ()
+
+
+def _member(rec: WarcRecord) -> bytes:
+    buf = io.BytesIO()
+    rec.write(buf)
+    gz = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+    return gz.compress(buf.getvalue()) + gz.flush()
+
+
+def _record(rtype: WarcRecordType, block: bytes, headers: dict[str, str]) -> WarcRecord:
+    import uuid
+
+    rec = WarcRecord()
+    rec.init_headers(rtype, f"uuid:{uuid.uuid4()}".encode("ascii"))
+    rec.set_bytes_content(block)
+    rec.is_http = False
+    for key, value in {**headers, "WARC-Block-Digest": sha1_b32(block)}.items():
+        rec.headers[key] = value
+    return rec
+
+
+def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
+    """The HTML pages answered 200 of one WARC file, with their bodies, in its order."""
+    with open(warc, "rb") as fh:
+        for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
+            if rec.headers.get(DUPLICATE_OF) or rec.http_headers is None or rec.http_headers.status_code != 200:
+                continue
+            content_type = rec.http_headers.get("Content-Type") or ""
+            if not is_html(content_type):
+                continue
+            body = rec.reader.read()
+            if torn(warc.name, rec.stream_pos, rec, rec.http_headers.get("Content-Length") or "", body):
+                continue
+            yield rec, body
+
+
+def write_wet(warc: Path, out: Path) -> list[Conversion]:
+    """The WET file ``out`` of the WARC file ``warc`` (written whole, then renamed into place)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".part")
+    written: list[Conversion] = []
+    with open(tmp, "wb") as fh:
+        info = {**base_info(), "format": "WARC File Format 1.1", "description": "Plain text of the HTML pages "
+                f"of {warc.name} (raycrawl storage/wet.py: resiliparse's extraction and language detection)"}
+        fields = "".join(f"{k}: {v}\r\n" for k, v in info.items() if v).encode("utf-8")
+        fh.write(_member(_record(WarcRecordType.warcinfo, fields, {"WARC-Filename": out.name,
+                                                                     "Content-Type": "application/warc-fields"})))
+        for rec, body in _pages(warc):
+            text = html_text(body, rec.http_headers.get("Content-Type") or "")
+            langs = languages(text)
+            headers = {"WARC-Target-URI": rec.headers.get("WARC-Target-URI", ""),
+                       "WARC-Date": rec.headers.get("WARC-Date", ""),
+                       "WARC-Refers-To": rec.headers.get("WARC-Record-ID", ""),
+                       "Content-Type": "text/plain"}
+            if langs:
+                headers["WARC-Identified-Content-Language"] = ",".join(langs)
+            data = _member(_record(WarcRecordType.conversion, text.encode("utf-8"), headers))
+            written.append(Conversion(headers["WARC-Target-URI"], fh.tell(), len(data), langs))
+            fh.write(data)
+    tmp.replace(out)
+    return written
+
+
+def write_crawl_wet(warc_dir: Path, out_dir: Path) -> dict[str, list[Conversion]]:
+    """A WET file for every WARC file of a crawl: {WET file name: its records}."""
+    return {(path := wet_path(warc, out_dir)).name: write_wet(warc, path) for warc in warc_files(warc_dir)}
