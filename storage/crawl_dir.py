@@ -50,7 +50,7 @@ PARTS = {"warc": "warc", "links": "links", "rendered": "rendered", "sieve": "sie
          "workers": WORKERS_NAME,
          "graph": "graph", "summaries": "summaries", "spam": "spam", "dedup": "dedup", "index": "index",
          "revisit": "revisit", "indexes": "indexes", "crawl_log": "crawl.log", "timeline": "timeline",
-         "timeline_png": "crawl-timeline.png", "operator_log": "operator.log", "wet": "wet"}
+         "timeline_png": "crawl-timeline.png", "operator_log": "operator.log", "wet": "wet", "wat": "wat"}
 
 
 class Layout:
@@ -85,6 +85,7 @@ class Layout:
     crawl_log: Path
     operator_log: Path
     wet: Path
+    wat: Path
 
 
 def layout(out: str | Path) -> Layout:

@@ -51,7 +51,7 @@ def is_html(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() in ("text/html", "application/xhtml+xml")
 
 
-def _charset(content_type: str) -> str | None:
+def charset_of(content_type: str) -> str | None:
     for part in content_type.split(";")[1:]:
         key, _, value = part.partition("=")
         if key.strip().lower() == "charset":
@@ -65,7 +65,7 @@ def html_text(body: bytes, content_type: str = "") -> str:
 
     if not body or looks_binary(body):
         return ""
-    html = decode_body(body, _charset(content_type))[0]
+    html = decode_body(body, charset_of(content_type))[0]
     text = extract_plain_text(html, preserve_formatting=True, main_content=True)
     return text.strip() or extract_plain_text(html, preserve_formatting=True).strip()
 
@@ -82,14 +82,14 @@ def languages(text: str) -> tuple[str, ...]:
     return (found.alpha_3,) if found is not None else ()
 
 
-def _member(rec: WarcRecord) -> bytes:
+def gzip_member(rec: WarcRecord) -> bytes:
     buf = io.BytesIO()
     rec.write(buf)
     gz = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
     return gz.compress(buf.getvalue()) + gz.flush()
 
 
-def _record(rtype: WarcRecordType, block: bytes, headers: dict[str, str]) -> WarcRecord:
+def new_record(rtype: WarcRecordType, block: bytes, headers: dict[str, str]) -> WarcRecord:
     import uuid
 
     rec = WarcRecord()
@@ -125,7 +125,7 @@ def write_wet(warc: Path, out: Path) -> list[Conversion]:
         info = {**base_info(), "format": "WARC File Format 1.1", "description": "Plain text of the HTML pages "
                 f"of {warc.name} (raycrawl storage/wet.py: resiliparse's extraction and language detection)"}
         fields = "".join(f"{k}: {v}\r\n" for k, v in info.items() if v).encode("utf-8")
-        fh.write(_member(_record(WarcRecordType.warcinfo, fields, {"WARC-Filename": out.name,
+        fh.write(gzip_member(new_record(WarcRecordType.warcinfo, fields, {"WARC-Filename": out.name,
                                                                      "Content-Type": "application/warc-fields"})))
         for rec, body in _pages(warc):
             text = html_text(body, rec.http_headers.get("Content-Type") or "")
@@ -136,7 +136,7 @@ def write_wet(warc: Path, out: Path) -> list[Conversion]:
                        "Content-Type": "text/plain"}
             if langs:
                 headers["WARC-Identified-Content-Language"] = ",".join(langs)
-            data = _member(_record(WarcRecordType.conversion, text.encode("utf-8"), headers))
+            data = gzip_member(new_record(WarcRecordType.conversion, text.encode("utf-8"), headers))
             written.append(Conversion(headers["WARC-Target-URI"], fh.tell(), len(data), langs))
             fh.write(data)
     tmp.replace(out)

@@ -1,6 +1,7 @@
 """``raycrawl warc index DIR``: the CDXJ index replay tools read (storage/cdxj.py), optionally with
 the crawl's WARC files linked into a pywb collection; ``raycrawl warc wacz DIR``: the crawl as one
-WACZ file (storage/wacz.py); ``raycrawl warc wet DIR``: its pages' text as WET files (storage/wet.py)."""
+WACZ file (storage/wacz.py); ``raycrawl warc wet DIR``: its pages' text as WET files (storage/wet.py); ``raycrawl warc wat DIR``: its records' metadata
+as WAT files (storage/wat.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from raycrawl.errors import UserError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("warc", help="WARC tools: the CDXJ index for pywb replay, WACZ packages, WET text",
+    p = subparsers.add_parser("warc", help="WARC tools: the CDXJ index for pywb replay, WACZ packages, WET and WAT files",
                               description="Tools over a crawl's WARC files (docs/archiving.md).")
     sub = p.add_subparsers(dest="warc_command", metavar="SUBCOMMAND", required=True)
     ix = sub.add_parser(
@@ -45,6 +46,14 @@ def register(subparsers) -> None:
     wt.add_argument("dir", type=crawl_dir, help="crawl directory")
     wt.add_argument("-o", "--out", type=Path, help="directory of the WET files (default DIR/wet)")
     wt.set_defaults(func=handle_wet)
+    wa = sub.add_parser(
+        "wat", help="write the metadata of the crawl's WARC records as WAT files (Common Crawl's layout: DIR/wat/)",
+        description="For each WARC file DIR/warc/NAME.warc.gz, DIR/wat/NAME.warc.wat.gz: one metadata record of "
+        "JSON per WARC record (its WARC and HTTP headers, and for an HTML page its title, metas and links with "
+        "their paths such as A@/href), as Common Crawl's WAT files are (storage/wat.py).")
+    wa.add_argument("dir", type=crawl_dir, help="crawl directory")
+    wa.add_argument("-o", "--out", type=Path, help="directory of the WAT files (default DIR/wat)")
+    wa.set_defaults(func=handle_wat)
 
 
 def handle_index(args: argparse.Namespace) -> int:
@@ -95,6 +104,18 @@ def handle_wet(args: argparse.Namespace) -> int:
     written = write_crawl_wet(layout(args.dir).warc, out)
     pages = sum(len(records) for records in written.values())
     print(f"{pages} pages in {len(written)} WET files in {out}")
+    return 0
+
+
+def handle_wat(args: argparse.Namespace) -> int:
+    from raycrawl.storage.crawl_dir import layout
+    from raycrawl.storage.wat import write_crawl_wat
+
+    if not layout(args.dir).warc.is_dir():
+        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    out = args.out or layout(args.dir).wat
+    written = write_crawl_wat(layout(args.dir).warc, out)
+    print(f"{sum(written.values())} records in {len(written)} WAT files in {out}")
     return 0
 
 
