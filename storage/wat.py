@@ -120,12 +120,12 @@ def envelope(rec: WarcRecord, block: bytes) -> dict[str, Any]:
     return env
 
 
-def write_wat(warc: Path, out: Path) -> int:
-    """The WAT file ``out`` of the WARC file ``warc`` (written whole, then renamed into place);
-    how many records it describes."""
+def write_wat(warc: Path, out: Path) -> dict[str, tuple[int, int]]:
+    """The WAT file ``out`` of the WARC file ``warc`` (written whole, then renamed into place):
+    {WARC-Record-ID described: (offset, length) of its metadata record}."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
-    described = 0
+    described: dict[str, tuple[int, int]] = {}
     types = WarcRecordType.warcinfo | WarcRecordType.request | WarcRecordType.response | \
         WarcRecordType.revisit | WarcRecordType.resource | WarcRecordType.metadata
     with open(tmp, "wb") as fh, open(warc, "rb") as src:
@@ -146,12 +146,13 @@ def write_wat(warc: Path, out: Path) -> int:
             if not headers["WARC-Target-URI"]:
                 headers["WARC-Target-URI"] = rec.headers.get("WARC-Filename") or warc.name
             data = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            fh.write(gzip_member(new_record(WarcRecordType.metadata, data, headers)))
-            described += 1
+            data = gzip_member(new_record(WarcRecordType.metadata, data, headers))
+            described[headers["WARC-Refers-To"]] = (fh.tell(), len(data))
+            fh.write(data)
     tmp.replace(out)
     return described
 
 
-def write_crawl_wat(warc_dir: Path, out_dir: Path) -> dict[str, int]:
-    """A WAT file for every WARC file of a crawl: {WAT file name: records described}."""
+def write_crawl_wat(warc_dir: Path, out_dir: Path) -> dict[str, dict[str, tuple[int, int]]]:
+    """A WAT file for every WARC file of a crawl: {WAT file name: its records (write_wat)}."""
     return {(path := wat_path(warc, out_dir)).name: write_wat(warc, path) for warc in warc_files(warc_dir)}

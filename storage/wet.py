@@ -34,9 +34,10 @@ MIN_LANGUAGE_TEXT = 40  # characters: detect_fast guesses wildly on less
 
 
 class Conversion(NamedTuple):
-    """One page's text as written: where its record starts in the WET file, how long it is."""
+    """One page's text as written: the response it converts (its WARC-Record-ID), where its record
+    starts in the WET file, how long it is, the page's languages."""
 
-    url: str
+    refers_to: str
     offset: int
     length: int
     languages: tuple[str, ...]
@@ -137,7 +138,7 @@ def write_wet(warc: Path, out: Path) -> list[Conversion]:
             if langs:
                 headers["WARC-Identified-Content-Language"] = ",".join(langs)
             data = gzip_member(new_record(WarcRecordType.conversion, text.encode("utf-8"), headers))
-            written.append(Conversion(headers["WARC-Target-URI"], fh.tell(), len(data), langs))
+            written.append(Conversion(headers["WARC-Refers-To"], fh.tell(), len(data), langs))
             fh.write(data)
     tmp.replace(out)
     return written

@@ -54,6 +54,15 @@ def register(subparsers) -> None:
     wa.add_argument("dir", type=crawl_dir, help="crawl directory")
     wa.add_argument("-o", "--out", type=Path, help="directory of the WAT files (default DIR/wat)")
     wa.set_defaults(func=handle_wat)
+    cc = sub.add_parser(
+        "cc-index", help="write the crawl's columnar URL index in Common Crawl's schema, with its WET and WAT files",
+        description="DIR/wet and DIR/wat (as `warc wet` and `warc wat`), then DIR/cc-index/table/cc-main/warc/"
+        "crawl=NAME/subset=warc|crawldiagnostics|robotstxt/part-00000.parquet: one row per capture with the "
+        "columns and types of Common Crawl's cc-index-table, partitioned as theirs, so their published queries "
+        "run on it; each row also gives the page's WET and WAT record (storage/cc_index.py).")
+    cc.add_argument("dir", type=crawl_dir, help="crawl directory")
+    cc.add_argument("--crawl", help="the crawl's name in the crawl= partition (default RAYCRAWL-<DIR's name>)")
+    cc.set_defaults(func=handle_cc_index)
 
 
 def handle_index(args: argparse.Namespace) -> int:
@@ -115,7 +124,22 @@ def handle_wat(args: argparse.Namespace) -> int:
         raise UserError(f"not a crawl directory (no warc/): {args.dir}")
     out = args.out or layout(args.dir).wat
     written = write_crawl_wat(layout(args.dir).warc, out)
-    print(f"{sum(written.values())} records in {len(written)} WAT files in {out}")
+    print(f"{sum(len(records) for records in written.values())} records in {len(written)} WAT files in {out}")
+    return 0
+
+
+def handle_cc_index(args: argparse.Namespace) -> int:
+    from raycrawl.storage.cc_index import TABLE, write_cc_index
+    from raycrawl.storage.crawl_dir import layout
+
+    if not layout(args.dir).warc.is_dir():
+        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    name = args.crawl or f"RAYCRAWL-{args.dir.resolve().name}"
+    if not name or "/" in name or "=" in name:
+        raise UserError(f"--crawl {name!r}: a name without '/' or '='")
+    counts = write_cc_index(args.dir, name)
+    print(f"{sum(counts.values())} captures ({', '.join(f'{k} {v}' for k, v in counts.items())}) in "
+          f"{args.dir / TABLE / f'crawl={name}'}, with {layout(args.dir).wet} and {layout(args.dir).wat}")
     return 0
 
 
