@@ -11,7 +11,9 @@ ships, never fetched), fetch time and status, redirect, payload digest, declared
 types, charset, languages (of the WET text: storage/wet.py), truncation, the WARC record's id, file,
 offset and length. One step beyond theirs: each row also gives the page's WET and WAT records
 (``wet_filename``, ``wet_record_offset``, ``wet_record_length``, and the same for ``wat_``), which
-this command writes beside the WARC files in the same pass.
+this command writes beside the WARC files in the same pass. The crawl's CDXJ index is written again
+with the same facts on each capture's line (``charset``, ``languages``, ``wet_filename``,
+``wet_offset``, ``wet_length``, ``wat_…``).
 """
 
 from __future__ import annotations
@@ -189,4 +191,21 @@ def write_cc_index(crawl_dir: Path, crawl: str) -> dict[str, int]:
         table = pa.Table.from_pylist([{name: r.get(name) for name, _ in COLUMNS} for r in part], schema=schema)
         pq.write_table(table, directory / "part-00000.parquet", compression="zstd")
         counts[subset] = len(part)
+    _index_with(crawl_dir, rows)
     return counts
+
+
+def _index_with(crawl_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """The crawl's CDXJ index written again, each capture with its charset, languages and WET/WAT
+    records (Common Crawl's CDX gives the first two; none gives the others)."""
+    from raycrawl.storage.cdxj import write_index
+
+    extra: dict[tuple[str, int], dict[str, str]] = {}
+    for r in rows:
+        fields = {"charset": r.get("content_charset"), "languages": r.get("content_languages")}
+        for kind in ("wet", "wat"):
+            if r.get(f"{kind}_filename"):
+                fields.update({f"{kind}_filename": r[f"{kind}_filename"], f"{kind}_offset": str(r[f"{kind}_record_offset"]),
+                               f"{kind}_length": str(r[f"{kind}_record_length"])})
+        extra[(r["warc_filename"], r["warc_record_offset"])] = {k: v for k, v in fields.items() if v}
+    write_index(crawl_dir, extra=extra)

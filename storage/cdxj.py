@@ -76,16 +76,29 @@ def _cut_short(path: Path) -> set[int]:
 
 
 def write_index(crawl_dir: str | Path, out: str | Path | None = None,
-                include_not_modified: bool = False) -> tuple[Path, int]:
+                include_not_modified: bool = False,
+                extra: dict[tuple[str, int], dict[str, str]] | None = None) -> tuple[Path, int]:
     """Index every WARC file of ``crawl_dir`` into ``out`` (default ``DIR/indexes/index.cdxj``),
-    replacing it atomically. Returns (path, lines)."""
+    replacing it atomically. ``extra``: fields to add to the capture of each (file name, offset)
+    (``raycrawl warc cc-index``: its charset, languages and WET/WAT records). Returns (path, lines)."""
     files = warc_files(layout(crawl_dir).warc)
     if not files:
         raise UserError(f"no WARC files in {layout(crawl_dir).warc}")
     target = Path(out) if out else layout(crawl_dir).indexes / INDEX_NAME
     target.parent.mkdir(parents=True, exist_ok=True)
     lines = sorted(line for path in files for line in file_lines(path, include_not_modified))
+    if extra:
+        lines = [_with(line, extra) for line in lines]
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text("".join(lines))
     tmp.replace(target)
     return target, len(lines)
+
+
+def _with(line: str, extra: dict[tuple[str, int], dict[str, str]]) -> str:
+    key, stamp, body = line.split(" ", 2)
+    fields = json.loads(body)
+    more = extra.get((fields.get("filename", ""), int(fields.get("offset", -1))))
+    if not more:
+        return line
+    return f"{key} {stamp} {json.dumps({**fields, **more}, ensure_ascii=False)}\n"

@@ -130,6 +130,12 @@ def test_cc_index_has_their_schema_runs_their_queries_and_points_at_every_record
                                                                              "uk.co.example.www")
     assert (en["url_surtkey"], en["url_path"], en["url_query"], en["url_port"]) == ("org,example,blog)/en?id=7", "/en",
                                                                                      "id=7", None)
+    cdxj = {json.loads(line.split(" ", 2)[2])["url"]: json.loads(line.split(" ", 2)[2])
+            for line in (crawl / "indexes" / "index.cdxj").read_text().splitlines()}
+    assert set(cdxj) == set(truth)
+    line = cdxj["http://www.example.co.uk/de/news"]
+    assert (line["languages"], line["charset"], line["wet_filename"], int(line["wet_offset"]), int(line["wat_length"])) == (
+        "deu", de["content_charset"], de["wet_filename"], de["wet_record_offset"], de["wat_record_length"])
     moved = rows["http://a.test:8080/old"]
     assert (moved["fetch_redirect"], moved["url_port"], moved["url_host_registered_domain"]) == (
         "http://a.test:8080/new", 8080, None)  # (.test is no public suffix)
