@@ -95,6 +95,10 @@ class EmbeddedRedis:
         self.supervise = supervise
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        # Deaths the supervisor has seen, counted before it starts the next server: a write answered
+        # while this was 0 was answered by the first server (``restarts`` counts only once the new
+        # one answered, and a client's retry may be answered by it a moment before).
+        self.deaths = 0
         self.aof_failed = False  # it exited on a failed AOF write (a full disk): see _watch
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -211,6 +215,7 @@ class EmbeddedRedis:
             if proc is None or proc.poll() is None:
                 continue
             died = time.monotonic()
+            self.deaths += 1  # (before the new server can answer anyone: see `deaths`)
             log.warning("embedded Redis (%s) exited with %s; restarting it from its AOF in %s; the crawl "
                         "pauses meanwhile", scrub(self.url), proc.returncode, self.data_dir)
             if not self.aof_failed and "AOF" in (why := _log_tail(self.data_dir)) and "Exiting" in why:
