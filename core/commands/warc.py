@@ -65,13 +65,19 @@ def register(subparsers) -> None:
     cc.set_defaults(func=handle_cc_index)
 
 
+def _has_warc(d: Path) -> None:
+    from raycrawl.storage.crawl_dir import layout
+
+    if not layout(d).warc.is_dir():
+        raise UserError(f"not a crawl directory (no warc/): {d}")
+
+
 def handle_index(args: argparse.Namespace) -> int:
     from raycrawl.storage.cdxj import write_index
     from raycrawl.storage.crawl_dir import layout
     from raycrawl.storage.warc import warc_files
 
-    if not layout(args.dir).warc.is_dir():
-        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    _has_warc(args.dir)
     out = args.out
     if args.pywb is not None:
         if out is not None:
@@ -92,11 +98,9 @@ def handle_index(args: argparse.Namespace) -> int:
 
 
 def handle_wacz(args: argparse.Namespace) -> int:
-    from raycrawl.storage.crawl_dir import layout
     from raycrawl.storage.wacz import default_path, write_wacz
 
-    if not layout(args.dir).warc.is_dir():
-        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    _has_warc(args.dir)
     out = args.out or default_path(args.dir)
     package = write_wacz(args.dir, out, args.title)
     print(f"{out}: {len(package['resources'])} files, WACZ {package['wacz_version']}")
@@ -107,8 +111,7 @@ def handle_wet(args: argparse.Namespace) -> int:
     from raycrawl.storage.crawl_dir import layout
     from raycrawl.storage.wet import write_crawl_wet
 
-    if not layout(args.dir).warc.is_dir():
-        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    _has_warc(args.dir)
     out = args.out or layout(args.dir).wet
     written = write_crawl_wet(layout(args.dir).warc, out)
     pages = sum(len(records) for records in written.values())
@@ -120,8 +123,7 @@ def handle_wat(args: argparse.Namespace) -> int:
     from raycrawl.storage.crawl_dir import layout
     from raycrawl.storage.wat import write_crawl_wat
 
-    if not layout(args.dir).warc.is_dir():
-        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    _has_warc(args.dir)
     out = args.out or layout(args.dir).wat
     written = write_crawl_wat(layout(args.dir).warc, out)
     print(f"{sum(len(records) for records in written.values())} records in {len(written)} WAT files in {out}")
@@ -132,8 +134,7 @@ def handle_cc_index(args: argparse.Namespace) -> int:
     from raycrawl.storage.cc_index import TABLE, write_cc_index
     from raycrawl.storage.crawl_dir import layout
 
-    if not layout(args.dir).warc.is_dir():
-        raise UserError(f"not a crawl directory (no warc/): {args.dir}")
+    _has_warc(args.dir)
     name = args.crawl or f"RAYCRAWL-{args.dir.resolve().name}"
     if not name or "/" in name or "=" in name:
         raise UserError(f"--crawl {name!r}: a name without '/' or '='")
