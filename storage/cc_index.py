@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastwarc.warc import ArchiveIterator, WarcRecordType
+from fastwarc.warc import WarcRecordType
 
-from raycrawl.storage.warc import warc_files
+from raycrawl.storage.warc import iter_file, warc_files
 from raycrawl.storage.wat import wat_path, write_wat
 from raycrawl.storage.wet import charset_of, wet_path, write_wet
 from raycrawl.text import decode_body
@@ -125,19 +125,20 @@ def capture_row(rec: Any, block: bytes, extractors: tuple) -> dict[str, Any]:
 
 
 def _captures(warc: Path, extractors: tuple) -> list[dict[str, Any]]:
-    """Every capture of a WARC file, with its member's offset and length (up to the next record)."""
+    """Every capture of a WARC file, with its member's offset and length (up to the next record;
+    a damaged stretch is skipped with a warning, storage/warc.py ``iter_records``)."""
+    types = WarcRecordType.warcinfo | WarcRecordType.request | WarcRecordType.response | \
+        WarcRecordType.revisit | WarcRecordType.resource | WarcRecordType.metadata
     rows: list[dict[str, Any]] = []
     last: dict[str, Any] | None = None
-    with open(warc, "rb") as fh:
-        for rec in ArchiveIterator(fh, parse_http=True):
-            if last is not None:
-                last["warc_record_length"] = rec.stream_pos - last["warc_record_offset"]
-                last = None
-            if rec.record_type in (WarcRecordType.response, WarcRecordType.revisit):
-                last = {**capture_row(rec, rec.reader.read(), extractors), "warc_filename": warc.name,
-                        "warc_record_offset": rec.stream_pos, "warc_segment": "0",
-                        "_id": rec.headers.get("WARC-Record-ID")}
-                rows.append(last)
+    for _, offset, rec in iter_file(warc, types):
+        if last is not None:
+            last["warc_record_length"] = offset - last["warc_record_offset"]
+            last = None
+        if rec.record_type in (WarcRecordType.response, WarcRecordType.revisit):
+            last = {**capture_row(rec, rec.reader.read(), extractors), "warc_filename": warc.name,
+                    "warc_record_offset": offset, "warc_segment": "0", "_id": rec.headers.get("WARC-Record-ID")}
+            rows.append(last)
     if last is not None:
         last["warc_record_length"] = warc.stat().st_size - last["warc_record_offset"]
     return rows

@@ -331,10 +331,11 @@ def iter_records(warc_dir: str | Path, types: WarcRecordType = WarcRecordType.re
     ends the file. The records yielded are streamed: read each one before taking the next.
     """
     for path in warc_files(warc_dir):
-        yield from _iter_file(path, types)
+        yield from iter_file(path, types)
 
 
-def _iter_file(path: Path, types: WarcRecordType) -> Iterator[tuple[str, int, WarcRecord]]:
+def iter_file(path: Path, types: WarcRecordType) -> Iterator[Located]:
+    """:func:`iter_records` of one file."""
     import mmap
 
     size = path.stat().st_size

@@ -28,9 +28,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from fastwarc.warc import WarcRecord, WarcRecordType
 
-from raycrawl.storage.warc import SUFFIX, base_info, warc_files
+from raycrawl.storage.warc import SUFFIX, base_info, iter_file, warc_files
 from raycrawl.storage.wet import charset_of, gzip_member, is_html, new_record
 from raycrawl.text import decode_body, html_tree, looks_binary
 
@@ -128,16 +128,16 @@ def write_wat(warc: Path, out: Path) -> dict[str, tuple[int, int]]:
     described: dict[str, tuple[int, int]] = {}
     types = WarcRecordType.warcinfo | WarcRecordType.request | WarcRecordType.response | \
         WarcRecordType.revisit | WarcRecordType.resource | WarcRecordType.metadata
-    with open(tmp, "wb") as fh, open(warc, "rb") as src:
+    with open(tmp, "wb") as fh:
         info = {**base_info(), "format": "WARC File Format 1.1",
                 "description": f"Metadata of the records of {warc.name} (raycrawl storage/wat.py)"}
         fields = "".join(f"{k}: {v}\r\n" for k, v in info.items() if v).encode("utf-8")
         fh.write(gzip_member(new_record(WarcRecordType.warcinfo, fields, {"WARC-Filename": out.name,
                                                                      "Content-Type": "application/warc-fields"})))
-        for rec in ArchiveIterator(src, record_types=types, parse_http=True):
+        for _, offset, rec in iter_file(warc, types):  # (damage skipped, with a warning)
             block = rec.reader.read()
             doc = {"Container": {"Filename": warc.name, "Compressed": warc.name.endswith(".gz"),
-                                 "Offset": str(rec.stream_pos)},
+                                 "Offset": str(offset)},
                    "Envelope": envelope(rec, block)}
             headers = {"WARC-Target-URI": rec.headers.get("WARC-Target-URI") or "",
                        "WARC-Date": rec.headers.get("WARC-Date") or "",

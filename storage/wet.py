@@ -24,9 +24,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from fastwarc.warc import WarcRecord, WarcRecordType
 
-from raycrawl.storage.warc import DUPLICATE_OF, GZIP_LEVEL, SUFFIX, base_info, sha1_b32, torn, warc_files
+from raycrawl.storage.warc import (
+    DUPLICATE_OF,
+    GZIP_LEVEL,
+    SUFFIX,
+    base_info,
+    iter_file,
+    sha1_b32,
+    torn,
+    warc_files,
+)
 from raycrawl.text import decode_body, looks_binary
 
 WET_SUFFIX = ".warc.wet.gz"
@@ -104,17 +113,16 @@ def new_record(rtype: WarcRecordType, block: bytes, headers: dict[str, str]) -> 
 
 def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
     """The HTML pages answered 200 of one WARC file, with their bodies, in its order."""
-    with open(warc, "rb") as fh:
-        for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
-            if rec.headers.get(DUPLICATE_OF) or rec.http_headers is None or rec.http_headers.status_code != 200:
-                continue
-            content_type = rec.http_headers.get("Content-Type") or ""
-            if not is_html(content_type):
-                continue
-            body = rec.reader.read()
-            if torn(warc.name, rec.stream_pos, rec, rec.http_headers.get("Content-Length") or "", body):
-                continue
-            yield rec, body
+    for _, offset, rec in iter_file(warc, WarcRecordType.response):  # (damage skipped, with a warning)
+        if rec.headers.get(DUPLICATE_OF) or rec.http_headers is None or rec.http_headers.status_code != 200:
+            continue
+        content_type = rec.http_headers.get("Content-Type") or ""
+        if not is_html(content_type):
+            continue
+        body = rec.reader.read()
+        if torn(warc.name, offset, rec, rec.http_headers.get("Content-Length") or "", body):
+            continue
+        yield rec, body
 
 
 def write_wet(warc: Path, out: Path) -> list[Conversion]:

@@ -80,3 +80,25 @@ def test_wet_records_of_the_html_pages_read_by_warcio_and_fastwarc(tmp_path) -> 
     with open(wet, "rb") as fh:
         checked = [r.verify_block_digest() for r in ArchiveIterator(fh, record_types=WarcRecordType.conversion)]
     assert checked == [True, True]
+
+
+def test_a_damaged_record_costs_only_itself(tmp_path) -> None:
+    """A WARC file damaged in the middle (bytes overwritten inside one page's record): the WET file
+    has every other page, and the command says where the damage was, without a traceback."""
+    crawl = tmp_path / "crawl"
+    store = WarcStore(crawl / "warc", "agent0")
+    offsets = [store.write(exchange(f"http://a.test/{i}", page(f"Page {i}", ENGLISH)))[1] for i in range(3)]
+    store.close()
+    (warc,) = (crawl / "warc").glob("*.warc.gz")
+    data = bytearray(warc.read_bytes())
+    middle = (offsets[1] + offsets[2]) // 2
+    data[middle:middle + 64] = bytes(64)
+    warc.write_bytes(bytes(data))
+    run = subprocess.run([sys.executable, "-m", "raycrawl", "warc", "wet", str(crawl)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "damaged record" in run.stderr, run.stderr
+    wet = next((crawl / "wet").glob("*" + WET_SUFFIX))
+    with open(wet, "rb") as fh:
+        urls = [r.rec_headers.get_header("WARC-Target-URI") for r in WarcioIterator(fh) if r.rec_type == "conversion"]
+    assert urls == ["http://a.test/0", "http://a.test/2"]
