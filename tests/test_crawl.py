@@ -683,15 +683,17 @@ def test_crawl_websim_audit(tmp_path: Path) -> None:
 
 
 def live_status(proc: subprocess.Popen, out: Path) -> dict | None:
-    """``raycrawl status --out OUT --json`` once the running crawl has committed 30 pages (None if
-    it ended first)."""
+    """``raycrawl status --out OUT --json`` (its rate over 3 s) once the running crawl has committed
+    100 pages (None if it ended first). (Not sooner: its first commits come in bursts — a clean
+    clone's run saw 25 pages, then none for over 2 s while its crew's stages made their first
+    batches on a loaded machine, then 120 at once.)"""
     while proc.poll() is None:
         if (out / "redis-url").exists():
-            st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json", "--interval", "2"],
+            st = run([sys.executable, "-m", "raycrawl", "status", "--out", str(out), "--json", "--interval", "3"],
                      timeout=60)
             if st.returncode == 0:
                 status = json.loads(st.stdout)
-                if status["running"] and status["stats"].get("pages", 0) >= 30:
+                if status["running"] and status["stats"].get("pages", 0) - round(3 * (status["rate"] or 0)) >= 100:
                     return status
         time.sleep(0.5)
     return None
