@@ -2,7 +2,7 @@
 so that code written for its WET files (cc-pyspark's jobs, text pipelines) reads a crawl unchanged.
 
 ``OUT/wet/NAME.warc.wet.gz`` beside each ``OUT/warc/NAME.warc.gz``: a ``warcinfo`` record, then one
-``conversion`` record per HTML page answered 200 (not the crawl-time duplicates), in the WARC
+``conversion`` record per HTML page answered 200 (not the crawl-time duplicates, not robots.txt), in the WARC
 file's order, with the response's ``WARC-Target-URI`` and ``WARC-Date``, ``WARC-Refers-To`` its
 ``WARC-Record-ID``, ``WARC-Block-Digest``, ``Content-Type: text/plain`` and
 ``WARC-Identified-Content-Language`` (ISO 639-3, as Common Crawl writes it). Each record is a gzip
@@ -23,6 +23,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 from fastwarc.warc import WarcRecord, WarcRecordType
 
@@ -112,9 +113,12 @@ def new_record(rtype: WarcRecordType, block: bytes, headers: dict[str, str]) -> 
 
 
 def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
-    """The HTML pages answered 200 of one WARC file, with their bodies, in its order."""
+    """The HTML pages answered 200 of one WARC file, with their bodies, in its order (not robots.txt,
+    whatever type its server gave it: Common Crawl's WET files hold its ``warc`` subset's pages)."""
     for _, offset, rec in iter_file(warc, WarcRecordType.response):  # (damage skipped, with a warning)
         if rec.headers.get(DUPLICATE_OF) or rec.http_headers is None or rec.http_headers.status_code != 200:
+            continue
+        if urlsplit(rec.headers.get("WARC-Target-URI") or "").path == "/robots.txt":
             continue
         content_type = rec.http_headers.get("Content-Type") or ""
         if not is_html(content_type):

@@ -40,6 +40,7 @@ def test_wet_records_of_the_html_pages_read_by_warcio_and_fastwarc(tmp_path) -> 
     store.write(german)
     store.write(exchange("http://a.test/en", page("Energy", ENGLISH)))
     store.write(exchange("http://a.test/gone", page("Gone", ENGLISH), status=404))
+    store.write(exchange("http://a.test/robots.txt", page("Robots", ENGLISH)))  # (served as HTML: still no page)
     image = exchange("http://a.test/i.png", b"\x89PNG\r\n\x1a\n" + bytes(64))
     image.headers, image.ctype = {"content-type": "image/png"}, "image/png"
     image.raw_headers = [(b"Content-Type", b"image/png")]
@@ -71,7 +72,7 @@ def test_wet_records_of_the_html_pages_read_by_warcio_and_fastwarc(tmp_path) -> 
                 got[h.get_header("WARC-Target-URI")] = (h.get_header("WARC-Refers-To"),
                                                         h.get_header("WARC-Identified-Content-Language"), text)
     assert types == ["warcinfo", "conversion", "conversion"]
-    assert set(got) == {"http://a.test/de", "http://a.test/en"}  # not the 404, not the image
+    assert set(got) == {"http://a.test/de", "http://a.test/en"}  # not the 404, not robots.txt, not the image
     for url, (refers_to, _lang, text) in got.items():
         assert refers_to == responses[url]
         assert "not text" not in text and "Home" not in text  # scripts and navigation are not the page's text
