@@ -249,3 +249,38 @@ def test_a_secrets_relative_path_is_beside_the_session_file(tmp_path, monkeypatc
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # (a fetch actor's working directory is not the CLI's)
     assert SiteSessions.read(tmp_path / "conf" / "s.toml").headers_for("http://a.test/")[0] == {"X-T": "t0k"}
+
+
+def test_a_fetcher_whose_redis_does_not_answer_keeps_its_own_cookies(tmp_path) -> None:
+    """The shared jar's Redis out of reach: the fetcher still fetches (it never raises), sends
+    what it was set itself, and says so in the log."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from raycrawl.actors.fetch.shared_cookies import SharedCookies
+    from raycrawl.redis_server import free_port
+
+    got: list[str | None] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        got.append(request.headers.get("Cookie"))
+        resp = web.Response(text="ok", content_type="text/html")
+        resp.headers.add("Set-Cookie", "session=own; Path=/")
+        return resp
+
+    async def run() -> list[int]:
+        async with _serving(handler) as port:
+            path = tmp_path / "s.toml"
+            path.write_text(f'[[site]]\nmatch = "http://members.test:{port}/"\ncookies = true\n')
+            f = _fetcher(SiteSessions.read(path))
+            gone = redis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+            f.cookie_sync = SharedCookies(gone, "rc:", f.cookies,
+                                          lambda fn, *a: asyncio.get_running_loop().run_in_executor(None, fn, *a))
+            try:
+                return [(await f.fetch(f"http://members.test:{port}/{i}", "127.0.0.1")).status for i in range(2)]
+            finally:
+                await f.close()
+
+    assert asyncio.run(run()) == [200, 200]
+    assert got == [None, "session=own"]

@@ -14,6 +14,7 @@ into the ``Expires`` it means when it is written: a cookie replayed later does n
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
@@ -21,7 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import redis
 import yarl
+
+log = logging.getLogger(__name__)
 
 
 def _attributes(header: str) -> tuple[str, dict[str, str]]:
@@ -67,11 +71,16 @@ class SharedCookies:
         return int(version or 0), entries
 
     async def before(self) -> None:
-        """Bring the jar up to what any fetcher was last set."""
-        version = int(await self.off_loop(self.r.get, self.version_key) or 0)
-        if version == self.seen:
+        """Bring the jar up to what any fetcher was last set (as it is, when Redis does not answer:
+        the fetcher never raises, and Redis gone stops the crawl by its own calls)."""
+        try:
+            version = int(await self.off_loop(self.r.get, self.version_key) or 0)
+            if version == self.seen:
+                return
+            version, entries = await self.off_loop(self._read)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("the crawl's cookies were not read (%s): this fetcher sends its own", exc)
             return
-        version, entries = await self.off_loop(self._read)
         self.jar.clear()
         for e in sorted((json.loads(v) for v in entries.values()), key=lambda e: e["at"]):
             self.jar.update_cookies_from_headers([e["set"]], yarl.URL(e["url"], encoded=True))
@@ -80,7 +89,10 @@ class SharedCookies:
     async def after(self, headers: list[str], url: str) -> None:
         """Cookies ``url``'s response set (already in this fetcher's jar): for every fetcher."""
         if headers:
-            await self.off_loop(self._write, headers, url, time.time())
+            try:
+                await self.off_loop(self._write, headers, url, time.time())
+            except (redis.RedisError, OSError) as exc:
+                log.warning("cookies %s set were kept by this fetcher only (%s)", url, exc)
 
     def _write(self, headers: list[str], url: str, at: float) -> None:
         host = (urlsplit(url).hostname or "").lower()
