@@ -26,9 +26,11 @@ from urllib.parse import urlsplit
 
 from fastwarc.warc import WarcRecordType
 
-from raycrawl.storage.warc import iter_file, warc_files
-from raycrawl.storage.wat import wat_path, write_wat
-from raycrawl.storage.wet import charset_of, wet_path, write_wet
+from raycrawl.exchange import content_type_charset
+from raycrawl.storage.crawl_pages import HTML_TYPES
+from raycrawl.storage.warc import derived_path, iter_file, warc_files
+from raycrawl.storage.wat import WAT_SUFFIX, write_wat
+from raycrawl.storage.wet import WET_SUFFIX, write_wet
 from raycrawl.text import decode_body
 
 TABLE = Path("cc-index") / "table" / "cc-main" / "warc"
@@ -104,10 +106,11 @@ def capture_row(rec: Any, block: bytes, extractors: tuple) -> dict[str, Any]:
     content_type = headers.get("content-type", "")
     mime = content_type.split(";", 1)[0].strip().lower() or None
     charset = None
-    if block and mime in ("text/html", "application/xhtml+xml"):
-        charset = decode_body(block, charset_of(content_type))[1].upper()
-    elif charset_of(content_type):
-        charset = charset_of(content_type).upper()
+    declared = content_type_charset(content_type)
+    if block and mime in HTML_TYPES:
+        charset = decode_body(block, declared)[1].upper()
+    elif declared:
+        charset = declared.upper()
     digest = rec.headers.get("WARC-Payload-Digest") or ""
     record_id = (rec.headers.get("WARC-Record-ID") or "").strip("<>").rsplit(":", 1)[-1]
     revisit = rec.record_type == WarcRecordType.revisit
@@ -127,11 +130,9 @@ def capture_row(rec: Any, block: bytes, extractors: tuple) -> dict[str, Any]:
 def _captures(warc: Path, extractors: tuple) -> list[dict[str, Any]]:
     """Every capture of a WARC file, with its member's offset and length (up to the next record;
     a damaged stretch is skipped with a warning, storage/warc.py ``iter_records``)."""
-    types = WarcRecordType.warcinfo | WarcRecordType.request | WarcRecordType.response | \
-        WarcRecordType.revisit | WarcRecordType.resource | WarcRecordType.metadata
     rows: list[dict[str, Any]] = []
     last: dict[str, Any] | None = None
-    for _, offset, rec in iter_file(warc, types):
+    for _, offset, rec in iter_file(warc, WarcRecordType.any_type):
         if last is not None:
             last["warc_record_length"] = offset - last["warc_record_offset"]
             last = None
@@ -167,7 +168,7 @@ def write_cc_index(crawl_dir: Path, crawl: str) -> dict[str, int]:
     lay, extractors = layout(crawl_dir), _extractors()
     rows: list[dict[str, Any]] = []
     for warc in warc_files(lay.warc):
-        wet, wat = wet_path(warc, lay.wet), wat_path(warc, lay.wat)
+        wet, wat = derived_path(warc, lay.wet, WET_SUFFIX), derived_path(warc, lay.wat, WAT_SUFFIX)
         texts = {c.refers_to: c for c in write_wet(warc, wet)}
         described = write_wat(warc, wat)
         for row in _captures(warc, extractors):

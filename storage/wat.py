@@ -25,13 +25,15 @@ HTML parser). Each record is a gzip member of its own.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from fastwarc.warc import WarcRecord, WarcRecordType
 
-from raycrawl.storage.warc import SUFFIX, base_info, iter_file, warc_files
-from raycrawl.storage.wet import charset_of, gzip_member, is_html, new_record
+from raycrawl.exchange import content_type_charset
+from raycrawl.storage.crawl_pages import HTML_TYPES, media_type
+from raycrawl.storage.warc import base_info, derived_path, iter_file, new_record, warc_files, write_records
 from raycrawl.text import decode_body, html_tree, looks_binary
 
 WAT_SUFFIX = ".warc.wat.gz"
@@ -39,11 +41,6 @@ MAX_TEXT = 500  # characters of a link's text kept
 # Link-bearing elements of a page's body: (tag, attribute), written as TAG@/attribute.
 BODY_LINKS = (("a", "href"), ("area", "href"), ("img", "src"), ("iframe", "src"), ("frame", "src"),
               ("form", "action"), ("embed", "src"), ("source", "src"), ("video", "src"), ("audio", "src"))
-
-
-def wat_path(warc: Path, out_dir: Path) -> Path:
-    name = warc.name[: -len(SUFFIX)] if warc.name.endswith(SUFFIX) else warc.stem
-    return out_dir / f"{name}{WAT_SUFFIX}"
 
 
 def _kept(node: Any, *names: str) -> dict[str, str]:
@@ -54,7 +51,7 @@ def html_metadata(body: bytes, content_type: str = "") -> dict[str, Any]:
     """``HTML-Metadata`` of a page's body."""
     if not body or looks_binary(body):
         return {}
-    tree = html_tree(decode_body(body, charset_of(content_type))[0])
+    tree = html_tree(decode_body(body, content_type_charset(content_type))[0])
     head: dict[str, Any] = {}
     if (title := tree.css_first("title")) is not None:
         head["Title"] = " ".join(title.text(separator=" ").split())
@@ -109,7 +106,7 @@ def envelope(rec: WarcRecord, block: bytes) -> dict[str, Any]:
         http: dict[str, Any] = {"Response-Message": {"Version": version, "Status": status, "Reason": reason},
                                 "Headers": headers, "Entity-Length": str(len(block))}
         content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
-        if is_html(content_type) and (html := html_metadata(block, content_type)):
+        if media_type(content_type) in HTML_TYPES and (html := html_metadata(block, content_type)):
             http["HTML-Metadata"] = html
         payload["HTTP-Response-Metadata"] = http
     elif rec.http_headers is not None and rec.record_type == WarcRecordType.request:
@@ -123,36 +120,27 @@ def envelope(rec: WarcRecord, block: bytes) -> dict[str, Any]:
 def write_wat(warc: Path, out: Path) -> dict[str, tuple[int, int]]:
     """The WAT file ``out`` of the WARC file ``warc`` (written whole, then renamed into place):
     {WARC-Record-ID described: (offset, length) of its metadata record}."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".part")
-    described: dict[str, tuple[int, int]] = {}
-    types = WarcRecordType.warcinfo | WarcRecordType.request | WarcRecordType.response | \
-        WarcRecordType.revisit | WarcRecordType.resource | WarcRecordType.metadata
-    with open(tmp, "wb") as fh:
-        info = {**base_info(), "format": "WARC File Format 1.1",
-                "description": f"Metadata of the records of {warc.name} (raycrawl storage/wat.py)"}
-        fields = "".join(f"{k}: {v}\r\n" for k, v in info.items() if v).encode("utf-8")
-        fh.write(gzip_member(new_record(WarcRecordType.warcinfo, fields, {"WARC-Filename": out.name,
-                                                                     "Content-Type": "application/warc-fields"})))
-        for _, offset, rec in iter_file(warc, types):  # (damage skipped, with a warning)
+
+    def described() -> Iterator[tuple[str, WarcRecord]]:
+        for _, offset, rec in iter_file(warc, WarcRecordType.any_type):  # (damage skipped, with a warning)
             block = rec.reader.read()
             doc = {"Container": {"Filename": warc.name, "Compressed": warc.name.endswith(".gz"),
                                  "Offset": str(offset)},
                    "Envelope": envelope(rec, block)}
-            headers = {"WARC-Target-URI": rec.headers.get("WARC-Target-URI") or "",
+            headers = {"WARC-Target-URI": rec.headers.get("WARC-Target-URI") or rec.headers.get("WARC-Filename")
+                       or warc.name,
                        "WARC-Date": rec.headers.get("WARC-Date") or "",
                        "WARC-Refers-To": rec.headers.get("WARC-Record-ID") or "",
                        "Content-Type": "application/json"}
-            if not headers["WARC-Target-URI"]:
-                headers["WARC-Target-URI"] = rec.headers.get("WARC-Filename") or warc.name
             data = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            data = gzip_member(new_record(WarcRecordType.metadata, data, headers))
-            described[headers["WARC-Refers-To"]] = (fh.tell(), len(data))
-            fh.write(data)
-    tmp.replace(out)
-    return described
+            yield headers["WARC-Refers-To"], new_record(WarcRecordType.metadata, data, headers, http=False)
+
+    info = {**base_info(), "format": "WARC File Format 1.1",
+            "description": f"Metadata of the records of {warc.name} (raycrawl storage/wat.py)"}
+    return write_records(out, info, described())
 
 
 def write_crawl_wat(warc_dir: Path, out_dir: Path) -> dict[str, dict[str, tuple[int, int]]]:
     """A WAT file for every WARC file of a crawl: {WAT file name: its records (write_wat)}."""
-    return {(path := wat_path(warc, out_dir)).name: write_wat(warc, path) for warc in warc_files(warc_dir)}
+    return {(path := derived_path(warc, out_dir, WAT_SUFFIX)).name: write_wat(warc, path)
+            for warc in warc_files(warc_dir)}

@@ -18,8 +18,6 @@ too short to tell (under 40 characters).
 
 from __future__ import annotations
 
-import io
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -27,15 +25,17 @@ from urllib.parse import urlsplit
 
 from fastwarc.warc import WarcRecord, WarcRecordType
 
+from raycrawl.exchange import content_type_charset
+from raycrawl.storage.crawl_pages import HTML_TYPES, media_type
 from raycrawl.storage.warc import (
     DUPLICATE_OF,
-    GZIP_LEVEL,
-    SUFFIX,
     base_info,
+    derived_path,
     iter_file,
-    sha1_b32,
+    new_record,
     torn,
     warc_files,
+    write_records,
 )
 from raycrawl.text import decode_body, looks_binary
 
@@ -53,30 +53,13 @@ class Conversion(NamedTuple):
     languages: tuple[str, ...]
 
 
-def wet_path(warc: Path, out_dir: Path) -> Path:
-    name = warc.name[: -len(SUFFIX)] if warc.name.endswith(SUFFIX) else warc.stem
-    return out_dir / f"{name}{WET_SUFFIX}"
-
-
-def is_html(content_type: str) -> bool:
-    return content_type.split(";", 1)[0].strip().lower() in ("text/html", "application/xhtml+xml")
-
-
-def charset_of(content_type: str) -> str | None:
-    for part in content_type.split(";")[1:]:
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "charset":
-            return value.strip()
-    return None
-
-
 def html_text(body: bytes, content_type: str = "") -> str:
     """The page's text as its WET record holds it ("" for a binary body)."""
     from resiliparse.extract.html2text import extract_plain_text
 
     if not body or looks_binary(body):
         return ""
-    html = decode_body(body, charset_of(content_type))[0]
+    html = decode_body(body, content_type_charset(content_type))[0]
     text = extract_plain_text(html, preserve_formatting=True, main_content=True)
     return text.strip() or extract_plain_text(html, preserve_formatting=True).strip()
 
@@ -93,25 +76,6 @@ def languages(text: str) -> tuple[str, ...]:
     return (found.alpha_3,) if found is not None else ()
 
 
-def gzip_member(rec: WarcRecord) -> bytes:
-    buf = io.BytesIO()
-    rec.write(buf)
-    gz = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
-    return gz.compress(buf.getvalue()) + gz.flush()
-
-
-def new_record(rtype: WarcRecordType, block: bytes, headers: dict[str, str]) -> WarcRecord:
-    import uuid
-
-    rec = WarcRecord()
-    rec.init_headers(rtype, f"uuid:{uuid.uuid4()}".encode("ascii"))
-    rec.set_bytes_content(block)
-    rec.is_http = False
-    for key, value in {**headers, "WARC-Block-Digest": sha1_b32(block)}.items():
-        rec.headers[key] = value
-    return rec
-
-
 def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
     """The HTML pages answered 200 of one WARC file, with their bodies, in its order (not robots.txt,
     whatever type its server gave it: Common Crawl's WET files hold its ``warc`` subset's pages)."""
@@ -121,7 +85,7 @@ def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
         if urlsplit(rec.headers.get("WARC-Target-URI") or "").path == "/robots.txt":
             continue
         content_type = rec.http_headers.get("Content-Type") or ""
-        if not is_html(content_type):
+        if media_type(content_type) not in HTML_TYPES:
             continue
         body = rec.reader.read()
         if torn(warc.name, offset, rec, rec.http_headers.get("Content-Length") or "", body):
@@ -131,15 +95,9 @@ def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
 
 def write_wet(warc: Path, out: Path) -> list[Conversion]:
     """The WET file ``out`` of the WARC file ``warc`` (written whole, then renamed into place)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".part")
-    written: list[Conversion] = []
-    with open(tmp, "wb") as fh:
-        info = {**base_info(), "format": "WARC File Format 1.1", "description": "Plain text of the HTML pages "
-                f"of {warc.name} (raycrawl storage/wet.py: resiliparse's extraction and language detection)"}
-        fields = "".join(f"{k}: {v}\r\n" for k, v in info.items() if v).encode("utf-8")
-        fh.write(gzip_member(new_record(WarcRecordType.warcinfo, fields, {"WARC-Filename": out.name,
-                                                                     "Content-Type": "application/warc-fields"})))
+    langs_of: dict[str, tuple[str, ...]] = {}
+
+    def conversions() -> Iterator[tuple[str, WarcRecord]]:
         for rec, body in _pages(warc):
             text = html_text(body, rec.http_headers.get("Content-Type") or "")
             langs = languages(text)
@@ -149,13 +107,16 @@ def write_wet(warc: Path, out: Path) -> list[Conversion]:
                        "Content-Type": "text/plain"}
             if langs:
                 headers["WARC-Identified-Content-Language"] = ",".join(langs)
-            data = gzip_member(new_record(WarcRecordType.conversion, text.encode("utf-8"), headers))
-            written.append(Conversion(headers["WARC-Refers-To"], fh.tell(), len(data), langs))
-            fh.write(data)
-    tmp.replace(out)
-    return written
+            langs_of[headers["WARC-Refers-To"]] = langs
+            yield headers["WARC-Refers-To"], new_record(WarcRecordType.conversion, text.encode("utf-8"), headers,
+                                                        http=False)
+
+    info = {**base_info(), "format": "WARC File Format 1.1", "description": "Plain text of the HTML pages "
+            f"of {warc.name} (raycrawl storage/wet.py: resiliparse's extraction and language detection)"}
+    placed = write_records(out, info, conversions())
+    return [Conversion(ref, offset, length, langs_of[ref]) for ref, (offset, length) in placed.items()]
 
 
 def write_crawl_wet(warc_dir: Path, out_dir: Path) -> dict[str, list[Conversion]]:
     """A WET file for every WARC file of a crawl: {WET file name: its records}."""
-    return {(path := wet_path(warc, out_dir)).name: write_wet(warc, path) for warc in warc_files(warc_dir)}
+    return {(path := derived_path(warc, out_dir, WET_SUFFIX)).name: write_wet(warc, path) for warc in warc_files(warc_dir)}
