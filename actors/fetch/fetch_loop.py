@@ -321,6 +321,20 @@ class FetchLoop:
         """Hand server ``host`` back to the workbench (``end`` None: nothing was sent to it)."""
         self._released([Release(host, ip, end=end, crawl_delay=crawl_delay, putback=putback, not_before=not_before)])
 
+    def _put_back(self, host: str, ip: str, entry: str, page: bool = True, **release: float | None) -> None:
+        """Release ``host`` with its URL ``entry`` put back at the front of its visit state, for a
+        later turn; a page's fetch is given back to the budget (it was not spent on the page)."""
+        if page and self.budget is not None:
+            self.budget += 1
+        self._release(host, ip, putback=(entry,), **release)
+
+    def _not_fetched(self, host: str, ip: str, key: str, url: str, level: int, error: str, now: float,
+                     started: float = 0.0) -> None:
+        """The page ``url`` recorded as ``error`` without a request to it; its host released as it was."""
+        self._release(host, ip)
+        self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=started, ended=now, error=error),
+                                 level=level))
+
     def _released(self, releases: list[Release]) -> None:
         self.releases += releases
         self._wake.set()
@@ -357,20 +371,16 @@ class FetchLoop:
                 self.proxy_said[fr.via] = time.time()
                 log.warning("proxy %s failed a request (%s); the URLs behind it wait and are tried again",
                             fr.via, fr.url)
-            if page and self.budget is not None:
-                self.budget += 1
             self.counters["proxy_failures"] += 1
-            self._release(host, ip, putback=(entry,), not_before=time.time() + PROXY_RETRY)
+            self._put_back(host, ip, entry, page, not_before=time.time() + PROXY_RETRY)
             return True
         if not self.lease.valid():
             log.warning("not fetching %s: this agent's lease is not renewed (Redis away, or the agent was "
                         "declared departed)", fr.url)
         else:
             log.warning("out of file descriptors fetching %s; trying again in %.0f s", fr.url, LOCAL_RETRY)
-        if page and self.budget is not None:
-            self.budget += 1
         self.counters["local_failures"] += 1
-        self._release(host, ip, putback=(entry,), not_before=time.time() + LOCAL_RETRY)
+        self._put_back(host, ip, entry, page, not_before=time.time() + LOCAL_RETRY)
         return True
 
     async def _visit(self, host: str, ip: str, entry: str, more: bool = False) -> None:
@@ -399,9 +409,7 @@ class FetchLoop:
         if why is not None:
             # A stage refused it after it was queued (the spam gate blocked its host): not fetched
             # (a retry is finished), and recorded as such (no request began: started 0).
-            self._release(host, ip)
-            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=0.0, ended=now, error=why),
-                                     level=level))
+            self._not_fetched(host, ip, key, url, level, why, now)
             return
         rules = self.robots_fetch.rules(origin)
         if rules is None or rules.expired(now):
@@ -414,9 +422,7 @@ class FetchLoop:
         if not rules.allowed(url):
             # "robots-unavailable": robots.txt answered 429/5xx or not at all, so everything is off limits
             kind = "robots-unavailable" if rules.status == 0 or rules.status == 429 or rules.status >= 500 else "robots"
-            self._release(host, ip)
-            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=now, ended=now, error=kind),
-                                     level=level))
+            self._not_fetched(host, ip, key, url, level, kind, now, started=now)
             return
         if self.logins is not None and await self._sign_in(url, host, ip, entry, key, level, crawl_delay, now):
             return
@@ -428,9 +434,7 @@ class FetchLoop:
         self.counters["requests"] += 1
         if self.logins is not None and self.logins.walled(url, fr):
             # Its session expired: the wall is archived, the page fetched again once signed in.
-            if self.budget is not None:
-                self.budget += 1
-            self._release(host, ip, response_end(fr), crawl_delay, putback=(entry,))
+            self._put_back(host, ip, entry, end=response_end(fr), crawl_delay=crawl_delay)
             self.done.append(Outcome("", VisitKind.SESSION, fr))
             return
         attempt = self.attempts.get(key, 0) + 1
@@ -439,11 +443,9 @@ class FetchLoop:
         if fr.transient and attempt <= self.s.max_retries:
             self.attempts[key] = attempt
             self.counters["retries"] += 1
-            if self.budget is not None:
-                self.budget += 1
             log.debug("retry %d of %s after %s", attempt, url, fr.error or fr.status)
-            self._release(host, ip, end, crawl_delay, putback=(entry,),
-                          not_before=max(self.politeness.retry_next(end, attempt, crawl_delay), slowed))
+            self._put_back(host, ip, entry, end=end, crawl_delay=crawl_delay,
+                           not_before=max(self.politeness.retry_next(end, attempt, crawl_delay), slowed))
             return
         self.attempts.pop(key, None)
         self.priors.pop(key, None)
@@ -459,18 +461,14 @@ class FetchLoop:
         if form is False:
             return False
         if form is True:
-            self._release(host, ip)
-            self.done.append(Outcome(key, VisitKind.PAGE, FetchResult(url=url, ip=ip, started=0.0, ended=now,
-                                                                      error="login-failed"), level=level))
+            self._not_fetched(host, ip, key, url, level, "login-failed", now)
             return True
         fr = await self.fetcher.fetch(form.url, ip, form=form)
         if self._local_failure(host, ip, entry, fr, page=True):
             return True
         self.counters["requests"] += 1
         self.logins.judge(url, fr)
-        if self.budget is not None:
-            self.budget += 1
-        self._release(host, ip, response_end(fr), crawl_delay, putback=(entry,))
+        self._put_back(host, ip, entry, end=response_end(fr), crawl_delay=crawl_delay)
         self.done.append(Outcome("", VisitKind.SESSION, fr))
         return True
 
