@@ -141,3 +141,18 @@ def split_host(url: str) -> tuple[str, str]:
     p = urlsplit(url)
     rest = p.path + (f"?{p.query}" if p.query else "")
     return f"{p.scheme}://{p.netloc}", rest
+
+
+def is_ip_literal(host: str) -> bool:
+    """An IP address (IPv6 in brackets or not), as the stdlib parses one, rather than a name."""
+    import ipaddress
+
+    # A name fails fast: an IPv4 literal ends in a digit and an IPv6 one has a colon, and the
+    # ValueError ipaddress raises for a name cost 2 % of the fetch actor's CPU.
+    if ":" not in host and not host[-1:].isdigit():
+        return False
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False

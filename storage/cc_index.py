@@ -32,6 +32,7 @@ from raycrawl.storage.warc import derived_path, iter_file, warc_files
 from raycrawl.storage.wat import WAT_SUFFIX, write_wat
 from raycrawl.storage.wet import WET_SUFFIX, write_wet
 from raycrawl.text import decode_body
+from raycrawl.urls import is_ip_literal
 
 TABLE = Path("cc-index") / "table" / "cc-main" / "warc"
 # (name, pyarrow type) of cc-index-schema-flat.json, in its order, then ours.
@@ -60,16 +61,6 @@ def _extractors():  # noqa: ANN202 - two tldextract extractors
             tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True))
 
 
-def _is_ip(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-        return True
-    except ValueError:
-        return False
-
-
 def url_columns(url: str, extractors: tuple) -> dict[str, Any]:
     """The ``url_*`` columns of a URL."""
     import surt
@@ -79,7 +70,7 @@ def url_columns(url: str, extractors: tuple) -> dict[str, Any]:
     row: dict[str, Any] = {"url_surtkey": surt.surt(url), "url": url, "url_host_name": host,
                            "url_protocol": parts.scheme, "url_port": parts.port, "url_path": parts.path or "/",
                            "url_query": parts.query or None}
-    labels = [] if _is_ip(host) else host.rstrip(".").split(".")
+    labels = [] if is_ip_literal(host) else host.rstrip(".").split(".")
     for i, name in enumerate(("tld", "2nd_last_part", "3rd_last_part", "4th_last_part", "5th_last_part"), 1):
         row[f"url_host_{name}"] = labels[-i] if len(labels) >= i else None
     row["url_host_name_reversed"] = ".".join(reversed(labels)) if labels else None

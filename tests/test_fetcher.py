@@ -16,8 +16,9 @@ import brotli
 import pytest
 from aiohttp import web
 
-from raycrawl.actors.fetch.fetcher import Fetcher, FetchResult, _is_ip_literal
+from raycrawl.actors.fetch.fetcher import Fetcher, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
+from raycrawl.urls import is_ip_literal
 
 PAGE = b"<html><head><title>Hello</title></head><body><a href='/b'>b</a></body></html>"
 LATIN1 = "<html><body>caf\u00e9 cr\u00e8me br\u00fbl\u00e9e</body></html>".encode("latin-1")
@@ -448,4 +449,4 @@ def test_ip_literal_agrees_with_ipaddress(host):
         expected = True
     except ValueError:
         expected = False
-    assert _is_ip_literal(host) == expected
+    assert is_ip_literal(host) == expected

@@ -52,7 +52,7 @@ from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.proxies import Proxy, ProxyRules
 from raycrawl.site_sessions import REDACTED, LoginForm, SiteSessions
-from raycrawl.urls import canonicalize, header_location
+from raycrawl.urls import canonicalize, header_location, is_ip_literal
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ class Fetcher:
         except ValueError:
             fr.error, fr.ended = "bad-url", time.time()
             return fr
-        if _is_ip_literal(host):
+        if is_ip_literal(host):
             fr.ip = ip = host.strip("[]")  # aiohttp dials a literal directly: check what is dialed
         if self.gate is not None and not self.gate():
             fr.error, fr.ended = LOCAL, time.time()
@@ -467,17 +467,3 @@ class Fetcher:
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             await session.close()
-
-
-def _is_ip_literal(host: str) -> bool:
-    import ipaddress
-
-    # A name fails fast: an IPv4 literal ends in a digit and an IPv6 one has a colon, and the
-    # ValueError ipaddress raises for a name cost 2 % of the fetch actor's CPU.
-    if ":" not in host and not host[-1:].isdigit():
-        return False
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-        return True
-    except ValueError:
-        return False
