@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_warc import exchange
 from test_wet import ENGLISH, GERMAN, page
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 
@@ -22,20 +23,6 @@ DATA = Path(__file__).parent / "data" / "cc-index-table"
 CRAWL = "CC-MAIN-2018-05"  # the crawl the published queries name: they run as written
 SPARK_TO_ARROW = {"string": "string", "integer": "int32", "short": "int16", "timestamp": "timestamp[us, tz=UTC]",
                   "binary": "binary"}
-
-
-def exchange(url: str, body: bytes, status: int = 200):  # noqa: ANN201 - a FetchResult as the fetcher makes it
-    from urllib.parse import urlsplit
-
-    from raycrawl.exchange import FetchResult
-
-    parts = urlsplit(url)
-    target = parts.path + (f"?{parts.query}" if parts.query else "")
-    return FetchResult(url=url, ip="127.0.0.1", status=status, body=body, ctype="text/html",
-                       headers={"content-type": "text/html; charset=utf-8"}, started=1_700_000_000.0,
-                       ended=1_700_000_000.25, status_line=f"HTTP/1.1 {status} OK",
-                       raw_headers=[(b"Content-Type", b"text/html; charset=utf-8")],
-                       request_head=f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode())
 
 
 def _typed(fr, content_type: str, status_line: str | None = None, **headers: str):  # noqa: ANN001, ANN202

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import zlib
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from fastwarc.warc import ArchiveIterator as FastIterator
@@ -27,12 +28,17 @@ from raycrawl.storage.warc import (
 BODY = "<html><title>T</title><body>h\u00e9llo</body></html>".encode()
 
 
+def _target(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
 def exchange(url: str, body: bytes = BODY, status: int = 200, **kw) -> FetchResult:
     raw = [(b"Content-Type", b"text/html; charset=utf-8"), (b"Server", b"test")]
     fr = FetchResult(url=url, ip="127.0.0.1", status=status, body=body, ctype="text/html",
                      headers={"content-type": "text/html; charset=utf-8"}, started=1_700_000_000.0,
                      ended=1_700_000_000.25, status_line=f"HTTP/1.1 {status} OK", raw_headers=raw,
-                     request_head=f"GET {url.split('test', 1)[1]} HTTP/1.1\r\nHost: a.test\r\n\r\n".encode(), **kw)
+                     request_head=f"GET {_target(url)} HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\n\r\n".encode(), **kw)
     return fr
 
 
