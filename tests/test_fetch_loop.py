@@ -148,3 +148,60 @@ async def test_a_response_on_the_wire_is_read_while_redis_holds_writes(redis_url
         other.close()
         await loop.stop()
         await runner.cleanup()
+
+
+async def test_a_stop_releases_every_host_its_visits_held(redis_url, tmp_path):
+    """stop() while two pages are on the wire and Redis holds writes (CLIENT PAUSE WRITE): the
+    first page's release waits on Redis, the second page ends meanwhile, and both hosts are handed
+    back by the time stop() returns, with their next-fetch times from their own responses. (The
+    loop ended once its visits had, with a release that came in during the last flush still in
+    hand: the agent's recover_view then freed that host from its own clock, and the release, sent
+    after the restart, was refused — a Redis restart under two agents let a host be asked 425 ms
+    after robots.txt under a 500 ms delay.)"""
+    import asyncio
+    import time
+
+    import redis
+    from aiohttp import web
+
+    asked = {"b.test": asyncio.Event(), "c.test": asyncio.Event()}
+    ended: dict[str, float] = {}
+
+    async def page(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        host = request.host.split(":")[0]
+        asked[host].set()
+        await asyncio.gather(*(e.wait() for e in asked.values()))  # both on the wire, then
+        await asyncio.sleep(0.3 if host == "b.test" else 1.2)
+        ended[host] = time.time()
+        return web.Response(text="<html><body>a page</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    runner, port = await serve(app)
+    await web.TCPSite(runner, "127.0.0.2", port).start()  # (one IP is one request at a time)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 b.test\n127.0.0.2 c.test\n")
+    delay = 0.1
+    s = Settings(allow_networks="127.0.0.0/8", host_delay=delay, ip_delay=0.0, resolve=str(hosts), read_timeout=3)
+    loop = FetchLoop(s, redis_url)
+    other = redis.Redis.from_url(redis_url)
+    f = loop.wb.frontier
+    try:
+        f.add([("b.test", "127.0.0.1", [f":{port}/b"]), ("c.test", "127.0.0.2", [f":{port}/c"])])
+        await loop.start()
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in asked.values())), 20)
+        stop = asyncio.create_task(loop.stop())
+        await asyncio.sleep(0.05)
+        other.execute_command("CLIENT", "PAUSE", "1500", "WRITE")  # b's release waits; c ends meanwhile
+        await asyncio.wait_for(stop, 30)
+        assert sorted(ended) == ["b.test", "c.test"]
+        assert loop.releases == [] and other.hlen(f.k.hbusy) == 0, (loop.releases, other.hgetall(f.k.hbusy))
+        for host, end in ended.items():  # (the server's end: the fetcher's is a moment later)
+            assert float(other.hget(f.k.hnext, host)) >= end + delay
+    finally:
+        other.execute_command("CLIENT", "UNPAUSE")
+        other.close()
+        await loop.stop()
+        await runner.cleanup()

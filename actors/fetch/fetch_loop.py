@@ -246,7 +246,9 @@ class FetchLoop:
                 if self._stop:
                     await self._flush_releases()
                     if not self.tasks:
-                        return
+                        if not self.releases:
+                            return
+                        continue  # visits that ended during that flush: their hosts too
                 else:
                     await self._acquire()
                 self._account_idle()
