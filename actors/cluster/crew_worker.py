@@ -17,6 +17,8 @@ torn tail), and the agent commits a batch only after its write returned, so noth
 
 from __future__ import annotations
 
+import warnings
+
 from raycrawl.actors.frontier.sieve_shards import SieveKeeper
 from raycrawl.actors.visit.parser import ParseResult
 from raycrawl.actors.visit.parsing_worker import ParsingWorker
@@ -42,10 +44,13 @@ def actor_class():  # noqa: ANN201 - a Ray actor class, built lazily
         def __init__(self, crawl_dir: str, redis_url: str, agent: str, settings: Settings) -> None:
             s = settings
             self.run_lock = join_run(crawl_dir)  # storage/crawl_dir.py, "Workers"
+            with warnings.catch_warnings():  # (Ray 2.60's property reads its own deprecated actor_id:
+                warnings.simplefilter("ignore", DeprecationWarning)  # a warning on every crawl's stderr)
+                restarted = ray.get_runtime_context().was_current_actor_reconstructed
             self.keeper = SieveKeeper(
                 str(layout(crawl_dir).sieve), redis_url, s.redis_prefix, agent, s.sieve_batch, s.url_cache,
                 near_dup_meta() if s.near_dup else None, s.out_store if s.agent_dir else None,
-                s.checkpoint_seconds, restarted=ray.get_runtime_context().was_current_actor_reconstructed)
+                s.checkpoint_seconds, restarted=restarted)
             self.worker = ParsingWorker(crawl_dir, agent, s)
 
         # --- the sieve (actors/frontier/sieve_shards.py) --------------------------------------------

@@ -18,12 +18,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import redis
-import yarl
+
+if TYPE_CHECKING:  # (the fetch actor has them; the driver, which imports this module, need not)
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class SharedCookies:
         except (redis.RedisError, OSError) as exc:
             log.warning("the crawl's cookies were not read (%s): this fetcher sends its own", exc)
             return
+        import yarl
+
         self.jar.clear()
         for e in sorted((json.loads(v) for v in entries.values()), key=lambda e: e["at"]):
             self.jar.update_cookies_from_headers([e["set"]], yarl.URL(e["url"], encoded=True))
