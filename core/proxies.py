@@ -16,6 +16,13 @@
 The allowed networks still apply to the target: a ``socks5://`` request dials the address the
 crawl resolved and checked; a ``socks5h://`` host's name is not resolved here, so only an IP
 literal is checked (the proxy decides where a name goes: that is what socks5h is for).
+
+A host whose root URL (``http://NAME/``) the rules send through a ``socks5h://`` proxy is never
+looked up by the crawl (no query leaves this machine for it): its address is the placeholder
+``proxy:NAME`` (:func:`proxy_resolved`), so the workbench, which groups hosts by address, gives
+it an address of its own — the IP delay applies per host, as the crawl cannot know which hosts
+share a server — and no WARC record claims an address for it. Its URLs that the rules send
+another way fail as ``dns``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from urllib.parse import urlsplit
 from raycrawl.errors import UserError
 
 SCHEMES = ("http", "https", "socks5", "socks5h")
+PROXY_RESOLVED = "proxy:"  # the address of a host only its proxy resolves: PROXY_RESOLVED + name
 DIRECT = "direct"
 CREDENTIALS_ENV = "RAYCRAWL_PROXY_CREDENTIALS"
 
@@ -132,6 +140,11 @@ class ProxyRules:
     def __bool__(self) -> bool:
         return self.default is not None or any(p is not None for _, p in self.rules)
 
+    def resolves(self, name: str) -> bool:
+        """The host ``name``'s proxy resolves it (socks5h): the crawl must not (the module doc)."""
+        proxy = self.for_url(f"http://{name}/")
+        return proxy is not None and proxy.remote_dns
+
     def for_url(self, url: str) -> Proxy | None:
         for regex, proxy in self.rules:
             if regex.search(url):
@@ -141,6 +154,15 @@ class ProxyRules:
     @classmethod
     def of(cls, settings) -> ProxyRules:  # noqa: ANN001 - core/settings.py's Settings
         return cls(settings.proxy, settings.proxy_rules, settings.proxy_credentials_file)
+
+
+def proxy_resolved(name: str) -> str:
+    """The placeholder address of a host its socks5h proxy resolves (the module doc)."""
+    return PROXY_RESOLVED + name
+
+
+def is_proxy_resolved(address: str) -> bool:
+    return address.startswith(PROXY_RESOLVED)
 
 
 def _with(proxy: Proxy | None, creds: dict[str, tuple[str, str]]) -> Proxy | None:

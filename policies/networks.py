@@ -19,6 +19,7 @@ import ipaddress
 import logging
 
 from raycrawl.errors import UserError
+from raycrawl.proxies import is_proxy_resolved
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ class NetworkPolicy:
         self._decided: dict[str, bool] = {}
 
     def allows(self, ip: str) -> bool:
-        """True iff ``ip`` (an IPv4/IPv6 literal) may be connected to. Garbage is refused."""
+        """True iff ``ip`` (an IPv4/IPv6 literal) may be connected to. Garbage is refused; the
+        placeholder of a host a socks5h proxy resolves is let through (core/proxies.py)."""
         decided = self._decided.get(ip)
         if decided is None:
             if len(self._decided) >= _REMEMBERED:
@@ -83,6 +85,8 @@ class NetworkPolicy:
         return decided
 
     def _allows(self, ip: str) -> bool:
+        if is_proxy_resolved(ip):
+            return True  # only the socks5h proxy knows where the name goes (core/proxies.py)
         try:
             addr = ipaddress.ip_address(ip.strip("[]"))
         except ValueError:

@@ -39,6 +39,21 @@ def test_rules_pick_the_first_match_else_the_proxy(tmp_path, monkeypatch) -> Non
     assert parse_proxy("socks5://127.0.0.1").port == 1080 and parse_proxy("http://proxy.test").port == 80
 
 
+async def test_a_name_its_socks5h_proxy_resolves_is_never_looked_up() -> None:
+    """A host the rules send through a socks5h proxy: the resolver answers its placeholder address
+    without a query (this machine's resolver is never asked), the network policy lets that through
+    (the proxy decides where the name goes); other hosts are looked up as ever."""
+    from raycrawl.actors.fetch.dns import Resolver
+    from raycrawl.policies.networks import NetworkPolicy
+
+    rules = ProxyRules("socks5h://127.0.0.1:9050", [r"direct ^https?://intranet\.", r"socks5://127.0.0.1:1080 ^http://b\."])
+    assert rules.resolves("a.test") and not rules.resolves("intranet.test") and not rules.resolves("b.test")
+    resolver = Resolver(remote=rules.resolves)
+    assert await resolver.resolve("a.test") == "proxy:a.test" and resolver.queries == 0
+    assert await resolver.resolve("127.0.0.7") == "127.0.0.7"
+    assert NetworkPolicy("127.0.0.0/8").allows("proxy:a.test") and not NetworkPolicy("127.0.0.0/8").allows("a.test")
+
+
 def test_credentials_from_a_file_or_the_environment_never_the_url(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv(CREDENTIALS_ENV, raising=False)
     creds = tmp_path / "proxy-credentials"
@@ -90,8 +105,11 @@ class Pproxy:
     """``pproxy -l SCHEME://127.0.0.1:PORT/@BIND`` (outgoing connections from BIND), credentials
     (``user:password``) from a file when given."""
 
-    def __init__(self, scheme: str, bind: str, auth_file: Path | None = None) -> None:
+    def __init__(self, scheme: str, bind: str, auth_file: Path | None = None, hosts_file: Path | None = None) -> None:
+        """``hosts_file``: the proxy's own /etc/hosts (a mount namespace of its own, root only): the
+        names only it can resolve."""
         self.scheme, self.bind, self.auth_file, self.port = scheme, bind, auth_file, _free_port()
+        self.hosts_file = hosts_file
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -100,8 +118,11 @@ class Pproxy:
 
     def start(self) -> Pproxy:
         listen = f"{self.url}/@{self.bind}" + (f"##{self.auth_file}" if self.auth_file else "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "pproxy", "-l", listen],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = [sys.executable, "-m", "pproxy", "-l", listen]
+        if self.hosts_file is not None:
+            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   'mount --bind "$0" /etc/hosts && exec "$@"', str(self.hosts_file), *cmd]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20
         while True:
             try:
@@ -196,3 +217,60 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(tmp_path) -> None:
     finally:
         socks.stop()
         http.stop()
+
+
+def _private_hosts_available() -> str | None:
+    """Why a process cannot be given an /etc/hosts of its own here (None: it can)."""
+    if os.geteuid() != 0:
+        return "a mount namespace of the proxy's own needs root"
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
+    return None if probe.returncode == 0 else f"unshare --mount failed: {probe.stderr.decode()[-200:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_private_hosts_available() is not None, reason=str(_private_hosts_available()))
+def test_socks5h_sends_names_to_the_proxy_and_never_looks_them_up(tmp_path) -> None:
+    """``--proxy socks5h://``: the proxy resolves the names. The crawl is given no way to resolve
+    websim's names (no --dns-server, no hosts file; this machine's resolver knows no ``.test``
+    host), only the proxy is (pproxy with websim's hosts file as its /etc/hosts, in a mount
+    namespace of its own). The same pages as a direct crawl, every request from the proxy's
+    address, robots.txt of every host first, 0 politeness violations, and no WARC record claims
+    an address the crawl never knew."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    from raycrawl.websim import Websim
+    from raycrawl.websim.audit import audit
+
+    assert subprocess.run(["getent", "hosts", "no-such-name.test"], capture_output=True).returncode != 0
+    with Websim(**WEB, out_dir=tmp_path / "web") as web:
+        socks = Pproxy("socks5", "127.0.0.5", hosts_file=web.hosts_file).start()
+        try:
+            _finish(_crawl(web, tmp_path / "direct"))
+            direct = _pages(tmp_path / "direct")
+            assert len(direct) > 15
+            web.flush_log()
+            n0 = len(web.requests())
+            hosts = {r.host.rsplit(":", 1)[0] for r in web.requests()}
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out",
+                 str(tmp_path / "proxied"), "--allow-networks", "127.0.0.0/8", "--host-delay", str(DELAY),
+                 "--ip-delay", "0", "--proxy", f"socks5h://127.0.0.1:{socks.port}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+            _finish(proc)
+            assert _pages(tmp_path / "proxied") == direct  # (a name looked up here: its URLs failed as dns)
+            web.flush_log()
+            proxied = web.requests()[n0:]
+            assert {r.peer for r in proxied} == {"127.0.0.5"}
+            assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == hosts
+            report = audit(proxied, web.manifest, DELAY, 0.0)
+            assert not report.violations, report.violations[:5]
+        finally:
+            socks.stop()
+    records = 0
+    for path in (tmp_path / "proxied" / "warc").rglob("*.warc.gz"):
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh, record_types=WarcRecordType.response | WarcRecordType.request):
+                records += 1
+                assert "WARC-IP-Address" not in rec.headers, dict(rec.headers)
+    assert records >= 2 * len(direct)

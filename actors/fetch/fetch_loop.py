@@ -125,14 +125,15 @@ class FetchLoop:
         from raycrawl.site_sessions import SiteSessions
 
         s = self.s
+        proxies = ProxyRules.of(s) if s.proxy or s.proxy_rules else None
         self.resolver = Resolver(dns_server=parse_hostport(s.dns_server) if s.dns_server else None,
-                                 hosts_file=s.resolve)
+                                 hosts_file=s.resolve, remote=proxies.resolves if proxies else None)
         self._exported = (0, 0, self._exported[2])  # a new resolver counts from 0
         raise_file_limit(files_needed(s))
         self.fetcher = Fetcher(s.user_agent, s.connect_timeout, s.read_timeout, s.max_body, s.max_decompressed,
                                NetworkPolicy(s.allow_networks), max_connections=max(s.fetch_concurrency, 16),
                                keepalive_timeout=s.keepalive_timeout, max_idle=s.max_idle_connections,
-                               proxies=ProxyRules.of(s) if s.proxy or s.proxy_rules else None,
+                               proxies=proxies,
                                sessions=SiteSessions.read(s.session_file) if s.session_file else None)
         self.fetcher.gate = self.lease.valid
         sessions = self.fetcher.sessions  # (no per-page login work unless some site has a login)

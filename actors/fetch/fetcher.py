@@ -50,7 +50,7 @@ from raycrawl.actors.fetch.proxy_connector import CrawlProxyConnector, proxy_err
 from raycrawl.actors.fetch.shared_cookies import SharedCookies
 from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
-from raycrawl.proxies import Proxy, ProxyRules
+from raycrawl.proxies import Proxy, ProxyRules, is_proxy_resolved
 from raycrawl.site_sessions import REDACTED, LoginForm, SiteSessions
 from raycrawl.urls import canonicalize, header_location, is_ip_literal
 
@@ -324,6 +324,12 @@ class Fetcher:
             return fr
         if is_ip_literal(host):
             fr.ip = ip = host.strip("[]")  # aiohttp dials a literal directly: check what is dialed
+        proxy = self.proxies.for_url(url) if self.proxies is not None else None
+        if is_proxy_resolved(ip):
+            fr.ip = ""  # its proxy resolves the name: no address is ours to record (WARC-IP-Address)
+            if proxy is None or not proxy.remote_dns:  # (a rule sends this URL of it another way)
+                fr.error, fr.ended = "dns", time.time()
+                return fr
         if self.gate is not None and not self.gate():
             fr.error, fr.ended = LOCAL, time.time()
             return fr
@@ -348,7 +354,6 @@ class Fetcher:
         if form is not None:
             headers = {**(headers or {}), "Content-Type": "application/x-www-form-urlencoded"}
         fr.request_head = self._request_head(parts, None, method=method)
-        proxy = self.proxies.for_url(url) if self.proxies is not None else None
         fr.via = proxy.url if proxy is not None else None
         try:
             self.requests += 1
