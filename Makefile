@@ -11,7 +11,7 @@ unexport PYTHONDONTWRITEBYTECODE
 PYWB_VENV := .venv-pywb
 PYWB_STAMP := $(PYWB_VENV)/.installed-stamp-wacz
 
-.PHONY: setup system-packages pywb demo test test-fast lint docs bench clean
+.PHONY: setup system-packages pywb mitm demo test test-fast lint docs bench clean
 
 # uv (from PyPI, into the venv) installs what pip would, the same versions, in a third of the time:
 # 10.7 against 30.6 s, 13 against 28 CPU-s, from empty caches (measured); pip does it if uv cannot.
@@ -57,6 +57,18 @@ $(PYWB_STAMP):
 
 pywb: $(PYWB_STAMP)
 
+# mitmproxy, the HTTP proxy of tests/test_proxies.py, in a venv of its own too: its pins (msgpack,
+# pyparsing, h2…) are not Ray's and matplotlib's. 11.0 is its last release for Python 3.11.
+MITM_VENV := .venv-mitm
+MITM_STAMP := $(MITM_VENV)/.installed-stamp
+
+$(MITM_STAMP):
+	python3 -m venv --clear $(MITM_VENV)
+	$(call PIP_INSTALL,'mitmproxy==11.0.2',$(MITM_VENV))
+	touch $(MITM_STAMP)
+
+mitm: $(MITM_STAMP)
+
 # The demo needs no browser: only the tests install chromium (and fuse3).
 demo: $(STAMP)
 	$(VENV)/bin/raycrawl demo --out demo-out
@@ -71,10 +83,10 @@ lint: setup
 # tests are listed.
 PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
-# The two venvs and (on a fresh machine) Debian's chromium and fuse3 are installed side by side (-j3: pip and
+# The three venvs and (on a fresh machine) Debian's chromium and fuse3 are installed side by side (-j3: pip and
 # apt wait on the network and on unpacking as much as on a core).
 test:
-	@$(MAKE) --no-print-directory -j3 setup pywb
+	@$(MAKE) --no-print-directory -j3 setup pywb mitm
 	@$(MAKE) --no-print-directory lint
 	$(PYTEST) --durations=25
 
@@ -92,4 +104,4 @@ bench: setup $(BENCH_STAMP)
 	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf demo-out .pytest_cache build *.egg-info $(PYWB_VENV)
+	rm -rf demo-out .pytest_cache build *.egg-info $(PYWB_VENV) $(MITM_VENV)

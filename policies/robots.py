@@ -89,6 +89,12 @@ def sitemaps_of(body: bytes) -> list[str]:
     return list(Protego.parse(decode_robots(body[:PARSE_LIMIT])).sitemaps)
 
 
+# The status of rules made when robots.txt was never reached because its proxy failed for
+# ``proxy_patience`` (core/proxies.py): unavailable, as for no response, but the pages it holds
+# back are recorded as the proxy's failure (``proxy``), not the site's.
+PROXY_FAILED = -1
+
+
 @dataclass
 class RobotsRules:
     """What robots.txt says for one host and our user agent. Picklable; ``to_dict`` for Redis."""

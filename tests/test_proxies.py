@@ -159,16 +159,47 @@ def _pages(out: Path) -> dict[str, int]:
     return {r.url: r.status for r in iter_link_records(out)}
 
 
+@pytest.fixture(scope="module")
+def direct(tmp_path_factory):
+    """websim (``WEB``) and a direct crawl of it: (web, its pages, the hosts it asked); the tests
+    after it crawl the same web through proxies and read their own slice of its request log."""
+    from raycrawl.websim import Websim
+
+    tmp = tmp_path_factory.mktemp("proxies")
+    with Websim(**WEB, out_dir=tmp / "web") as web:
+        _finish(_crawl(web, tmp / "direct"))
+        pages = _pages(tmp / "direct")
+        assert len(pages) > 15
+        web.flush_log()
+        assert {r.peer for r in web.requests()} == {"127.0.0.1"}
+        yield web, pages, sorted({r.host.rsplit(":", 1)[0] for r in web.requests()})
+
+
+def _since(web, n0: int) -> list:
+    web.flush_log()
+    return web.requests()[n0:]
+
+
+def _no_file_has(out: Path, secret: bytes) -> None:
+    for p in out.rglob("*"):  # no file of OUT has it (WARC, logs, report…)
+        if p.is_file():
+            data = p.read_bytes()
+            if p.suffix == ".gz":
+                with gzip.open(p) as fh:
+                    data = fh.read()
+            assert secret not in data, p
+
+
 @pytest.mark.slow
-def test_a_crawl_through_socks5_and_http_connect_proxies(tmp_path) -> None:
+def test_a_crawl_through_socks5_and_http_connect_proxies(direct, tmp_path) -> None:
     """One crawl through two proxies: two hosts by a rule through the HTTP CONNECT one, the others
     through ``--proxy``, the SOCKS5 one, which asks for credentials (from a file) and is killed
     mid-crawl, then started again. The same pages as a direct crawl; every request (robots.txt
     included) from its proxy's address; 0 politeness violations; the URLs behind the dead proxy
     waited, none was recorded as failed; the password in no file of OUT."""
-    from raycrawl.websim import Websim
     from raycrawl.websim.audit import audit
 
+    web, pages, hosts = direct
     auth = tmp_path / "pproxy-users"
     auth.write_text("crawler:pr0xy-pa55word\n")
     creds = tmp_path / "proxy-credentials"
@@ -176,47 +207,123 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(tmp_path) -> None:
     creds.chmod(0o600)
     socks, http = Pproxy("socks5", "127.0.0.3", auth).start(), Pproxy("http", "127.0.0.4").start()
     try:
-        with Websim(**WEB, out_dir=tmp_path / "web") as web:
-            _finish(_crawl(web, tmp_path / "direct"))
-            direct = _pages(tmp_path / "direct")
-            assert len(direct) > 15
-            web.flush_log()
-            n0 = len(web.requests())
-            assert {r.peer for r in web.requests()} == {"127.0.0.1"}
-            hosts = sorted({r.host.rsplit(":", 1)[0] for r in web.requests()})
-            by_http = set(hosts[:2])
-            rule = f"{http.url} ^https?://({'|'.join(h.replace('.', '[.]') for h in by_http)})[:/]"
-            proc = _crawl(web, tmp_path / "proxied", "--proxy", socks.url, "--proxy-credentials-file", str(creds),
-                          "--proxy-rules", rule, delay=SLOW)  # (still on when its proxy dies)
-            deadline = time.time() + 60
-            while len(web.requests()) - n0 < 6 and time.time() < deadline and proc.poll() is None:
-                time.sleep(0.05)
-                web.flush_log()
-            socks.stop()  # mid-crawl: every request through it fails until it is back
-            time.sleep(3)
-            socks.start()
-            err = _finish(proc)
-            assert f"proxy {socks.url} failed a request" in err, err[-3000:]
-            assert "pr0xy-pa55word" not in err
-            assert _pages(tmp_path / "proxied") == direct
-            assert json.loads((tmp_path / "proxied" / "report.json").read_text())["proxy_failures"] > 0
-            web.flush_log()
-            proxied = web.requests()[n0:]
-            peers = {(r.host.rsplit(":", 1)[0] in by_http, r.peer) for r in proxied}
-            assert peers == {(True, "127.0.0.4"), (False, "127.0.0.3")}, peers
-            assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == set(hosts)
-            report = audit(proxied, web.manifest, SLOW, 0.0)
-            assert not report.violations, report.violations[:5]
-        for p in (tmp_path / "proxied").rglob("*"):  # no file of OUT has the password (WARC, logs, report…)
-            if p.is_file():
-                data = p.read_bytes()
-                if p.suffix == ".gz":
-                    with gzip.open(p) as fh:
-                        data = fh.read()
-                assert b"pr0xy-pa55word" not in data, p
+        n0 = len(_since(web, 0))
+        by_http = set(hosts[:2])
+        rule = f"{http.url} ^https?://({'|'.join(h.replace('.', '[.]') for h in by_http)})[:/]"
+        proc = _crawl(web, tmp_path / "proxied", "--proxy", socks.url, "--proxy-credentials-file", str(creds),
+                      "--proxy-rules", rule, delay=SLOW)  # (still on when its proxy dies)
+        deadline = time.time() + 60
+        while len(_since(web, n0)) < 6 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        socks.stop()  # mid-crawl: every request through it fails until it is back
+        time.sleep(3)
+        socks.start()
+        err = _finish(proc)
+        assert f"proxy {socks.url} failed a request" in err, err[-3000:]
+        assert "pr0xy-pa55word" not in err
+        assert _pages(tmp_path / "proxied") == pages
+        assert json.loads((tmp_path / "proxied" / "report.json").read_text())["proxy_failures"] > 0
+        proxied = _since(web, n0)
+        peers = {(r.host.rsplit(":", 1)[0] in by_http, r.peer) for r in proxied}
+        assert peers == {(True, "127.0.0.4"), (False, "127.0.0.3")}, peers
+        assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == set(hosts)
+        report = audit(proxied, web.manifest, SLOW, 0.0)
+        assert not report.violations, report.violations[:5]
     finally:
         socks.stop()
         http.stop()
+    _no_file_has(tmp_path / "proxied", b"pr0xy-pa55word")
+
+
+class Mitmdump:
+    """mitmproxy in regular mode (an HTTP proxy, CONNECT included), from its own venv (``make
+    mitm``), asking for ``user:password``; it logs every request it forwards (``flow_detail=1``)."""
+
+    BIN = ROOT / ".venv-mitm" / "bin" / "mitmdump"
+
+    def __init__(self, confdir: Path, auth: str) -> None:
+        assert self.BIN.exists(), f"{self.BIN} is missing: `make mitm` (make test does it) installs mitmproxy"
+        self.port, self.confdir, self.auth = _free_port(), confdir, auth
+        self.log = confdir / "mitmdump.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Mitmdump:
+        self.confdir.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(self.BIN), "--mode", "regular", "--listen-host", "127.0.0.1", "--listen-port", str(self.port),
+                 "--set", f"confdir={self.confdir}", "--set", "flow_detail=1", "--set", f"proxyauth={self.auth}"],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"mitmdump did not start: {self.log.read_text()[-2000:]}") from None
+                time.sleep(0.1)
+
+    def forwarded(self) -> list[str]:
+        """The request target of every request it forwarded (its log's "GET http://…" lines)."""
+        from urllib.parse import urlsplit
+
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[1] == "GET" and parts[2].startswith("http://"):
+                url = urlsplit(parts[2])
+                out.append(url.path + (f"?{url.query}" if url.query else ""))
+        return out
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+
+@pytest.mark.slow
+def test_a_crawl_through_mitmproxy_and_one_it_refuses(direct, tmp_path) -> None:
+    """mitmproxy (regular mode, its own HTTP proxy) asking for credentials: with the right ones, a
+    crawl through it has the direct crawl's pages, each request websim logged is one mitmproxy
+    forwarded, robots.txt of every host first, 0 politeness violations. With wrong ones it refuses
+    every request (407): the crawl waits ``proxy_patience``, then records every URL as the
+    proxy's failure (``proxy``: none held against its site, none ``robots-unavailable``), says
+    why, exits 0, and websim was asked nothing; no password in a file of OUT."""
+    from raycrawl.websim.audit import audit
+
+    web, pages, hosts = direct
+    mitm = Mitmdump(tmp_path / "mitm", "crawler:m1tm-pa55word").start()
+    try:
+        good, bad = tmp_path / "good", tmp_path / "bad"
+        good.write_text("crawler:m1tm-pa55word\n")
+        bad.write_text("crawler:not-the-password\n")
+        good.chmod(0o600)
+        bad.chmod(0o600)
+        n0 = len(_since(web, 0))
+        _finish(_crawl(web, tmp_path / "through", "--proxy", f"http://127.0.0.1:{mitm.port}",
+                       "--proxy-credentials-file", str(good)))
+        assert _pages(tmp_path / "through") == pages
+        proxied = _since(web, n0)
+        assert sorted(r.target for r in proxied) == sorted(mitm.forwarded())
+        assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == set(hosts)
+        report = audit(proxied, web.manifest, DELAY, 0.0)
+        assert not report.violations, report.violations[:5]
+
+        config = tmp_path / "patience.toml"
+        config.write_text("[crawl]\nproxy_patience = 2.0\n")
+        n1 = len(_since(web, 0))
+        err = _finish(_crawl(web, tmp_path / "refused", "--proxy", f"http://127.0.0.1:{mitm.port}",
+                             "--proxy-credentials-file", str(bad), "--config", str(config)))
+        assert "407 Proxy Authentication Required" in err, err[-3000:]
+        assert not _since(web, n1)
+        refused = {r.url: r.error for r in iter_link_records(tmp_path / "refused")}
+        assert refused and set(refused.values()) == {"proxy"}, refused
+    finally:
+        mitm.stop()
+    for out, secret in ((tmp_path / "through", b"m1tm-pa55word"), (tmp_path / "refused", b"not-the-password")):
+        _no_file_has(out, secret)
 
 
 def _private_hosts_available() -> str | None:
@@ -229,7 +336,7 @@ def _private_hosts_available() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(_private_hosts_available() is not None, reason=str(_private_hosts_available()))
-def test_socks5h_sends_names_to_the_proxy_and_never_looks_them_up(tmp_path) -> None:
+def test_socks5h_sends_names_to_the_proxy_and_never_looks_them_up(direct, tmp_path) -> None:
     """``--proxy socks5h://``: the proxy resolves the names. The crawl is given no way to resolve
     websim's names (no --dns-server, no hosts file; this machine's resolver knows no ``.test``
     host), only the proxy is (pproxy with websim's hosts file as its /etc/hosts, in a mount
@@ -238,39 +345,32 @@ def test_socks5h_sends_names_to_the_proxy_and_never_looks_them_up(tmp_path) -> N
     an address the crawl never knew."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    from raycrawl.websim import Websim
     from raycrawl.websim.audit import audit
 
+    web, pages, hosts = direct
     assert subprocess.run(["getent", "hosts", "no-such-name.test"], capture_output=True).returncode != 0
-    with Websim(**WEB, out_dir=tmp_path / "web") as web:
-        socks = Pproxy("socks5", "127.0.0.5", hosts_file=web.hosts_file).start()
-        try:
-            _finish(_crawl(web, tmp_path / "direct"))
-            direct = _pages(tmp_path / "direct")
-            assert len(direct) > 15
-            web.flush_log()
-            n0 = len(web.requests())
-            hosts = {r.host.rsplit(":", 1)[0] for r in web.requests()}
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out",
-                 str(tmp_path / "proxied"), "--allow-networks", "127.0.0.0/8", "--host-delay", str(DELAY),
-                 "--ip-delay", "0", "--proxy", f"socks5h://127.0.0.1:{socks.port}"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                env={**os.environ, "RAY_AUTH_MODE": "disabled"})
-            _finish(proc)
-            assert _pages(tmp_path / "proxied") == direct  # (a name looked up here: its URLs failed as dns)
-            web.flush_log()
-            proxied = web.requests()[n0:]
-            assert {r.peer for r in proxied} == {"127.0.0.5"}
-            assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == hosts
-            report = audit(proxied, web.manifest, DELAY, 0.0)
-            assert not report.violations, report.violations[:5]
-        finally:
-            socks.stop()
+    socks = Pproxy("socks5", "127.0.0.5", hosts_file=web.hosts_file).start()
+    try:
+        n0 = len(_since(web, 0))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "raycrawl", "crawl", "--seeds", str(web.seeds_file), "--out",
+             str(tmp_path / "proxied"), "--allow-networks", "127.0.0.0/8", "--host-delay", str(DELAY),
+             "--ip-delay", "0", "--proxy", f"socks5h://127.0.0.1:{socks.port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+        _finish(proc)
+        assert _pages(tmp_path / "proxied") == pages  # (a name looked up here: its URLs failed as dns)
+        proxied = _since(web, n0)
+        assert {r.peer for r in proxied} == {"127.0.0.5"}
+        assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == set(hosts)
+        report = audit(proxied, web.manifest, DELAY, 0.0)
+        assert not report.violations, report.violations[:5]
+    finally:
+        socks.stop()
     records = 0
     for path in (tmp_path / "proxied" / "warc").rglob("*.warc.gz"):
         with path.open("rb") as fh:
             for rec in ArchiveIterator(fh, record_types=WarcRecordType.response | WarcRecordType.request):
                 records += 1
                 assert "WARC-IP-Address" not in rec.headers, dict(rec.headers)
-    assert records >= 2 * len(direct)
+    assert records >= 2 * len(pages)

@@ -46,6 +46,7 @@ from raycrawl.file_limit import files_needed, raise_file_limit
 from raycrawl.policies.adaptive_delay import AdaptiveDelays
 from raycrawl.policies.front_queues import split_level
 from raycrawl.policies.politeness import Politeness, response_end
+from raycrawl.policies.robots import PROXY_FAILED
 from raycrawl.redis_server import connect
 from raycrawl.servers import name_of, origin_of
 from raycrawl.settings import Settings, parse_hostport
@@ -372,8 +373,8 @@ class FetchLoop:
         if fr.error == PROXY:
             if time.time() - self.proxy_said.get(fr.via, 0) >= 30:
                 self.proxy_said[fr.via] = time.time()
-                log.warning("proxy %s failed a request (%s); the URLs behind it wait and are tried again",
-                            fr.via, fr.url)
+                log.warning("proxy %s failed a request (%s: %s); the URLs behind it wait and are tried again",
+                            fr.via, fr.url, self.fetcher.proxy_reasons.get(fr.via, "no answer"))
             self.counters["proxy_failures"] += 1
             self._put_back(host, ip, entry, page, not_before=time.time() + PROXY_RETRY)
             return True
@@ -425,6 +426,8 @@ class FetchLoop:
         if not rules.allowed(url):
             # "robots-unavailable": robots.txt answered 429/5xx or not at all, so everything is off limits
             kind = "robots-unavailable" if rules.status == 0 or rules.status == 429 or rules.status >= 500 else "robots"
+            if rules.status == PROXY_FAILED:
+                kind = PROXY  # (its proxy failed for proxy_patience: not the site's doing)
             self._not_fetched(host, ip, key, url, level, kind, now, started=now)
             return
         if self.logins is not None and await self._sign_in(url, host, ip, entry, key, level, crawl_delay, now):

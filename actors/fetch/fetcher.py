@@ -46,9 +46,9 @@ try:
 except ImportError:  # brotli is optional: without it "br" is neither advertised nor decoded
     brotli = None
 
-from raycrawl.actors.fetch.proxy_connector import CrawlProxyConnector, proxy_error
+from raycrawl.actors.fetch.proxy_connector import CrawlProxyConnector, proxy_error, proxy_reason
 from raycrawl.actors.fetch.shared_cookies import SharedCookies
-from raycrawl.exchange import LOCAL, REDIRECT_STATUSES, FetchResult
+from raycrawl.exchange import LOCAL, PROXY, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.networks import NetworkPolicy
 from raycrawl.proxies import Proxy, ProxyRules, is_proxy_resolved
 from raycrawl.site_sessions import REDACTED, LoginForm, SiteSessions
@@ -261,6 +261,7 @@ class Fetcher:
                         "Accept-Encoding": "gzip, deflate, br" if brotli is not None else "gzip, deflate"}
         self._pins = _PinnedResolver(network_policy)
         self.proxies = proxies if proxies else None
+        self.proxy_reasons: dict[str, str] = {}  # proxy URL → what its last failure said
         self.sessions = sessions if sessions is not None and sessions.sites else None
         # The cookies of the sites whose session keeps them (aiohttp's RFC 6265 jar; any other site
         # neither sends nor keeps one: the session's own jar is a dummy).
@@ -381,6 +382,8 @@ class Fetcher:
         except Exception as e:  # noqa: BLE001 - the contract is "never raises", errors are data
             fr.error = _classify(e)
             log.debug("fetch %s via %s: %s (%r)", url, ip, fr.error, e)
+            if fr.error == PROXY and fr.via is not None:
+                self.proxy_reasons[fr.via] = proxy_reason(e)
         finally:
             self._pins.unpin(host)
         fr.ended = time.time()

@@ -35,15 +35,27 @@ _SITE_HTTP = frozenset({502, 504})
 _SOCKS_ERRORS = (python_socks.ProxyError, python_socks.ProxyConnectionError, python_socks.ProxyTimeoutError)
 
 
-def proxy_error(exc: BaseException) -> str | None:
-    """``proxy``, ``connect`` (the site's), or None: not a failure of python-socks (which
-    :class:`CrawlProxyConnector` calls directly)."""
+def _socks_cause(exc: BaseException) -> BaseException | None:
     cause: BaseException | None = exc
     for _ in range(8):  # (aiohttp wraps what a connector raises: os_error, or the exception's cause)
         if cause is None or isinstance(cause, _SOCKS_ERRORS):
             break
         cause = getattr(cause, "os_error", None) or cause.__cause__ or cause.__context__
-    if not isinstance(cause, _SOCKS_ERRORS):
+    return cause if isinstance(cause, _SOCKS_ERRORS) else None
+
+
+def proxy_reason(exc: BaseException) -> str:
+    """What the proxy (or the way to it) said, for the operator: "Could not connect to proxy …",
+    "407 Proxy Authentication Required" (python-socks's words)."""
+    cause = _socks_cause(exc) or exc
+    return str(cause) or type(cause).__name__
+
+
+def proxy_error(exc: BaseException) -> str | None:
+    """``proxy``, ``connect`` (the site's), or None: not a failure of python-socks (which
+    :class:`CrawlProxyConnector` calls directly)."""
+    cause = _socks_cause(exc)
+    if cause is None:
         return None
     if isinstance(cause, python_socks.ProxyConnectionError | python_socks.ProxyTimeoutError):
         return PROXY  # (the proxy itself could not be reached, or did not answer)

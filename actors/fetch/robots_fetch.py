@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from raycrawl.actors.frontier.workbench import ROBOTS, Release, Workbench, inflight_key
 from raycrawl.exchange import LOCAL, PROXY, REDIRECT_STATUSES, FetchResult
 from raycrawl.policies.politeness import Politeness, response_end
-from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, RobotsRules
+from raycrawl.policies.robots import MAX_HOPS, PARSE_LIMIT, PARSED, PROXY_FAILED, RobotsRules
 from raycrawl.servers import name_of, server_of
 from raycrawl.settings import Settings
 from raycrawl.urls import split_host
@@ -171,12 +171,14 @@ class RobotsFetch:
         if fr.error == "too-large":
             fr.error = None  # RFC 9309 §2.5: the first 500 KiB are parsed, the rest ignored
         status = 0 if fr.error is not None and fr.error != "bomb" else fr.status
+        if fr.error == PROXY:
+            status = PROXY_FAILED
         end = response_end(fr) if fr.error != "dns" else fr.ended
         # The server asked was contacted only if the request went to it; its IP may still have been.
         host_end = end if borrowed is None else None
         lender_delay = None if borrowed is None else self.known_delay(split_host(target)[0])
         attempt = self.attempts.get(key, 0) + 1
-        retry = (status == 0 and fr.error not in ("forbidden-network", "bomb")) or fr.transient
+        retry = (status in (0, PROXY_FAILED) and fr.error not in ("forbidden-network", "bomb")) or fr.transient
         if retry and attempt <= self.s.max_retries:
             self.attempts[key] = attempt
             self.counters["retries"] += 1
