@@ -11,7 +11,7 @@ unexport PYTHONDONTWRITEBYTECODE
 PYWB_VENV := .venv-pywb
 PYWB_STAMP := $(PYWB_VENV)/.installed-stamp-wacz
 
-.PHONY: setup system-packages pywb mitm demo test test-fast lint docs bench clean
+.PHONY: setup system-packages pywb mitm spark demo test test-fast lint docs bench clean
 
 # uv (from PyPI, into the venv) installs what pip would, the same versions, in a third of the time:
 # 10.7 against 30.6 s, 13 against 28 CPU-s, from empty caches (measured); pip does it if uv cannot.
@@ -34,12 +34,14 @@ $(BENCH_STAMP): $(STAMP)
 	$(call PIP_INSTALL,-e '$(DEV_BENCH)',$(VENV))
 	touch $(BENCH_STAMP)
 
-# Debian packages two tests drive, installed only when missing (sudo only when not root): chromium,
-# the headless browser of tests/test_search_browser.py, and fuse3 (libfuse3), the FUSE library of
-# tests/crash_fs.py, the filesystem that crashes as a machine does. One apt-get for both.
+# Debian packages tests drive, installed only when missing (sudo only when not root): chromium,
+# the headless browser of tests/test_search_browser.py, fuse3 (libfuse3), the FUSE library of
+# tests/crash_fs.py, the filesystem that crashes as a machine does, and a JVM for Spark
+# (tests/test_cc_pyspark.py). One apt-get for all.
 system-packages:
 	@need=; command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	  { command -v fusermount3 >/dev/null 2>&1 && ldconfig -p | grep -q libfuse3.so.3; } || need="$$need fuse3"; \
+	  command -v java >/dev/null 2>&1 || need="$$need default-jre-headless"; \
 	  [ -z "$$need" ] || { \
 	  SUDO=; if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
 	  echo "installing Debian's$$need (for the tests)"; \
@@ -69,6 +71,19 @@ $(MITM_STAMP):
 
 mitm: $(MITM_STAMP)
 
+# pyspark (and what cc-pyspark's jobs import) for tests/test_cc_pyspark.py, which runs Common Crawl's
+# own Spark jobs over a crawl's WET and WAT files; a venv of its own, made beside the others: its
+# 480 MB take ~20 s to unpack. Spark needs a JVM (java, 17 or later: system-packages).
+SPARK_VENV := .venv-spark
+SPARK_STAMP := $(SPARK_VENV)/.installed-stamp
+
+$(SPARK_STAMP):
+	python3 -m venv --clear $(SPARK_VENV)
+	$(call PIP_INSTALL,'pyspark==4.3.0' 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
+	touch $(SPARK_STAMP)
+
+spark: $(SPARK_STAMP)
+
 # The demo needs no browser: only the tests install chromium (and fuse3).
 demo: $(STAMP)
 	$(VENV)/bin/raycrawl demo --out demo-out
@@ -83,10 +98,10 @@ lint: setup
 # tests are listed.
 PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
-# The three venvs and (on a fresh machine) Debian's chromium and fuse3 are installed side by side (-j3: pip and
-# apt wait on the network and on unpacking as much as on a core).
+# The four venvs and (on a fresh machine) Debian's chromium, fuse3 and a JVM are installed side by side (-j4:
+# pip and apt wait on the network and on unpacking as much as on a core).
 test:
-	@$(MAKE) --no-print-directory -j3 setup pywb mitm
+	@$(MAKE) --no-print-directory -j4 setup pywb mitm spark
 	@$(MAKE) --no-print-directory lint
 	$(PYTEST) --durations=25
 
@@ -104,4 +119,4 @@ bench: setup $(BENCH_STAMP)
 	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf demo-out .pytest_cache build *.egg-info $(PYWB_VENV) $(MITM_VENV)
+	rm -rf demo-out .pytest_cache build *.egg-info $(PYWB_VENV) $(MITM_VENV) $(SPARK_VENV)
