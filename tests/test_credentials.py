@@ -11,10 +11,10 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
+from leaks import files_holding
 
 from raycrawl.credentials import MASK, read_secret, redact, remember, scrub, with_password
 from raycrawl.errors import UserError
@@ -50,26 +50,9 @@ def _send(port: int, command: bytes) -> bytes:
         return s.recv(200)
 
 
-def _contents(path: Path) -> bytes:
-    """A file's bytes, and if it is gzip (WARC records, link records: members back to back) its
-    decompressed bytes as well."""
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        d, out, rest = None, [], data
-        while rest:
-            d = zlib.decompressobj(wbits=31)
-            try:
-                out.append(d.decompress(rest))
-            except zlib.error:
-                break
-            rest = d.unused_data
-        data += b"".join(out)
-    return data
-
-
 def _leaks(root: Path, texts: list[str]) -> list[str]:
     needles = [PASSWORD.encode(), PASSWORD.replace(".", "%2E").encode()]
-    found = [str(p) for p in root.rglob("*") if p.is_file() and any(n in _contents(p) for n in needles)]
+    found = files_holding(root, *needles)
     return found + [f"log: {line}" for t in texts for line in t.splitlines() if PASSWORD in line]
 
 
