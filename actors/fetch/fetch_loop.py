@@ -424,10 +424,13 @@ class FetchLoop:
             return
         crawl_delay = rules.crawl_delay
         if not rules.allowed(url):
+            if rules.status == PROXY_FAILED:
+                # robots.txt never got through its proxy (proxy_patience): not the site's doing, and
+                # no request was sent for the page (no start recorded: the crawl log shows none)
+                self._not_fetched(host, ip, key, url, level, PROXY, now)
+                return
             # "robots-unavailable": robots.txt answered 429/5xx or not at all, so everything is off limits
             kind = "robots-unavailable" if rules.status == 0 or rules.status == 429 or rules.status >= 500 else "robots"
-            if rules.status == PROXY_FAILED:
-                kind = PROXY  # (its proxy failed for proxy_patience: not the site's doing)
             self._not_fetched(host, ip, key, url, level, kind, now, started=now)
             return
         if self.logins is not None and await self._sign_in(url, host, ip, entry, key, level, crawl_delay, now):
