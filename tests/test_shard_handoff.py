@@ -227,6 +227,38 @@ def test_a_checkpoint_cut_short_leaves_the_last_one_whole(s3, redis_url, tmp_pat
     client.close()
 
 
+def test_a_virtual_queue_drained_while_its_shard_is_checkpointed_is_left_out(s3, redis_url, tmp_path) -> None:
+    """The agent's virtualizer refills a host's URLs into Redis and deletes the drained queue's file
+    while the sieve actor checkpoints the host's shard (a clean-clone run under load: the
+    checkpoint's stat of the file it had listed raised inside a peer's ``enqueue``, which failed
+    that peer's agent, and the URLs it had in flight were fetched twice). The queue, gone from
+    Redis and disk, is left out of that checkpoint, which is taken; the next names no queue."""
+    client = connect(redis_url)
+    store = OutStore(f"s3://{BUCKET}/crawl")
+    f = RedisFrontier(client, "rc:", view="agent0", register=False)
+    a = ShardHandoff(store, f, tmp_path / "agent0", f"agent0@here:{tmp_path / 'agent0'}")
+    a.bring([3])
+    (a.out / "sieve" / "03" / "queue-0").write_bytes(b"http://x/1\n")
+    host = _host_of_shard(3)
+    vq = virtual_queue(a.out / "virtualizer", host)
+    vq.parent.mkdir(parents=True)
+    vq.write_bytes(b"/a\n/b\n")
+    client.hset("rc:vend", host, 6)
+    f.log_shards({3: [shard_log.enqueued(["http://x/1"], [0])]})
+    put = store.put_bytes
+
+    def drained_meanwhile(data: bytes, key: str) -> None:  # (the sieve's files go first)
+        client.hdel("rc:vend", host)  # (the virtualizer's order: Redis forgets the queue, then its file goes)
+        vq.unlink(missing_ok=True)
+        put(data, key)
+
+    store.put_bytes = drained_meanwhile
+    assert ShardCheckpoints(store, f, a.out, interval=0).run([3]) == 1
+    assert client.llen("rc:slog:3") == 0  # (taken: the log entries it holds dropped)
+    assert sorted(k.split("~")[0] for k in s3.objects("crawl")) == ["sieve/03/queue-0"]
+    client.close()
+
+
 def test_a_holder_declared_departed_mid_put_away_overwrites_nothing_its_successor_reads(s3, redis_url, tmp_path) -> None:
     """A holder declared departed while its put-away uploads (it passed the fence check first)
     must not replace what its successor takes over with: the duplicate store of the shard's last
