@@ -14,6 +14,7 @@ the files run one after the other on an otherwise idle machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -43,8 +44,10 @@ def _cgroup(name: str) -> Path | None:
 def run_file(name: str, env: dict[str, str], grouped: bool) -> tuple[str, float, float, str]:
     """(file, CPU s, wall s, pytest's last line)."""
     group = _cgroup(name) if grouped else None
+    base = Path(f"/tmp/suite-cpu-{os.getpid()}")
+    base.mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"tests/{name}",
-           "--basetemp", f"/tmp/suite-cpu-{os.getpid()}/{name}"]
+           "--basetemp", str(base / name)]
     b0, t0 = busy_seconds(), time.monotonic()
     if group is not None:  # (the shell joins the group, then becomes pytest: every descendant is in it)
         cmd = ["sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh", *cmd]
@@ -56,10 +59,8 @@ def run_file(name: str, env: dict[str, str], grouped: bool) -> tuple[str, float,
         for pid in (group / "cgroup.procs").read_text().split():  # (a straggler would hold the group)
             subprocess.run(["kill", "-9", pid], capture_output=True)
         time.sleep(0.5)
-        try:
+        with contextlib.suppress(OSError):
             group.rmdir()
-        except OSError:
-            pass
     else:
         cpu = busy_seconds() - b0
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else f"exit {r.returncode}"

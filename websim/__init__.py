@@ -37,19 +37,21 @@ class Websim:
                  prerender: bool = False, start_timeout: float = 120.0, clean: bool = False,
                  change_rates: bool = False, https_hosts: int = 0, requisites: bool = False,
                  net: str = "127.0", wrap: list[str] = (), scripts: bool = False, loaded_hosts: int = 0,
-                 members_hosts: int = 0) -> None:
+                 members_hosts: int = 0, real_pages: str | Path | None = None) -> None:
         """``https_hosts``: that many popular hosts answer https too (websim.server); ``requisites``:
         pages need images, stylesheets, scripts and a font (WebModel._add_requisites); ``scripts``: a
         JavaScript web (WebModel._add_scripts); ``loaded_hosts``: that many hosts answer more slowly
         the more they are asked (websim.server.LOADED_BASE; ``info["loaded"]`` names them);
-        ``members_hosts``: that many hosts need a form login (websim/members.py; ``info["members"]``); ``net``: the
+        ``members_hosts``: that many hosts need a form login (websim/members.py; ``info["members"]``);
+        ``real_pages``: a directory of real pages served beside the web (``--real-pages``); ``net``: the
         /16 it serves on (``--net``); ``wrap``: a command the server runs under (``ip netns exec
         NAME``, which execs it: the process stays the server's)."""
         self.params = {"hosts": hosts, "ips": ips, "seed": seed, "epoch": epoch,
                        "pages_per_host_mean": pages_per_host_mean, "port": port, "slow_delay": slow_delay,
                        "prerender": prerender, "clean": clean, "change_rates": change_rates,
                        "https_hosts": https_hosts, "requisites": requisites, "net": net, "scripts": scripts,
-                       "loaded_hosts": loaded_hosts, "members_hosts": members_hosts}
+                       "loaded_hosts": loaded_hosts, "members_hosts": members_hosts,
+                       "real_pages": str(real_pages) if real_pages is not None else None}
         self.wrap = list(wrap)
         self.out_dir = Path(out_dir)
         self.start_timeout = start_timeout
@@ -88,6 +90,8 @@ class Websim:
             cmd += ["--loaded", str(p["loaded_hosts"])]
         if p["members_hosts"]:
             cmd += ["--members", str(p["members_hosts"])]
+        if p["real_pages"]:
+            cmd += ["--real-pages", str(Path(p["real_pages"]).resolve())]
         self._stderr = open(self.out_dir / "websim.stderr", "wb")  # noqa: SIM115 - lives as long as the process
         self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + self.start_timeout

@@ -44,7 +44,8 @@ from raycrawl.websim.robots import USER_AGENT, Rules, allowed
 
 _CTYPE = {"html": "text/html", "pdf": "application/pdf", "png": "image/png", "binary": "text/html",
           "redirect": "text/html", "error": "text/html", "oversized": "text/html", "bomb": "text/html",
-          "css": "text/css", "js": "text/javascript", "font": "font/woff", "json": "application/json"}
+          "css": "text/css", "js": "text/javascript", "font": "font/woff", "json": "application/json",
+          "real": "text/html"}
 
 
 def trap_info(model: WebModel, host_name: str) -> dict | None:

@@ -27,6 +27,7 @@ from bisect import bisect_right, insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
+from pathlib import Path
 from urllib.parse import quote
 
 from raycrawl.websim.robots import KINDS, Rules, rules_for
@@ -62,6 +63,9 @@ CHARSETS = ("iso-8859-1", "windows-1251", "shift_jis")
 #: The non-ASCII query word of a legacy-encoded page's /find link, per charset.
 LEGACY_QUERY_WORDS = {"iso-8859-1": "café", "windows-1251": "привет", "shift_jis": "東京"}
 SESSION_PARAM = "sid"
+#: The host of real pages served beside the generated web (WebModel._add_real_pages), and its robots kind.
+REAL_PAGES_HOST = "real-pages.test"
+REAL_PAGES_ROBOTS = "real_pages"
 #: How a JavaScript web's script-made pages make their content (WebModel._add_scripts).
 SCRIPT_KINDS = ("inline", "fetch", "lazy", "infinite", "pushstate", "throws", "alerts", "route")
 CALENDAR_ENTRY = "/calendar/2026/01/"
@@ -120,6 +124,8 @@ class Host:
 
     @property
     def rules(self) -> Rules:
+        if self.robots == REAL_PAGES_ROBOTS:  # its pages and its root only (WebModel._add_real_pages)
+            return Rules(((True, "/$"), *((True, p + "$") for p in self.pages if p != "/"), (False, "/")), False, None)
         return rules_for(self.robots, self.crawl_delay)
 
     def live_html_paths(self) -> list[str]:
@@ -174,12 +180,14 @@ class WebModel:
         self.requisites = False
         self.scripts = False
         self.net = LOOPBACK_NET
+        self.real_dir: Path | None = None
 
     # ------------------------------------------------------------------ public
     @classmethod
     def generate(cls, hosts: int = 1000, ips: int = 100, seed: int = 7, epoch: int = 0,
                  pages_per_host_mean: float = 25.0, clean: bool = False, change_rates: bool = False,
-                 requisites: bool = False, net: str = LOOPBACK_NET, scripts: bool = False) -> WebModel:
+                 requisites: bool = False, net: str = LOOPBACK_NET, scripts: bool = False,
+                 real_pages: str | Path | None = None) -> WebModel:
         """The web for these parameters (same arguments, same web). ``clean``: a web for measuring
         throughput — plain hosts only (no traps, faults, spam or mirrors), robots.txt allowing
         everything with no Crawl-delay, no special resources and no browser cases.
@@ -188,7 +196,8 @@ class WebModel:
         (:meth:`_add_requisites`); the rest of the web is the same as without. ``net``: the /16 its
         addresses come from (:func:`ip_address`); the pages are the same on every one.
         ``scripts``: a JavaScript web — some pages' content and links are made by scripts
-        (:meth:`_add_scripts`)."""
+        (:meth:`_add_scripts`). ``real_pages``: a directory of real sites' pages served beside the
+        web on a host of their own (:meth:`_add_real_pages`)."""
         if hosts < 1 or ips < 1 or epoch < 0 or pages_per_host_mean < 1:
             raise ValueError("hosts, ips and pages_per_host_mean must be >= 1 and epoch >= 0")
         if ips > 254 * 254:
@@ -207,6 +216,8 @@ class WebModel:
                     page.change_p = model._change_p(host, page.path)
         for k in range(1, epoch + 1):
             model._evolve(k)
+        if real_pages is not None:
+            model._add_real_pages(Path(real_pages))
         model._finalize()
         return model
 
@@ -738,6 +749,36 @@ class WebModel:
                 if path not in host.pages:
                     host.pages[path] = Page(path, topic=host.topic, paras=[0], parent=src, labels=[f"js:{kind}"])
                     host.pages[src].links.append((host.name, path))
+
+    def _add_real_pages(self, directory: Path) -> None:
+        """Real sites' pages (``NAME.html.gz`` in ``directory``, gzipped as they were saved; with
+        ``languages.tsv``, ``NAME<TAB>language`` lines, the language of each) served unchanged as
+        ``/pages/NAME.html`` by a host of their own on the first host's address, whose home page
+        links them and is linked from the first seed's. Its robots.txt allows those pages and the
+        home page only: the links inside real pages (their own sites' paths, other sites) lead to
+        nothing the manifest knows, so a crawl follows none to this web (other names do not resolve).
+        The generated web is the same with or without them."""
+        files = sorted(directory.glob("*.html.gz"))
+        if not files:
+            raise ValueError(f"no NAME.html.gz pages in {directory}")
+        langs = {}
+        if (directory / "languages.tsv").is_file():
+            for line in (directory / "languages.tsv").read_text(encoding="utf-8").splitlines():
+                if line and not line.startswith("#") and "\t" in line:
+                    name, lang = line.split("\t")[:2]
+                    langs[name] = lang.strip()
+        host = Host(len(self.hosts), REAL_PAGES_HOST, self.hosts[0].ip, self.hosts[0].topic, "real",
+                    REAL_PAGES_ROBOTS, None)
+        names = [f.name[: -len(".html.gz")] for f in files]
+        host.pages["/"] = Page("/", topic=host.topic, paras=[0, 0],
+                               links=[(host.name, f"/pages/{n}.html") for n in names])
+        for n in names:
+            host.pages[f"/pages/{n}.html"] = Page(f"/pages/{n}.html", kind="real", topic=host.topic, parent="/",
+                                                  labels=[f"real:{n}", *([f"lang:{langs[n]}"] if n in langs else [])])
+        self.hosts.append(host)
+        self.by_name[host.name] = host
+        self.hosts[0].pages["/"].links.append((host.name, "/"))
+        self.real_dir = directory
 
     def _finalize(self) -> None:
         """Copies and mirrors follow their source's links as of this epoch (so exact copies stay exact)."""

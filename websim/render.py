@@ -8,6 +8,7 @@ cached after the first render, so the server costs one dict lookup per repeated 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import html
 import json
@@ -19,7 +20,7 @@ from email.utils import formatdate, parsedate_to_datetime
 from functools import lru_cache
 from urllib.parse import unquote, unquote_to_bytes
 
-from raycrawl.websim.model import SESSION_PARAM, Host, Page, WebModel
+from raycrawl.websim.model import REAL_PAGES_ROBOTS, SESSION_PARAM, Host, Page, WebModel
 from raycrawl.websim.robots import robots_body
 
 SITEMAP_PATH = "/sitemap.xml"
@@ -451,6 +452,10 @@ class Renderer:
             case "binary":
                 rnd = random.Random(_h(self.model.seed, "binary", host.name, page.path))
                 return Response(200, "text/html", rnd.randbytes(4096))
+            case "real":  # a real site's page, its bytes as saved (WebModel._add_real_pages)
+                assert self.model.real_dir is not None
+                name = page.labels[0][len("real:"):]
+                return Response(200, "text/html", gzip.decompress((self.model.real_dir / f"{name}.html.gz").read_bytes()))
             case "pdf":
                 return Response(200, "application/pdf", tiny_pdf())
             case "png":
@@ -494,6 +499,10 @@ class Renderer:
                 n = self._robots_requests[host.name] = self._robots_requests.get(host.name, 0) + 1
                 if n == 1:
                     return Response(503, "text/html", b"<html><body>busy, try again</body></html>")
+        if host.robots == REAL_PAGES_ROBOTS:
+            body = "User-agent: *\n" + "".join(f"{'Allow' if allow else 'Disallow'}: {pattern}\n"
+                                               for allow, pattern in host.rules.rules)
+            return Response(200, "text/plain", body.encode())
         body = robots_body(host.robots, host.crawl_delay)
         assert body is not None
         prefix = b"\xef\xbb" if host.robots == "bom_truncated" else b""

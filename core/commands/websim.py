@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--https", type=int, default=0, metavar="N",
                    help="serve the N most popular plain hosts on https too (a second port, a self-signed "
                         "certificate), with about half the links to them under https (default 0)")
+    s.add_argument("--real-pages", type=Path, default=None, metavar="DIR",
+                   help="serve the real pages in DIR (NAME.html.gz, with languages.tsv) unchanged beside the web, as "
+                        "/pages/NAME.html on real-pages.test, linked from the first seed (the manifest's kind real)")
     s.add_argument("--prerender", action="store_true",
                    help="render every page before serving (slower start, no rendering during a crawl)")
     s.add_argument("--out", type=Path, required=True, help="directory for manifest, request log, hosts and seeds files")
@@ -91,9 +94,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--port/--dns-port must be in 0..65535")
     try:
         model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
-                                  args.change_rates, args.requisites, args.net, args.scripts)
+                                  args.change_rates, args.requisites, args.net, args.scripts, args.real_pages)
     except ValueError as exc:  # (the other arguments were checked above)
-        raise UserError(f"--net: {exc}") from None
+        raise UserError(f"--real-pages: {exc}" if "pages in" in str(exc) else f"--net: {exc}") from None
 
     def announce(info: dict) -> None:
         if args.quiet:
