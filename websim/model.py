@@ -757,7 +757,7 @@ class WebModel:
         links them and is linked from the first seed's. Its robots.txt allows those pages and the
         home page only: the links inside real pages (their own sites' paths, other sites) lead to
         nothing the manifest knows, so a crawl follows none to this web (other names do not resolve).
-        The generated web is the same with or without them."""
+        The generated web is otherwise the same (the first seed's home page has one link more)."""
         files = sorted(directory.glob("*.html.gz"))
         if not files:
             raise ValueError(f"no NAME.html.gz pages in {directory}")
