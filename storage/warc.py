@@ -65,6 +65,10 @@ SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 DUPLICATE_OF = "Raycrawl-Duplicate-Of"
+# On the records of a robots.txt fetch (robots.txt, or a redirect it followed: RFC 9309 §2.3.1.2),
+# whatever their URL: no page of the crawl (no WET text; Common Crawl's robotstxt subset).
+FETCHED_FOR = "Raycrawl-Fetched-For"
+ROBOTS_TXT = "robots.txt"
 REDACTED_HEADERS = "Raycrawl-Redacted"  # a request record's headers whose values it shows as ***
 DOM_URI = "urn:dom:"  # + URL: the WARC resource record of the DOM a browser rendered (write_rendered)
 
@@ -259,14 +263,15 @@ class WarcStore:
         return offset
 
     def write(self, fr: FetchResult, revisit_of: Revisit | None = None,
-              duplicate_of: tuple[str, str] | None = None) -> tuple[str, int]:
+              duplicate_of: tuple[str, str] | None = None, robots: bool = False) -> tuple[str, int]:
         """Store the exchange ``fr`` (which must have a response: ``fr.status > 0``).
 
         ``revisit_of`` = (original URL, original WARC-Date, original payload digest) stores a
         revisit record instead of the full response; ValueError unless ``fr.body`` has that very
         digest (and is not truncated). With digest None it is a 304's server-not-modified revisit
         (ValueError unless ``fr`` is a 304). ``duplicate_of`` = (representative URL, "exact" | "near")
-        marks a full response as a crawl-time duplicate. Returns (file name, offset of the
+        marks a full response as a crawl-time duplicate; ``robots``: the exchange is a request of a
+        robots.txt fetch (its records say so, :data:`FETCHED_FOR`). Returns (file name, offset of the
         response/revisit record). The bytes are handed to the OS before returning (a process crash
         loses nothing written); :meth:`sync` puts them on disk.
         """
@@ -282,7 +287,8 @@ class WarcStore:
         date = warc_date(fr.ended or fr.started)
         head = response_head(fr)
         response_id = _record_id()
-        common = {"WARC-Target-URI": fr.url, "WARC-Date": date, "WARC-Warcinfo-ID": self._warcinfo_id}
+        common = {"WARC-Target-URI": fr.url, "WARC-Date": date, "WARC-Warcinfo-ID": self._warcinfo_id,
+                  **({FETCHED_FOR: ROBOTS_TXT} if robots else {})}
         if fr.ip:
             common["WARC-IP-Address"] = fr.ip
         request = new_record(WarcRecordType.request, fr.request_head or f"GET {fr.url} HTTP/1.1\r\n\r\n".encode(),

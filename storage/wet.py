@@ -29,6 +29,8 @@ from raycrawl.exchange import content_type_charset
 from raycrawl.storage.crawl_pages import HTML_TYPES, media_type
 from raycrawl.storage.warc import (
     DUPLICATE_OF,
+    FETCHED_FOR,
+    ROBOTS_TXT,
     base_info,
     derived_path,
     iter_file,
@@ -82,7 +84,8 @@ def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
     for _, offset, rec in iter_file(warc, WarcRecordType.response):  # (damage skipped, with a warning)
         if rec.headers.get(DUPLICATE_OF) or rec.http_headers is None or rec.http_headers.status_code != 200:
             continue
-        if urlsplit(rec.headers.get("WARC-Target-URI") or "").path == "/robots.txt":
+        if (rec.headers.get(FETCHED_FOR) == ROBOTS_TXT  # (a redirect robots.txt followed, too)
+                or urlsplit(rec.headers.get("WARC-Target-URI") or "").path == "/robots.txt"):
             continue
         content_type = rec.http_headers.get("Content-Type") or ""
         if media_type(content_type) not in HTML_TYPES:

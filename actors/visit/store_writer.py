@@ -48,6 +48,8 @@ class StoreItem:
     ``urn:dom:URL``, its record among the rendered ones (actors/visit/stages/render.py)."""
     screenshot: bytes = b""
     """The rendered page's screenshot (PNG), if one was taken."""
+    robots: bool = False
+    """``fr`` is a request of a robots.txt fetch (``/robots.txt`` or a redirect it followed)."""
 
 @dataclass(frozen=True)
 class Stored:
@@ -130,7 +132,7 @@ class StoreWriter:
             pos = None
             if fr.status > 0:
                 dup = (record.dup_of, record.dup_kind) if record is not None and record.dup_of else None
-                pos = self.warc.write(fr, revisit_of, None if revisit_of else dup)
+                pos = self.warc.write(fr, revisit_of, None if revisit_of else dup, robots=item.robots)
             if record is not None:
                 record.warc = tuple(pos) if pos else None
                 records.append(record)

@@ -100,7 +100,7 @@ def decide(outcomes: list[Outcome], found: Findings, stages: Stages) -> BatchDec
             if kind:
                 counters[f"robots_error:{kind}"] += 1
             counters["bytes"] += len(fr.body)
-            d.items.append(StoreItem(fr))
+            d.items.append(StoreItem(fr, robots=True))
             links += [(u, 0) for u in stages.robots(fr, counters)]
             continue
         if o.kind == VisitKind.SESSION:  # (archived as exchanged; never a page of the crawl)
