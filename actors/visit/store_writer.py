@@ -51,6 +51,7 @@ class StoreItem:
     robots: bool = False
     """``fr`` is a request of a robots.txt fetch (``/robots.txt`` or a redirect it followed)."""
 
+
 @dataclass(frozen=True)
 class Stored:
     """Where a batch went: the piece holding it and the last piece wholly in the object store

@@ -92,11 +92,13 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--https must be >= 0")
     if not 0 <= args.port < 65536 or not 0 <= args.dns_port < 65536:
         raise UserError("--port/--dns-port must be in 0..65535")
+    if args.real_pages is not None and not any(Path(args.real_pages).glob("*.html.gz")):
+        raise UserError(f"--real-pages: no NAME.html.gz pages in {args.real_pages}")
     try:
         model = WebModel.generate(args.hosts, args.ips, args.seed, args.epoch, args.pages_per_host_mean, args.clean,
                                   args.change_rates, args.requisites, args.net, args.scripts, args.real_pages)
     except ValueError as exc:  # (the other arguments were checked above)
-        raise UserError(f"--real-pages: {exc}" if "pages in" in str(exc) else f"--net: {exc}") from None
+        raise UserError(f"--net: {exc}") from None
 
     def announce(info: dict) -> None:
         if args.quiet:
