@@ -54,6 +54,7 @@ CASES = [
     ["serve", "{d}/crawl", "--host", "0.0.0.0", "--port", "0"],  # off loopback without --token-file
     ["index", "build", "{d}/crawl", "-w", "1", "-b", "1000"],
     ["websim", "serve", "--slow-delay", "-1", "--out", "{d}/ws"],
+    ["websim", "serve", "--real-pages", "{d}/nothing", "--out", "{d}/ws"],
     ["check", "{d}/nothing"],
     ["check", "{d}/garbage.txt"],
     ["check", "{d}/crawl"],  # WARC and link files, but no crawl (no crawl-id, no Redis data)
