@@ -28,7 +28,7 @@ from fastwarc.warc import WarcRecordType
 
 from raycrawl.exchange import content_type_charset
 from raycrawl.storage.crawl_pages import HTML_TYPES
-from raycrawl.storage.warc import FETCHED_FOR, ROBOTS_TXT, derived_path, iter_file, warc_files
+from raycrawl.storage.warc import derived_path, fetched_for_robots, iter_file, warc_files
 from raycrawl.storage.wat import WAT_SUFFIX, write_wat
 from raycrawl.storage.wet import WET_SUFFIX, write_wet
 from raycrawl.text import decode_body
@@ -82,10 +82,10 @@ def url_columns(url: str, extractors: tuple) -> dict[str, Any]:
     return row
 
 
-def _subset(url: str, status: int, revisit: bool, robots: bool = False) -> str:
-    """``robots``: the record says it was fetched for robots.txt (a redirect robots.txt followed,
-    too: Common Crawl files those with the robots.txt files); older archives only say so by path."""
-    if robots or urlsplit(url).path == "/robots.txt":
+def _subset(status: int, revisit: bool, robots: bool) -> str:
+    """``robots``: a record of a robots.txt fetch (a redirect robots.txt followed, too: Common Crawl
+    files those with the robots.txt files)."""
+    if robots:
         return "robotstxt"
     return "warc" if status == 200 or revisit else "crawldiagnostics"
 
@@ -117,7 +117,7 @@ def capture_row(rec: Any, block: bytes, extractors: tuple) -> dict[str, Any]:
             "content_charset": charset,
             "content_truncated": rec.headers.get("WARC-Truncated"),
             "warc_record_id": uuid.UUID(record_id).bytes,
-            "subset": _subset(url, status, revisit, rec.headers.get(FETCHED_FOR) == ROBOTS_TXT)}
+            "subset": _subset(status, revisit, fetched_for_robots(rec))}
 
 
 def _captures(warc: Path, extractors: tuple) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from fastwarc.warc import WarcRecordType
 from raycrawl.exchange import content_type_charset
 from raycrawl.storage.crawl_dir import layout
 from raycrawl.storage.link_records import LinkRecord
-from raycrawl.storage.warc import DUPLICATE_OF, FETCHED_FOR, ROBOTS_TXT, iter_records, read_record_at, torn
+from raycrawl.storage.warc import DUPLICATE_OF, fetched_for_robots, iter_records, read_record_at, torn
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def iter_pages(crawl_dir: str | Path) -> Iterator[Page]:
     for name, offset, rec in iter_records(layout(Path(crawl_dir)).warc, WarcRecordType.response):
         url = rec.headers.get("WARC-Target-URI", "")
         http = rec.http_headers
-        if not url or url in seen or http is None or rec.headers.get(FETCHED_FOR) == ROBOTS_TXT or not is_page(
+        if not url or url in seen or http is None or fetched_for_robots(rec) or not is_page(
                 url, http.status_code, rec.http_content_type, truncated=bool(rec.headers.get("WARC-Truncated")),
                 duplicate=bool(rec.headers.get(DUPLICATE_OF))):
             continue

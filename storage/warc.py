@@ -69,6 +69,13 @@ DUPLICATE_OF = "Raycrawl-Duplicate-Of"
 # whatever their URL: no page of the crawl (no WET text; Common Crawl's robotstxt subset).
 FETCHED_FOR = "Raycrawl-Fetched-For"
 ROBOTS_TXT = "robots.txt"
+
+
+def fetched_for_robots(rec: WarcRecord) -> bool:
+    """A record of a robots.txt fetch: marked so (:data:`FETCHED_FOR`), or, in archives written
+    before the mark, by its URL alone."""
+    return (rec.headers.get(FETCHED_FOR) == ROBOTS_TXT
+            or urlsplit(rec.headers.get("WARC-Target-URI") or "").path == "/robots.txt")
 REDACTED_HEADERS = "Raycrawl-Redacted"  # a request record's headers whose values it shows as ***
 DOM_URI = "urn:dom:"  # + URL: the WARC resource record of the DOM a browser rendered (write_rendered)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import urlsplit
 
 from fastwarc.warc import WarcRecord, WarcRecordType
 
@@ -29,10 +28,9 @@ from raycrawl.exchange import content_type_charset
 from raycrawl.storage.crawl_pages import HTML_TYPES, media_type
 from raycrawl.storage.warc import (
     DUPLICATE_OF,
-    FETCHED_FOR,
-    ROBOTS_TXT,
     base_info,
     derived_path,
+    fetched_for_robots,
     iter_file,
     new_record,
     torn,
@@ -84,8 +82,7 @@ def _pages(warc: Path) -> Iterator[tuple[WarcRecord, bytes]]:
     for _, offset, rec in iter_file(warc, WarcRecordType.response):  # (damage skipped, with a warning)
         if rec.headers.get(DUPLICATE_OF) or rec.http_headers is None or rec.http_headers.status_code != 200:
             continue
-        if (rec.headers.get(FETCHED_FOR) == ROBOTS_TXT  # (a redirect robots.txt followed, too)
-                or urlsplit(rec.headers.get("WARC-Target-URI") or "").path == "/robots.txt"):
+        if fetched_for_robots(rec):  # (a redirect robots.txt followed, too)
             continue
         content_type = rec.http_headers.get("Content-Type") or ""
         if media_type(content_type) not in HTML_TYPES:
