@@ -158,6 +158,7 @@ def test_crawl_seeded_with_sitemaps_inside_scope(tmp_path: Path) -> None:
     log: nothing outside the scope was asked for, and every page the sitemaps list that the scope
     and robots.txt (websim's manifest) allow was fetched."""
     from raycrawl.websim import Websim
+    from raycrawl.websim.audit import is_robots_path
 
     with Websim(hosts=16, ips=4, seed=3, pages_per_host_mean=8, out_dir=tmp_path / "web") as web:
         manifest = web.manifest
@@ -178,9 +179,8 @@ def test_crawl_seeded_with_sitemaps_inside_scope(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-3000:]
         web.flush_log()
         requested = {(r.host.split(":")[0], r.target) for r in web.requests()}
-    robots_paths = ("/robots.txt", "/robots-moved.txt")
     outside = sorted((h, t) for h, t in requested
-                     if not t.startswith(robots_paths + ("/robots-for/",)) and (h not in hosts or re.search(deny, t)))
+                     if not is_robots_path(t) and (h not in hosts or re.search(deny, t)))
     assert outside == []
     listed = {u for u, p in manifest.pages.items() if urlsplit(u).hostname in hosts and p["kind"] == "html"
               and p["status"] == 200 and p["removed_in"] is None}

@@ -35,6 +35,12 @@ from raycrawl.websim.render import SITEMAP_PATH
 from raycrawl.websim.request_log import LoggedRequest
 
 ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt")
+
+
+def is_robots_path(path: str) -> bool:
+    """A robots.txt fetch's request: ``/robots.txt``, or a redirect it was sent (``/robots-moved.txt``,
+    or ``/robots-for/HOST.txt`` on another authority)."""
+    return path in ROBOTS_PATHS or path.startswith("/robots-for/")
 KINDS = ("host", "ip", "robots", "robots-first", "duplicate", "unlinked")
 
 
@@ -134,7 +140,7 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
         if url is None:
             continue
         origin, path = split_host(url)
-        if path in ROBOTS_PATHS or path.startswith("/robots-for/"):
+        if is_robots_path(path):
             report.robots_fetches += 1
             if url in robots_seen:
                 report.robots_refetches += 1
