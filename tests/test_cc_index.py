@@ -34,6 +34,23 @@ def _typed(fr, content_type: str, status_line: str | None = None, **headers: str
     return fr
 
 
+def ccindex(crawl_dir: Path):  # noqa: ANN201 - a duckdb connection
+    """DuckDB with the view their queries read (``ccindex.ccindex``) over ``crawl_dir``'s table, as
+    docs/archiving.md sets it up."""
+    import duckdb
+
+    db = duckdb.connect()
+    db.execute("CREATE SCHEMA ccindex")
+    db.execute("CREATE VIEW ccindex.ccindex AS SELECT * FROM read_parquet("
+               f"'{crawl_dir}/cc-index/table/cc-main/warc/*/*/*.parquet', hive_partitioning=true)")
+    return db
+
+
+def published(db, name: str) -> list[tuple]:  # noqa: ANN001 - a duckdb connection
+    """The rows of their published query ``name`` (vendored in DATA), run as written."""
+    return db.execute((DATA / f"{name}.sql").read_text()).fetchall()
+
+
 def _member(path: Path, offset: int, length: int):  # noqa: ANN202 - the one record there, read by warcio
     with open(path, "rb") as fh:
         fh.seek(offset)
@@ -43,7 +60,6 @@ def _member(path: Path, offset: int, length: int):  # noqa: ANN202 - the one rec
 
 
 def test_cc_index_has_their_schema_runs_their_queries_and_points_at_every_record(tmp_path) -> None:
-    import duckdb
     import pyarrow.parquet as pq
 
     crawl = tmp_path / "crawl"
@@ -79,20 +95,15 @@ def test_cc_index_has_their_schema_runs_their_queries_and_points_at_every_record
     assert [f.name for f in schema][len(expected):] == [
         "wet_filename", "wet_record_offset", "wet_record_length", "wat_filename", "wat_record_offset", "wat_record_length"]
 
-    db = duckdb.connect()
-    db.execute("CREATE SCHEMA ccindex")
-    db.execute(f"CREATE VIEW ccindex.ccindex AS SELECT * FROM read_parquet('{table}/*/*/*.parquet', hive_partitioning=true)")
-
-    def query(name: str) -> list[tuple]:
-        return db.execute((DATA / f"{name}.sql").read_text()).fetchall()
+    db = ccindex(crawl)
 
     subsets = {"warc": sum(s == 200 and not u.endswith("/robots.txt") for u, (s, _) in truth.items()),
                "robotstxt": sum(u.endswith("/robots.txt") for u in truth),
                "crawldiagnostics": sum(s != 200 for s, _ in truth.values())}
-    assert sorted(query("count-by-partition")) == sorted((n, CRAWL, s) for s, n in subsets.items())
-    assert sorted(query("count-fetch-status")) == [(1, 301), (1, 404)]
-    assert query("count-language-tld") == []  # (it keeps combinations of 1,000 pages or more)
-    (pdf,) = query("get-records-of-mime-type")
+    assert sorted(published(db, "count-by-partition")) == sorted((n, CRAWL, s) for s, n in subsets.items())
+    assert sorted(published(db, "count-fetch-status")) == [(1, 301), (1, 404)]
+    assert published(db, "count-language-tld") == []  # (it keeps combinations of 1,000 pages or more)
+    (pdf,) = published(db, "get-records-of-mime-type")
     assert pdf[:3] == ("http://blog.example.org/paper.pdf", "application/pdf", "application/pdf")
     rec = _member(crawl / "warc" / pdf[3], pdf[4], pdf[5])
     assert rec.rec_headers.get_header("WARC-Target-URI") == pdf[0] and rec.content_stream().read().startswith(b"%PDF")

@@ -15,11 +15,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from test_cc_index import CRAWL, ccindex, published
 
 PAGES = Path(__file__).parent / "data" / "readability-pages"
 ROOT = Path(__file__).resolve().parents[1]
-CC_SQL = Path(__file__).parent / "data" / "cc-index-table"  # Common Crawl's published queries, vendored
-CRAWL = "CC-MAIN-2018-05"  # (the crawl their queries name)
 
 
 def test_real_pages_languages_are_their_known_ones() -> None:
@@ -46,12 +45,11 @@ def test_websim_serves_the_real_pages_and_a_crawl_gives_each_its_language(tmp_pa
     this web), and the columnar index ``warc cc-index`` writes gives ≥ 95 % of them the language
     the manifest knows; Common Crawl's published DuckDB queries, run unchanged on that index, and
     its counts by host and type, count what crawl.log counts."""
-    import duckdb
     import pyarrow.parquet as pq
     import pycountry
 
     from raycrawl.websim import Websim
-    from raycrawl.websim.audit import ROBOTS_PATHS
+    from raycrawl.websim.audit import is_robots_path
 
     out = tmp_path / "crawl"
     with Websim(hosts=12, ips=2, seed=5, pages_per_host_mean=3, real_pages=PAGES, slow_delay=0.3,
@@ -67,8 +65,7 @@ def test_websim_serves_the_real_pages_and_a_crawl_gives_each_its_language(tmp_pa
         report = web.audit(0.05, 0.01)
         assert report.ok, report.summary()
         answered = {f"http://{r.host}{r.target}" for r in web.requests() if r.status == 200}
-        robots_answered = sum((r.target in ROBOTS_PATHS or r.target.startswith("/robots-for/")) and r.status > 0
-                              for r in web.requests())
+        robots_answered = sum(is_robots_path(r.target) and r.status > 0 for r in web.requests())
         real = {url: next(lab[5:] for lab in rec["labels"] if lab.startswith("lang:"))
                 for url, rec in web.manifest.pages.items() if rec["kind"] == "real"}
     assert len(real) == 32 and set(real) <= answered, sorted(set(real) - answered)[:5]
@@ -86,10 +83,7 @@ def test_websim_serves_the_real_pages_and_a_crawl_gives_each_its_language(tmp_pa
     # info) name the WARC record of each capture; a body cut short has a negative status and a
     # …Trunc annotation (Common Crawl keeps those among the pages, content_truncated set). A
     # robots.txt fetch has no line: websim's log counts those, redirects it followed included.
-    db = duckdb.connect()
-    db.execute("CREATE SCHEMA ccindex")
-    db.execute("CREATE VIEW ccindex.ccindex AS SELECT * FROM read_parquet("
-               f"'{out}/cc-index/table/cc-main/warc/*/*/*.parquet', hive_partitioning=true)")
+    db = ccindex(out)
     archived = {}
     for line in (out / "crawl.log").read_text().splitlines():
         f, extra = line.split(), json.loads(line[line.index("{"):])
@@ -102,9 +96,9 @@ def test_websim_serves_the_real_pages_and_a_crawl_gives_each_its_language(tmp_pa
     pages = [f for f, subset in archived.values() if subset == "warc"]
     diagnostics = Counter(int(f[1]) for f, subset in archived.values() if subset == "crawldiagnostics")
     partitions = {"warc": len(pages), "robotstxt": robots_answered, "crawldiagnostics": sum(diagnostics.values())}
-    assert sorted(db.execute((CC_SQL / "count-by-partition.sql").read_text()).fetchall()) == sorted(
+    assert sorted(published(db, "count-by-partition")) == sorted(
         (n, CRAWL, subset) for subset, n in partitions.items() if n)
-    assert sorted(db.execute((CC_SQL / "count-fetch-status.sql").read_text()).fetchall()) == sorted(
+    assert sorted(published(db, "count-fetch-status")) == sorted(
         (n, status) for status, n in diagnostics.items())
 
     def counted(column: str) -> dict:
