@@ -111,3 +111,45 @@ def test_tabs_render_at_once_each_from_its_own_archive() -> None:
         assert spa.error is None and "http://a.test/by-script" in spa.links, spa
         assert [u for u in spa.links if "only-in" in u] == [f"http://a.test/only-in-{n}"]
     assert launches == 1
+
+
+LAZY = b"""<!doctype html><html><body><p>top</p><div style="height:3000px"></div>
+<img id="lazy" alt="" data-src="/lazy.png"><img src="/native-passed.png" loading="lazy" alt="">
+<div style="height:3000px"></div><img src="/native.png" loading="lazy" alt=""><script>
+addEventListener('scroll', () => { const i = document.getElementById('lazy'); if (!i.src) i.src = i.dataset.src; });
+</script></body></html>"""
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")
+
+
+class SlowToHear(Renderer):
+    """A renderer that hears of the lazy image's request late, as a loaded machine's does (the
+    request crosses Chromium, Playwright's driver and this process before it reaches the handler)."""
+
+    async def _answer(self, route, request) -> None:  # noqa: ANN001
+        if request.url.endswith("/lazy.png"):
+            await asyncio.sleep(1.0)
+        await super()._answer(route, request)
+
+
+def test_the_dom_read_names_no_image_the_render_did_not_answer() -> None:
+    """The race a loaded clean clone found: a scroll handler sets an image's src, the render sees the
+    network quiet and reads the DOM before the image's request reached it — the DOM names an image
+    the render never asked for, and its replay loads one the render did not. Now the DOM is read
+    with its images answered; an image the browser defers (``loading=lazy`` far out of view) is not
+    waited for (one the scroll to the end jumped past)."""
+    web = {"http://a.test/lazy": page(LAZY), "http://a.test/lazy.png": page(PNG, "image/png"),
+           "http://a.test/native.png": page(PNG, "image/png")}
+
+    async def go():
+        r = SlowToHear(timeout=10)
+        try:
+            return await r.render("http://a.test/lazy", web)
+        finally:
+            await r.close()
+
+    out = asyncio.run(go())
+    assert out.error is None, out
+    assert 'src="/lazy.png"' in out.dom and "http://a.test/lazy.png" in out.requested
+    assert "http://a.test/native.png" in out.requested  # (in view at the end: the browser asked for it)
+    assert "http://a.test/native-passed.png" not in out.requested and out.seconds < 3, out

@@ -9,7 +9,8 @@ call, a lazy image) is aborted and reported in :attr:`Rendered.missing`, for the
 politely and render the page again. So no request of the browser's ever leaves it.
 
 A render (in a tab of the browser, as a person browsing): load, dismiss dialogs, scroll to the end until the page stops growing (lazy images,
-infinite lists; ``max_scrolls``), wait until no request came for ``settle`` seconds, then read the
+infinite lists; ``max_scrolls``), wait until every image asked for is answered and no request came
+for ``settle`` seconds, then read the
 DOM, its visible text and its links; the whole within ``timeout`` seconds. A page that outlives it
 (a script that never yields) or kills its renderer (a memory eater) is recorded as failed
 (``timeout``, ``crashed``) and its tab is closed (a new one takes its place); the browser is
@@ -41,6 +42,17 @@ SCREENSHOT_SECONDS = 5.0
 SCROLL_TO_END = """new Promise(done => { window.scrollTo(0, document.documentElement.scrollHeight);
   const end = () => done(document.documentElement.scrollHeight);
   requestAnimationFrame(() => requestAnimationFrame(end)); setTimeout(end, 250); })"""
+# Every image asked for has its answer (loaded, or broken: aborted as missing); one the browser
+# defers (``loading=lazy``, out of view) is not asked for. At most IMAGES_SECONDS.
+IMAGES_ANSWERED = "[...document.images].every(i => i.complete || i.loading === 'lazy')"
+IMAGES_SECONDS = 3.0
+# The DOM as Playwright's ``page.content()`` serialises it, its visible text and links, and whether
+# its images are answered, read at one moment.
+READ_PAGE = f"""() => {{ const d = document;
+  let dom = d.doctype ? new XMLSerializer().serializeToString(d.doctype) : '';
+  if (d.documentElement) dom += d.documentElement.outerHTML;
+  return {{answered: {IMAGES_ANSWERED}, dom, text: d.body ? d.body.innerText : '',
+          links: [...d.querySelectorAll('a[href], area[href]')].map(e => e.href)}}; }}"""
 
 
 @dataclass(frozen=True)
@@ -279,6 +291,8 @@ class Renderer:
         return out
 
     async def _render(self, page, job: _Job) -> None:  # noqa: ANN001 - a Playwright page
+        from playwright.async_api import TimeoutError as PlaywrightTimeout  # (loaded with the browser)
+
         out = job.out
         crashed = asyncio.get_running_loop().create_future()
 
@@ -306,12 +320,24 @@ class Renderer:
                 if still >= 2:
                     break
                 height = now
-            while time.monotonic() - job.last_request < self.settle:  # the network settles
-                await page.wait_for_timeout(self.settle * 1000 / 3)
-            out.dom = await page.content()
-            out.text = await page.evaluate("document.body ? document.body.innerText : ''")
-            links = await page.eval_on_selector_all("a[href], area[href]", "els => els.map(e => e.href)")
-            out.links = list(dict.fromkeys(u for u in links if u.startswith(("http://", "https://"))))
+            # An image whose src a script has just set asks for it a moment later: under load, after
+            # the loops above had seen the network quiet, so a DOM read then named an image whose
+            # request the render never saw (and its replay then loaded). So the DOM is read, in one
+            # step, with whether every image it names is answered; if not, again once they are.
+            deadline = time.monotonic() + IMAGES_SECONDS
+            while True:
+                while time.monotonic() - job.last_request < self.settle:  # the network settles
+                    await page.wait_for_timeout(self.settle * 1000 / 3)
+                read = await page.evaluate(READ_PAGE)
+                left = deadline - time.monotonic()
+                if read["answered"] or left <= 0:
+                    break
+                try:
+                    await page.wait_for_function(IMAGES_ANSWERED, polling=50, timeout=left * 1000)
+                except PlaywrightTimeout:
+                    log.info("images of %s still not loaded after %s s", out.url, IMAGES_SECONDS)
+            out.dom, out.text = read["dom"], read["text"]
+            out.links = list(dict.fromkeys(u for u in read["links"] if u.startswith(("http://", "https://"))))
 
         work = asyncio.ensure_future(behave())
         try:
