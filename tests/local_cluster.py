@@ -5,11 +5,27 @@ from __future__ import annotations
 
 import os
 
+# Each node's workers listen on ports of a range of its own, as `ray start` nodes do (10002–19999),
+# never on ports the kernel hands out (ray.cluster_utils' default): there a worker once took the
+# port a test had freed to restart its S3 server on, and every later request of that test went to
+# the worker's gRPC server ("Remote end closed connection without response"). Below 32768 (Linux's
+# ephemeral ports start there) and above `ray start`'s own range (the crawls that start a Ray of
+# their own), in blocks of WORKER_PORTS: the run's cluster gets the first, a module's the next ones.
+FIRST_WORKER_PORT, WORKER_PORTS = 20000, 1000
 
-def local_cluster(head_cpus: int, nodes: int = 0, env: dict[str, str] | None = None):
+
+def worker_ports(block: int) -> dict[str, int]:
+    first = FIRST_WORKER_PORT + block * WORKER_PORTS
+    assert first + WORKER_PORTS <= 32768, block
+    return {"min_worker_port": first, "max_worker_port": first + WORKER_PORTS - 1}
+
+
+def local_cluster(head_cpus: int, nodes: int = 0, env: dict[str, str] | None = None, ports: int = 0):
     """A head of ``head_cpus`` CPUs and ``nodes`` nodes of 1 CPU; its processes (and so every worker
     it starts) see this process's environment with ``env`` and without ``$RAY_ADDRESS`` (an address
-    in a worker's environment would send the tasks it starts to another cluster)."""
+    in a worker's environment would send the tasks it starts to another cluster). Its workers listen
+    on the blocks of ports from ``ports`` on (:func:`worker_ports`), one a node: clusters that may
+    run at once take different blocks."""
     from ray.cluster_utils import Cluster
 
     keep = dict(os.environ)
@@ -17,10 +33,10 @@ def local_cluster(head_cpus: int, nodes: int = 0, env: dict[str, str] | None = N
     os.environ.update(env or {})
     try:
         # no_monitor: the autoscaler's monitor has nothing to scale here and costs ~1.3 CPU-s a head
-        cluster = Cluster(initialize_head=True,
-                          head_node_args={"num_cpus": head_cpus, "include_dashboard": False, "no_monitor": True})
-        for _ in range(nodes):
-            cluster.add_node(num_cpus=1)
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": head_cpus, "include_dashboard": False, "no_monitor": True, **worker_ports(ports)})
+        for k in range(1, nodes + 1):
+            cluster.add_node(num_cpus=1, **worker_ports(ports + k))
     finally:
         os.environ.clear()
         os.environ.update(keep)

@@ -234,7 +234,7 @@ def two_nodes():
     cluster share: a node's start costs ~5 CPU-s, and each test started two of its own."""
     from local_cluster import local_cluster
 
-    cluster = local_cluster(1, nodes=1)
+    cluster = local_cluster(1, nodes=1, ports=2)
     yield cluster.address
     cluster.shutdown()
 

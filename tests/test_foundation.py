@@ -102,6 +102,26 @@ def test_canonicalize(url, base, expected):
     assert canonicalize(url, base) == expected
 
 
+def test_the_runs_ray_workers_listen_on_ports_of_their_own(ray_local):
+    """The run's Ray cluster (tests/local_cluster.py) gives its workers ports of a block of their own,
+    below the kernel's ephemeral ports: a worker listening on a port the kernel handed out once took
+    the port a test had freed to restart its S3 server on (four tests failed at once)."""
+    import psutil
+    from local_cluster import worker_ports
+
+    @ray_local.remote(num_cpus=0)
+    class Listener:
+        def ports(self) -> list[int]:
+            return [c.laddr.port for c in psutil.Process().net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+
+    block = worker_ports(0)
+    actors = [Listener.remote() for _ in range(3)]
+    for ports in ray_local.get([a.ports.remote() for a in actors]):
+        assert ports and all(block["min_worker_port"] <= p <= block["max_worker_port"] for p in ports), ports
+    for a in actors:
+        ray_local.kill(a)
+
+
 def test_text_pipeline_drops_markup_scripts_and_stopwords():
     html = b"<html><head><title>Running</title><script>var hidden=1</script></head><body><p>The dogs <b>are</b> jumping"
     assert text.terms(html) == ["run", "dog", "jump"]

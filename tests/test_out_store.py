@@ -32,7 +32,7 @@ def store_ray():
     from raycrawl.redis_server import free_port
 
     port = free_port()
-    cluster = local_cluster(2, env=MotoS3(port).env())
+    cluster = local_cluster(2, env=MotoS3(port).env(), ports=1)
     yield port, cluster.address
     cluster.shutdown()
 
