@@ -42,9 +42,12 @@ SCREENSHOT_SECONDS = 5.0
 SCROLL_TO_END = """new Promise(done => { window.scrollTo(0, document.documentElement.scrollHeight);
   const end = () => done(document.documentElement.scrollHeight);
   requestAnimationFrame(() => requestAnimationFrame(end)); setTimeout(end, 250); })"""
-# Every image asked for has its answer (loaded, or broken: aborted as missing); one the browser
-# defers (``loading=lazy``, out of view) is not asked for. At most IMAGES_SECONDS.
-IMAGES_ANSWERED = "[...document.images].every(i => i.complete || i.loading === 'lazy')"
+# Every image asked for has its answer (loaded, or broken: aborted as missing). One the browser
+# defers (``loading=lazy``) is asked for once in view, and not while out of it or not drawn at all
+# (no box: ``display: none``). At most IMAGES_SECONDS.
+IMAGES_ANSWERED = ("[...document.images].every(i => i.complete || i.loading === 'lazy' && ("
+                   "i.getClientRects().length === 0 || (r => r.bottom < 0 || r.top > innerHeight"
+                   " || r.right < 0 || r.left > innerWidth)(i.getBoundingClientRect())))")
 IMAGES_SECONDS = 3.0
 # The DOM as Playwright's ``page.content()`` serialises it, its visible text and links, and whether
 # its images are answered, read at one moment.
