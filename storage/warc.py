@@ -69,6 +69,8 @@ DUPLICATE_OF = "Raycrawl-Duplicate-Of"
 # whatever their URL: no page of the crawl (no WET text; Common Crawl's robotstxt subset).
 FETCHED_FOR = "Raycrawl-Fetched-For"
 ROBOTS_TXT = "robots.txt"
+REDACTED_HEADERS = "Raycrawl-Redacted"  # a request record's headers whose values it shows as ***
+DOM_URI = "urn:dom:"  # + URL: the WARC resource record of the DOM a browser rendered (write_rendered)
 
 
 def fetched_for_robots(rec: WarcRecord) -> bool:
@@ -76,8 +78,6 @@ def fetched_for_robots(rec: WarcRecord) -> bool:
     before the mark, by its URL alone."""
     return (rec.headers.get(FETCHED_FOR) == ROBOTS_TXT
             or urlsplit(rec.headers.get("WARC-Target-URI") or "").path == "/robots.txt")
-REDACTED_HEADERS = "Raycrawl-Redacted"  # a request record's headers whose values it shows as ***
-DOM_URI = "urn:dom:"  # + URL: the WARC resource record of the DOM a browser rendered (write_rendered)
 
 
 class Response(NamedTuple):

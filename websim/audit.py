@@ -35,13 +35,13 @@ from raycrawl.websim.render import SITEMAP_PATH
 from raycrawl.websim.request_log import LoggedRequest
 
 ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt")
+KINDS = ("host", "ip", "robots", "robots-first", "duplicate", "unlinked")
 
 
 def is_robots_path(path: str) -> bool:
     """A robots.txt fetch's request: ``/robots.txt``, or a redirect it was sent (``/robots-moved.txt``,
     or ``/robots-for/HOST.txt`` on another authority)."""
     return path in ROBOTS_PATHS or path.startswith("/robots-for/")
-KINDS = ("host", "ip", "robots", "robots-first", "duplicate", "unlinked")
 
 
 @dataclass(frozen=True, slots=True)
