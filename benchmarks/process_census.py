@@ -1,6 +1,8 @@
 """Every process's CPU, sampled from /proc every 0.1 s until the file STOP exists, by class (a Ray
 worker by the actor it became, a crawl's driver, Ray's own processes; others by their command line).
 Processes alive at the start count only what they spend after it (issue 50: where a crawl's CPU goes).
+After the classes, the processes that spent most one by one, with how long they were seen (a
+long-lived process's idle cost shows there: a cluster's own processes over a whole test run).
 
     .venv/bin/python benchmarks/process_census.py /tmp/STOP > census.txt &   # then run the crawl, then
     touch /tmp/STOP
@@ -29,8 +31,10 @@ def classify(cmd: str) -> str:
 def main(stop: str) -> None:
     seen: dict[tuple[str, str], tuple[str, float]] = {}
     base: dict[tuple[str, str], float] = {}
+    lived: dict[tuple[str, str], list[float]] = {}
     first = True
     while not os.path.exists(stop):
+        now = time.monotonic()
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 with open(f"/proc/{pid}/stat") as fh:
@@ -50,6 +54,7 @@ def main(stop: str) -> None:
             if old and old[0].startswith("ray::") and not old[0].startswith("ray::IDLE") and cls.startswith("ray::IDLE"):
                 cls = old[0]
             seen[key] = (cls, cpu)
+            lived.setdefault(key, [now, now])[1] = now
             if first:
                 base[key] = cpu
         first = False
@@ -63,6 +68,10 @@ def main(stop: str) -> None:
         if cpu >= 0.05:
             print(f"{cpu:7.2f} {n:4d} {cls}")
     print(f"{sum(c for c, _ in by_class.values()):7.2f} total")
+    print("# the processes that spent most: CPU-s, seconds seen, class")
+    ranked = sorted(seen.items(), key=lambda kv: -(kv[1][1] - base.get(kv[0], 0.0)))
+    for key, (cls, cpu) in ranked[:25]:
+        print(f"{cpu - base.get(key, 0.0):7.2f} {lived[key][1] - lived[key][0]:6.0f}s {cls}")
 
 
 if __name__ == "__main__":

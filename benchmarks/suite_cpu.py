@@ -1,7 +1,7 @@
 """The CPU and the wall time of test files run one at a time (issue 50: the suite is CPU-bound on
 two cores, so its time is what its files cost in CPU).
 
-    .venv/bin/python benchmarks/suite_cpu.py [--jobs 2] [test_agents.py test_crawl.py ...]   # default: every file
+    .venv/bin/python benchmarks/suite_cpu.py [--jobs 2] [--per-test] [test_agents.py test_crawl.py ...]   # default: every file
 
 Each file runs alone (``pytest -q -p no:cacheprovider -p no:xdist tests/FILE``, with a session Ray
 cluster of its own: ~3.5 CPU-s of each figure, the cost of a file that does nothing). Where the
@@ -9,6 +9,11 @@ machine has cgroup v1's ``cpuacct`` (as root), each file runs in a cgroup of its
 is the CPU of every process it started, Ray's and the browsers' included, whatever else runs:
 ``--jobs`` files at once. Elsewhere the figure is the machine's busy CPU from ``/proc/stat``, so
 the files run one after the other on an otherwise idle machine.
+
+With ``--per-test`` (cgroups only) every test's CPU is listed too: this module, loaded into pytest
+as a plugin, reads the file's cgroup at each test's start and end (a test's figure includes what
+the file's other processes, its session cluster's, spent meanwhile; its fixtures' set-up counts
+for the first test that uses them).
 """
 
 from __future__ import annotations
@@ -41,13 +46,36 @@ def _cgroup(name: str) -> Path | None:
         return None
 
 
-def run_file(name: str, env: dict[str, str], grouped: bool) -> tuple[str, float, float, str]:
+_TEST_CPU: dict[str, float] = {}
+
+
+def _usage() -> float:
+    return int(Path(os.environ["RAYCRAWL_TEST_CGROUP"], "cpuacct.usage").read_text()) / 1e9
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:  # noqa: ANN001 - the plugin's pytest hooks
+    if os.environ.get("RAYCRAWL_TEST_CGROUP"):
+        _TEST_CPU[nodeid] = _usage()
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:  # noqa: ANN001
+    if nodeid in _TEST_CPU:
+        with open(os.environ["RAYCRAWL_TEST_CPU_OUT"], "a") as out:
+            out.write(f"{_usage() - _TEST_CPU.pop(nodeid):.1f}\t{nodeid}\n")
+
+
+def run_file(name: str, env: dict[str, str], grouped: bool, per_test: bool = False
+             ) -> tuple[str, float, float, str]:
     """(file, CPU s, wall s, pytest's last line)."""
     group = _cgroup(name) if grouped else None
     base = Path(f"/tmp/suite-cpu-{os.getpid()}")
     base.mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"tests/{name}",
            "--basetemp", str(base / name)]
+    if per_test and group is not None:
+        env = {**env, "RAYCRAWL_TEST_CGROUP": str(group), "RAYCRAWL_TEST_CPU_OUT": str(base / f"{name}.tests"),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), env.get("PYTHONPATH")]))}
+        cmd += ["-p", "suite_cpu"]
     b0, t0 = busy_seconds(), time.monotonic()
     if group is not None:  # (the shell joins the group, then becomes pytest: every descendant is in it)
         cmd = ["sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh", *cmd]
@@ -64,12 +92,16 @@ def run_file(name: str, env: dict[str, str], grouped: bool) -> tuple[str, float,
     else:
         cpu = busy_seconds() - b0
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else f"exit {r.returncode}"
+    tests = base / f"{name}.tests"
+    if tests.exists():
+        last += "".join(f"\n    {line}" for line in sorted(tests.read_text().splitlines(), key=lambda x: -float(x.split()[0])))
     return name, cpu, wall, last
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=2, help="files at once where cgroups measure each (default 2)")
+    ap.add_argument("--per-test", action="store_true", help="each test's CPU too (cgroups only)")
     ap.add_argument("files", nargs="*", help="test files (default: every tests/test_*.py)")
     args = ap.parse_args()
     files = args.files or sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
@@ -83,7 +115,7 @@ def main() -> None:
     print(f"{'file':36} {'cpu_s':>7} {'wall_s':>7}  result", flush=True)
     total = 0.0
     with ThreadPoolExecutor(jobs) as pool:
-        for name, cpu, wall, last in pool.map(lambda f: run_file(f, env, grouped), files):
+        for name, cpu, wall, last in pool.map(lambda f: run_file(f, env, grouped, args.per_test), files):
             total += cpu
             print(f"{name:36} {cpu:7.1f} {wall:7.1f}  {last}", flush=True)
     print(f"{'total':36} {total:7.1f}")
