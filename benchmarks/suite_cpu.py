@@ -13,7 +13,10 @@ the files run one after the other on an otherwise idle machine.
 With ``--per-test`` (cgroups only) every test's CPU is listed too: this module, loaded into pytest
 as a plugin, reads the file's cgroup at each test's start and end (a test's figure includes what
 the file's other processes, its session cluster's, spent meanwhile; its fixtures' set-up counts
-for the first test that uses them).
+for the first test that uses them), and the CPU of pytest's own process. The plugin works in any
+pytest run (``make test``'s workers too) with ``PYTHONPATH=benchmarks RAYCRAWL_TEST_CPU_OUT=FILE
+pytest -p suite_cpu``: a line a test, its cgroup's CPU (0 without ``RAYCRAWL_TEST_CGROUP``), then
+its process's.
 """
 
 from __future__ import annotations
@@ -54,14 +57,17 @@ def _usage() -> float:
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:  # noqa: ANN001 - the plugin's pytest hooks
-    if os.environ.get("RAYCRAWL_TEST_CGROUP"):
-        _TEST_CPU[nodeid] = _usage()
+    if os.environ.get("RAYCRAWL_TEST_CPU_OUT"):
+        _TEST_CPU[nodeid] = (_usage() if os.environ.get("RAYCRAWL_TEST_CGROUP") else 0.0, time.process_time())
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:  # noqa: ANN001
+    """One line a test: the CPU of its file's cgroup (0 without one), then pytest's own process's."""
     if nodeid in _TEST_CPU:
+        group, own = _TEST_CPU.pop(nodeid)
+        group = _usage() - group if os.environ.get("RAYCRAWL_TEST_CGROUP") else 0.0
         with open(os.environ["RAYCRAWL_TEST_CPU_OUT"], "a") as out:
-            out.write(f"{_usage() - _TEST_CPU.pop(nodeid):.1f}\t{nodeid}\n")
+            out.write(f"{group:.1f}\t{time.process_time() - own:.1f}\t{nodeid}\n")
 
 
 def run_file(name: str, env: dict[str, str], grouped: bool, per_test: bool = False

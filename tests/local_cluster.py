@@ -20,17 +20,31 @@ def worker_ports(block: int) -> dict[str, int]:
     return {"min_worker_port": first, "max_worker_port": first + WORKER_PORTS - 1}
 
 
+# A test cluster lives through many jobs (every crawl that joins it is one), and two of Ray's
+# defaults then cost it CPU for the rest of the run (measured, tests/local_cluster's head of 4 CPUs):
+# - its log monitor lists the log directory ten times a second while it holds under 1,000 files, and
+#   checks every file of every worker that ever ran: after 160 actors had come and gone, 36.5 ms of
+#   CPU a second, 18.5 when it lists it every 0.5 s (Ray's pace past the threshold; a new worker's
+#   lines reach its driver up to 0.4 s later);
+# - its raylet keeps up to a CPU's count of idle workers of a job alive for as long as the job runs
+#   (a pytest worker that called Ray tasks in-process is one job for the whole run), at ~7 ms of CPU
+#   a second each: released after IDLE_WORKER_MS instead.
+IDLE_WORKER_MS = 10_000
+LONG_LIVED = {"RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "1", "RAY_num_workers_soft_limit": "0",
+              "RAY_idle_worker_killing_time_threshold_ms": str(IDLE_WORKER_MS)}
+
+
 def local_cluster(head_cpus: int, nodes: int = 0, env: dict[str, str] | None = None, ports: int = 0):
     """A head of ``head_cpus`` CPUs and ``nodes`` nodes of 1 CPU; its processes (and so every worker
-    it starts) see this process's environment with ``env`` and without ``$RAY_ADDRESS`` (an address
-    in a worker's environment would send the tasks it starts to another cluster). Its workers listen
-    on the blocks of ports from ``ports`` on (:func:`worker_ports`), one a node: clusters that may
-    run at once take different blocks."""
+    it starts) see this process's environment with :data:`LONG_LIVED` and ``env`` and without
+    ``$RAY_ADDRESS`` (an address in a worker's environment would send the tasks it starts to another
+    cluster). Its workers listen on the blocks of ports from ``ports`` on (:func:`worker_ports`),
+    one a node: clusters that may run at once take different blocks."""
     from ray.cluster_utils import Cluster
 
     keep = dict(os.environ)
     os.environ.pop("RAY_ADDRESS", None)
-    os.environ.update(env or {})
+    os.environ.update({**LONG_LIVED, **(env or {})})
     try:
         # no_monitor: the autoscaler's monitor has nothing to scale here and costs ~1.3 CPU-s a head
         cluster = Cluster(initialize_head=True, head_node_args={
