@@ -73,13 +73,16 @@ mitm: $(MITM_STAMP)
 
 # pyspark (and what cc-pyspark's jobs import) for tests/test_cc_pyspark.py, which runs Common Crawl's
 # own Spark jobs over a crawl's WET and WAT files; a venv of its own, made beside the others. PyPI
-# has pyspark as a source archive only, so every install builds its wheel (uv's cache kept none
-# here: its index answered every revalidation "modified"), and that wheel is 480 MB of jars,
-# compressed archives already: stored, not deflated again, the install took 11 s and 14 CPU-s
-# against 23 s and 26 CPU-s (measured). Spark needs a JVM (java, 17 or later: system-packages).
+# has pyspark as a source archive only, so every install builds its wheel, and that wheel is 480 MB
+# of jars, compressed archives already: stored, not deflated again, the install took 11 s and 14
+# CPU-s against 23 s and 26 CPU-s (measured). Without a cache: uv's revalidation found the archive
+# "modified" each time here, so it built the wheel again anyway and kept each build, 2.4 GB more
+# cache an install (60 GB had filled this machine's disk until Ray refused the tests' tasks with
+# OutOfDiskError); with no cache the install took 9.9 s and 11 CPU-s. Spark needs a JVM (java, 17
+# or later: system-packages).
 SPARK_VENV := .venv-spark
 SPARK_STAMP := $(SPARK_VENV)/.installed-stamp
-STORED_WHEELS := --config-settings=--build-option=--compression=stored
+STORED_WHEELS := --no-cache-dir --config-settings=--build-option=--compression=stored
 
 $(SPARK_STAMP):
 	python3 -m venv --clear $(SPARK_VENV)
