@@ -123,6 +123,40 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                     "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")
 
 
+# An infinite list (websim's ``js:infinite``: each scroll event appends the next items) on a page slow
+# to paint: a fixed backdrop of blurred, shadowed layers. The browser dispatches a scroll event with
+# its next frame, and this page's first frame takes ~1.5 s here (20 layers; 10 already take long
+# enough), as frames do on a loaded machine: a render that measured the page 350 ms after each
+# scroll saw it unchanged twice and stopped with 2 items of 11 (the render crawl lost 7 links of a
+# ``js:infinite`` page in a clean clone that way).
+BACKDROP = "".join(f'<div style="position:absolute;left:{i * 37 % 100}%;top:{i * 53 % 100}%;width:60%;height:60%;'
+                   f'filter:blur(40px) drop-shadow(0 0 80px red);background:radial-gradient(circle,hsl({i * 29},90%,50%),'
+                   'transparent)"></div>' for i in range(20))
+SLOW_TO_PAINT_LIST = b"""<!doctype html><html><body><div id="root"></div><script>
+const root = document.getElementById("root");
+root.innerHTML = "<ul>" + [...Array(11).keys()].map(i => '<li><a href="/i/' + i + '">item ' + i + '</a></li>').join("") + "</ul>";
+const rest = [...root.querySelectorAll("li")].slice(2).map(li => [li.parentNode, li]);
+rest.forEach(([, li]) => li.remove());
+addEventListener("scroll", () => { for (let k = 0; k < 2 && rest.length; k++) { const [ul, li] = rest.shift(); ul.appendChild(li); }
+  if (rest.length) document.getElementById("more").style.height = (innerHeight + scrollY + 1200) + "px";
+  else document.getElementById("more").remove(); });
+</script><div id="more" style="height:2400px"></div>
+<div style="position:fixed;inset:0;pointer-events:none">""" + BACKDROP.encode() + b"</div></body></html>"
+
+
+def test_an_infinite_list_grows_to_its_end_when_scroll_events_come_late() -> None:
+    async def go():
+        r = Renderer(timeout=30)
+        try:
+            return await r.render("http://a.test/list", {"http://a.test/list": page(SLOW_TO_PAINT_LIST)})
+        finally:
+            await r.close()
+
+    out = asyncio.run(go())
+    assert out.error is None, out
+    assert out.links == [f"http://a.test/i/{i}" for i in range(11)], out.links
+
+
 class SlowToHear(Renderer):
     """A renderer that hears of the lazy image's request late, as a loaded machine's does (the
     request crosses Chromium, Playwright's driver and this process before it reaches the handler)."""

@@ -36,12 +36,18 @@ from raycrawl.chromium import find_browser
 log = logging.getLogger(__name__)
 
 SCREENSHOT_SECONDS = 5.0
-# Scroll to the end, then wait two animation frames (a browser dispatches scroll events before it runs
-# animation frame callbacks, so the page's scroll handlers have run by then, however slow the
-# machine) or 250 ms (a page with nothing to paint may get no frame for seconds), whichever first.
-SCROLL_TO_END = """new Promise(done => { window.scrollTo(0, document.documentElement.scrollHeight);
-  const end = () => done(document.documentElement.scrollHeight);
-  requestAnimationFrame(() => requestAnimationFrame(end)); setTimeout(end, 250); })"""
+# Scroll to the end and wait for the scroll event the page's handlers get: the browser dispatches it
+# with its next frame, and a frame may come long after (a page slow to paint, a loaded machine: an
+# infinite list measured before its handler ran looked finished after one step). Ours is added
+# last, so it runs after theirs; at most SCROLL_EVENT_MS. Already at the end (no event will come),
+# two animation frames or 250 ms (a page with nothing to paint may get no frame for seconds).
+SCROLL_EVENT_MS = 10_000
+SCROLL_TO_END = f"""new Promise(done => {{ const y = scrollY; let ended = false;
+  const end = () => {{ if (!ended) {{ ended = true; done(document.documentElement.scrollHeight); }} }};
+  window.scrollTo(0, document.documentElement.scrollHeight);
+  if (scrollY !== y) {{ addEventListener('scroll', () => setTimeout(end, 0), {{once: true}});
+    setTimeout(end, {SCROLL_EVENT_MS}); }}
+  else {{ requestAnimationFrame(() => requestAnimationFrame(end)); setTimeout(end, 250); }} }})"""
 # Every image asked for has its answer (loaded, or broken: aborted as missing). One the browser
 # defers (``loading=lazy``) is asked for once in view, and not while out of it or not drawn at all
 # (no box: ``display: none``). At most IMAGES_SECONDS.
