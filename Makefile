@@ -77,7 +77,7 @@ mitm: $(MITM_STAMP)
 # of jars, compressed archives already: stored, not deflated again, the install took 11 s and 14
 # CPU-s against 23 s and 26 CPU-s (measured). Without a cache: uv's revalidation found the archive
 # "modified" each time here, so it built the wheel again anyway and kept each build, 2.4 GB more
-# cache an install (60 GB had filled this machine's disk until Ray refused the tests' tasks with
+# cache an install (63 GB had filled this machine's disk until Ray refused the tests' tasks with
 # OutOfDiskError); with no cache the install took 9.9 s and 11 CPU-s. Spark needs a JVM (java, 17
 # or later: system-packages).
 SPARK_VENV := .venv-spark

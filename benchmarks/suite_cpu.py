@@ -49,7 +49,7 @@ def _cgroup(name: str) -> Path | None:
         return None
 
 
-_TEST_CPU: dict[str, float] = {}
+_TEST_CPU: dict[str, tuple[float, float]] = {}  # test: (its cgroup's CPU, its process's) at its start
 
 
 def _usage() -> float:
