@@ -82,11 +82,11 @@ mitm: $(MITM_STAMP)
 # or later: system-packages).
 SPARK_VENV := .venv-spark
 SPARK_STAMP := $(SPARK_VENV)/.installed-stamp
-STORED_WHEELS := --no-cache-dir --config-settings=--build-option=--compression=stored
+SPARK_BUILD_OPTIONS := --no-cache-dir --config-settings=--build-option=--compression=stored
 
 $(SPARK_STAMP):
 	python3 -m venv --clear $(SPARK_VENV)
-	$(call PIP_INSTALL,$(STORED_WHEELS) 'pyspark==4.3.0' 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
+	$(call PIP_INSTALL,$(SPARK_BUILD_OPTIONS) 'pyspark==4.3.0' 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
 	touch $(SPARK_STAMP)
 
 spark: $(SPARK_STAMP)

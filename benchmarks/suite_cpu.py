@@ -30,6 +30,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 
@@ -49,25 +51,22 @@ def _cgroup(name: str) -> Path | None:
         return None
 
 
-_TEST_CPU: dict[str, tuple[float, float]] = {}  # test: (its cgroup's CPU, its process's) at its start
-
-
 def _usage() -> float:
-    return int(Path(os.environ["RAYCRAWL_TEST_CGROUP"], "cpuacct.usage").read_text()) / 1e9
+    """The CPU of the test's cgroup, 0 without one."""
+    group = os.environ.get("RAYCRAWL_TEST_CGROUP")
+    return int(Path(group, "cpuacct.usage").read_text()) / 1e9 if group else 0.0
 
 
-def pytest_runtest_logstart(nodeid, location) -> None:  # noqa: ANN001 - the plugin's pytest hooks
-    if os.environ.get("RAYCRAWL_TEST_CPU_OUT"):
-        _TEST_CPU[nodeid] = (_usage() if os.environ.get("RAYCRAWL_TEST_CGROUP") else 0.0, time.process_time())
-
-
-def pytest_runtest_logfinish(nodeid, location) -> None:  # noqa: ANN001
-    """One line a test: the CPU of its file's cgroup (0 without one), then pytest's own process's."""
-    if nodeid in _TEST_CPU:
-        group, own = _TEST_CPU.pop(nodeid)
-        group = _usage() - group if os.environ.get("RAYCRAWL_TEST_CGROUP") else 0.0
-        with open(os.environ["RAYCRAWL_TEST_CPU_OUT"], "a") as out:
-            out.write(f"{group:.1f}\t{time.process_time() - own:.1f}\t{nodeid}\n")
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ANN201 - the plugin's pytest hook
+    """One line a test, written by the process that runs it (under xdist its worker, never the
+    controller, which only reports): its cgroup's CPU (0 without one), then its process's."""
+    out = os.environ.get("RAYCRAWL_TEST_CPU_OUT")
+    group, own = _usage(), time.process_time()
+    yield
+    if out:
+        with open(out, "a") as fh:
+            fh.write(f"{_usage() - group:.1f}\t{time.process_time() - own:.1f}\t{item.nodeid}\n")
 
 
 def run_file(name: str, env: dict[str, str], grouped: bool, per_test: bool = False
@@ -78,8 +77,9 @@ def run_file(name: str, env: dict[str, str], grouped: bool, per_test: bool = Fal
     base.mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"tests/{name}",
            "--basetemp", str(base / name)]
+    tests = base / f"{name}.tests"
     if per_test and group is not None:
-        env = {**env, "RAYCRAWL_TEST_CGROUP": str(group), "RAYCRAWL_TEST_CPU_OUT": str(base / f"{name}.tests"),
+        env = {**env, "RAYCRAWL_TEST_CGROUP": str(group), "RAYCRAWL_TEST_CPU_OUT": str(tests),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), env.get("PYTHONPATH")]))}
         cmd += ["-p", "suite_cpu"]
     b0, t0 = busy_seconds(), time.monotonic()
@@ -98,7 +98,6 @@ def run_file(name: str, env: dict[str, str], grouped: bool, per_test: bool = Fal
     else:
         cpu = busy_seconds() - b0
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else f"exit {r.returncode}"
-    tests = base / f"{name}.tests"
     if tests.exists():
         last += "".join(f"\n    {line}" for line in sorted(tests.read_text().splitlines(), key=lambda x: -float(x.split()[0])))
     return name, cpu, wall, last
