@@ -24,6 +24,10 @@ def chromium() -> str:
     pytest.fail("no chromium on PATH: `make setup` installs Debian's chromium package")
 
 
+class NavigatedAway(AssertionError):
+    """An evaluation the page's navigation cut off (CDP: "Inspected target navigated or closed")."""
+
+
 class Browser:
     """One page of a headless Chromium; :meth:`evaluate` runs JavaScript in it."""
 
@@ -44,7 +48,8 @@ class Browser:
                                              "params": {"accept": False}})
             if msg.get("id") == i:
                 if "error" in msg:
-                    raise AssertionError(f"{method}: {msg['error']}")
+                    failed = NavigatedAway if "navigated or closed" in str(msg["error"]) else AssertionError
+                    raise failed(f"{method}: {msg['error']}")
                 return msg.get("result", {})
 
     async def evaluate(self, expression: str):  # noqa: ANN201 - whatever the expression returns
@@ -59,7 +64,12 @@ class Browser:
     async def wait_for(self, condition: str, timeout: float = 30) -> None:
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
-        while not await self.evaluate(f"!!({condition})"):
+        # A poll that meets a navigation (a form posted, a page loading) is cut off: it asks again
+        # (a console test once failed on a click's form post landing during a poll).
+        while True:
+            with contextlib.suppress(NavigatedAway):
+                if await self.evaluate(f"!!({condition})"):
+                    return
             assert loop.time() < end, f"not true within {timeout} s: {condition}"
             await asyncio.sleep(0.2)
 
