@@ -73,20 +73,28 @@ mitm: $(MITM_STAMP)
 
 # pyspark (and what cc-pyspark's jobs import) for tests/test_cc_pyspark.py, which runs Common Crawl's
 # own Spark jobs over a crawl's WET and WAT files; a venv of its own, made beside the others. PyPI
-# has pyspark as a source archive only, so every install builds its wheel, and that wheel is 480 MB
-# of jars, compressed archives already: stored, not deflated again, the install took 11 s and 14
-# CPU-s against 23 s and 26 CPU-s (measured). Without a cache: uv's revalidation found the archive
-# "modified" each time here, so it built the wheel again anyway and kept each build, 2.4 GB more
-# cache an install (63 GB had filled this machine's disk until Ray refused the tests' tasks with
-# OutOfDiskError); with no cache the install took 9.9 s and 11 CPU-s. Spark needs a JVM (java, 17
-# or later: system-packages).
+# has pyspark as a source archive only, and its wheel is 480 MB of jars, compressed archives
+# already: built stored, not deflated again (23 s and 26 CPU-s against 11 s and 14, measured). Neither
+# installer's cache keeps it well here: uv's revalidation found the archive "modified" each time, so
+# it built the wheel again anyway and kept each build, 2.4 GB more cache an install (63 GB had filled
+# this machine's disk until Ray refused the tests' tasks with OutOfDiskError). So the wheel is built
+# once a machine, into SPARK_WHEELS (atomically: clones set up side by side may both build it), and
+# each venv installs from it: 3 s and 4 CPU-s instead of 10–16 s and 11–19 (measured), the longest
+# part of make test's set-up. Spark needs a JVM (java, 17 or later: system-packages).
 SPARK_VENV := .venv-spark
 SPARK_STAMP := $(SPARK_VENV)/.installed-stamp
-SPARK_BUILD_OPTIONS := --no-cache-dir --config-settings=--build-option=--compression=stored
+SPARK_WHEELS ?= $(HOME)/.cache/raycrawl/wheels
+SPARK_WHEEL := $(SPARK_WHEELS)/pyspark-4.3.0-py2.py3-none-any.whl
 
-$(SPARK_STAMP):
+$(SPARK_WHEEL):
+	mkdir -p $(SPARK_WHEELS)
+	tmp=$$(mktemp -d $(SPARK_WHEELS)/.build.XXXXXX) && python3 -m venv $$tmp/venv \
+	  && $$tmp/venv/bin/python -m pip wheel -q --no-deps --no-cache-dir --config-settings=--build-option=--compression=stored \
+	     'pyspark==4.3.0' -w $$tmp && mv $$tmp/$(notdir $(SPARK_WHEEL)) $@; status=$$?; rm -rf $$tmp; exit $$status
+
+$(SPARK_STAMP): $(SPARK_WHEEL)
 	python3 -m venv --clear $(SPARK_VENV)
-	$(call PIP_INSTALL,$(SPARK_BUILD_OPTIONS) 'pyspark==4.3.0' 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
+	$(call PIP_INSTALL,--no-cache-dir $(SPARK_WHEEL) 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
 	touch $(SPARK_STAMP)
 
 spark: $(SPARK_STAMP)
