@@ -121,7 +121,11 @@ def websim(tmp_path_factory):
 # The unit tests of the numba kernels (graph codes, BV graphs, Elias-Fano, summaries, search) run
 # in one worker, one file after the other: in a clean clone each kernel is compiled by the first
 # process that calls it and cached for the rest, and these files on four workers at once compiled
-# the same kernels side by side (125 against 88 CPU-s for these files, measured).
+# the same kernels side by side (125 against 88 CPU-s for these files, measured). The unit goes out
+# first: other processes that call the same kernels (a graph or index built by a crawl test, the
+# rank tasks' workers) then load them from the cache instead of compiling them beside it (a clean
+# clone's run had the unit start at 403 s, and the render crawl's graph test compile the graph's
+# kernels at 409 s: 9 CPU-s of its own).
 KERNEL_FILES = frozenset({
     "test_bvgraph.py", "test_bvgraph_codes.py", "test_bvgraph_writer.py", "test_elias_fano.py",
     "test_graph_encodings.py", "test_webgraph_ef.py", "test_crawl_graph.py", "test_summaries.py",
@@ -130,10 +134,13 @@ KERNEL_FILES = frozenset({
 })
 
 
+KERNELS = "numba-kernels"
+
+
 def _scope(path: str) -> str:
     """What one worker runs as a unit: a file, or all of :data:`KERNEL_FILES`."""
     name = path.rsplit("/", 1)[-1]
-    return "numba-kernels" if name in KERNEL_FILES else path
+    return KERNELS if name in KERNEL_FILES else path
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist does not know the hook
@@ -151,7 +158,8 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """The longest units first (longest-processing-time-first): ``make test`` hands whole files (and
+    """The kernels' unit first (:data:`KERNEL_FILES`), then the longest units first
+    (longest-processing-time-first): ``make test`` hands whole files (and
     the kernels' files as one unit) to its workers in this order (``--dist loadfile
     --no-loadscope-reorder``), so the long ones start early and the short ones fill the gaps at
     the end, instead of a long file started last keeping one worker busy while the others idle
@@ -171,6 +179,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item, path, scope in zip(items, paths, scopes, strict=True):
         if path.rsplit("/", 1)[-1] not in seconds:
             weight[scope] += 5 * (item.get_closest_marker("slow") is not None)
+    if KERNELS in weight:
+        weight[KERNELS] = float("inf")
     first = {scope: i for i, scope in enumerate(dict.fromkeys(scopes))}
     ranked = sorted(zip(items, paths, scopes, strict=True), key=lambda ips: (-weight[ips[2]], first[ips[2]], ips[1]))
     items[:] = [item for item, _, _ in ranked]
