@@ -86,15 +86,21 @@ SPARK_STAMP := $(SPARK_VENV)/.installed-stamp
 SPARK_WHEELS ?= $(HOME)/.cache/raycrawl/wheels
 SPARK_WHEEL := $(SPARK_WHEELS)/pyspark-4.3.0-py2.py3-none-any.whl
 
+SPARK_FROM_SOURCE := --config-settings=--build-option=--compression=stored pyspark==4.3.0
+
 $(SPARK_WHEEL):
 	mkdir -p $(SPARK_WHEELS)
 	tmp=$$(mktemp -d $(SPARK_WHEELS)/.build.XXXXXX) && python3 -m venv $$tmp/venv \
-	  && $$tmp/venv/bin/python -m pip wheel -q --no-deps --no-cache-dir --config-settings=--build-option=--compression=stored \
-	     'pyspark==4.3.0' -w $$tmp && mv $$tmp/$(notdir $(SPARK_WHEEL)) $@; status=$$?; rm -rf $$tmp; exit $$status
+	  && $$tmp/venv/bin/python -m pip wheel -q --no-deps --no-cache-dir $(SPARK_FROM_SOURCE) -w $$tmp \
+	  && mv $$tmp/$(notdir $(SPARK_WHEEL)) $@; status=$$?; rm -rf $$tmp; exit $$status
 
-$(SPARK_STAMP): $(SPARK_WHEEL)
+# (No wheel kept — a cache that cannot be written, a pip that cannot build it — and the venv builds
+# pyspark from its source as before.)
+$(SPARK_STAMP):
 	python3 -m venv --clear $(SPARK_VENV)
-	$(call PIP_INSTALL,--no-cache-dir $(SPARK_WHEEL) 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
+	-[ -f $(SPARK_WHEEL) ] || $(MAKE) --no-print-directory $(SPARK_WHEEL)
+	if [ -f $(SPARK_WHEEL) ]; then pyspark=$(SPARK_WHEEL); else pyspark="$(SPARK_FROM_SOURCE)"; fi; \
+	  $(call PIP_INSTALL,--no-cache-dir $$pyspark 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
 	touch $(SPARK_STAMP)
 
 spark: $(SPARK_STAMP)
