@@ -79,8 +79,8 @@ mitm: $(MITM_STAMP)
 # it built the wheel again anyway and kept each build, 2.4 GB more cache an install (63 GB had filled
 # this machine's disk until Ray refused the tests' tasks with OutOfDiskError). So the wheel is built
 # once a machine, into SPARK_WHEELS (atomically: clones set up side by side may both build it), and
-# each venv installs from it: 3 s and 4 CPU-s instead of 10–16 s and 11–19 (measured), the longest
-# part of make test's set-up. Spark needs a JVM (java, 17 or later: system-packages).
+# each venv installs it from there (pyspark's install 3 s and 4 CPU-s; the Spark venv, once the
+# longest part of make test's set-up, 6–10 s instead of 10–16, measured). Spark needs a JVM (java, 17 or later: system-packages).
 SPARK_VENV := .venv-spark
 SPARK_STAMP := $(SPARK_VENV)/.installed-stamp
 SPARK_WHEELS ?= $(HOME)/.cache/raycrawl/wheels
