@@ -80,7 +80,8 @@ mitm: $(MITM_STAMP)
 # this machine's disk until Ray refused the tests' tasks with OutOfDiskError). So the wheel is built
 # once a machine, into SPARK_WHEELS (atomically: clones set up side by side may both build it), and
 # each venv installs it from there (pyspark's install 3 s and 4 CPU-s; the Spark venv, once the
-# longest part of make test's set-up, 6–10 s instead of 10–16, measured). Spark needs a JVM (java, 17 or later: system-packages).
+# longest part of make test's set-up, 6–10 s instead of 10–16, measured). Spark needs a JVM (java,
+# 17 or later: system-packages).
 SPARK_VENV := .venv-spark
 SPARK_STAMP := $(SPARK_VENV)/.installed-stamp
 SPARK_WHEELS ?= $(HOME)/.cache/raycrawl/wheels
@@ -98,7 +99,7 @@ $(SPARK_WHEEL):
 # pyspark from its source as before.)
 $(SPARK_STAMP):
 	python3 -m venv --clear $(SPARK_VENV)
-	-[ -f $(SPARK_WHEEL) ] || $(MAKE) --no-print-directory $(SPARK_WHEEL)
+	-$(MAKE) --no-print-directory $(SPARK_WHEEL)
 	if [ -f $(SPARK_WHEEL) ]; then pyspark=$(SPARK_WHEEL); else pyspark="$(SPARK_FROM_SOURCE)"; fi; \
 	  $(call PIP_INSTALL,--no-cache-dir $$pyspark 'warcio>=1.7' 'boto3>=1.34' 'requests>=2.31' 'idna>=3.6',$(SPARK_VENV))
 	touch $(SPARK_STAMP)

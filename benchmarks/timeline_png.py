@@ -20,6 +20,8 @@ from pathlib import Path
 
 from code_at import env_at
 
+from raycrawl.storage.crawl_timeline import COLUMNS
+
 DRAW = ("import sys; from pathlib import Path; from raycrawl.storage.crawl_timeline import write_png; "
         "assert write_png(Path(sys.argv[1]), Path(sys.argv[2]))")
 
@@ -27,7 +29,7 @@ DRAW = ("import sys; from pathlib import Path; from raycrawl.storage.crawl_timel
 def timeline(directory: Path, samples: int) -> Path:
     """An agent's samples every 2 s: pages growing at ~100/s with a dip, queues filling then draining."""
     directory.mkdir(parents=True, exist_ok=True)
-    rows = ["time\tpages\terrors\tqueued\tvirtualized\tfront\tinflight"]
+    rows = ["\t".join(COLUMNS)]
     pages = errors = 0
     for i in range(samples):
         pages += 200 if i % 50 < 40 else 60

@@ -9,6 +9,7 @@ errors/s over time from all the rows.
 
 from __future__ import annotations
 
+import math
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -60,8 +61,6 @@ QUEUES = ((3, "queued URLs (Redis)", BLUE), (4, "virtualized URLs (disk)", ORANG
 def ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """Round values (1, 2, 2.5 or 5 times a power of ten apart), about ``n``, the first at or below
     ``lo`` and the last at or above ``hi``: an axis's range."""
-    import math
-
     if hi <= lo:
         hi = lo + 1
     raw = (hi - lo) / n
