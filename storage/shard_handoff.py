@@ -253,19 +253,24 @@ class ShardCheckpoints:
             return 0
         queues = virtual_queues(self.f, self.out, set(logged))
         try:
-            held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
-            last = self.f.checkpoints(sorted(logged))  # (what each names now: ``last``, in :meth:`_one`)
+            held = self._listing()
+            last = self.f.checkpoints(sorted(logged))  # (what each names now: ``last``, in :meth:`_upload`)
+            manifests = {s: self._upload(s, queues[s], held, last[s]) for s in sorted(logged)}
+            # One listing confirms every shard's uploads: a listing a shard cost a round 2 + 2 × its
+            # shards' requests (66 for an agent's 32), and an S3 LIST is paid by the request.
+            listed = self._listing()
             for s in sorted(logged):
-                self._one(s, queues[s], logged[s], held, last[s])
+                self._record(s, manifests[s], logged[s], listed)
         except StoreError as exc:
             log.warning("shard checkpoint not taken (%s); trying again in %.0f s", exc, self.interval)
             return 0
         return len(logged)
 
-    def _one(self, shard: int, queues: list[Path], logged: int, held: dict[str, int],
-             last: dict[str, int] | None) -> None:
-        """Upload what changed under new keys, have Redis name the whole set, then delete what it
-        replaced: a holder dying at any point leaves the last checkpoint Redis names whole."""
+    def _listing(self) -> dict[str, int]:
+        return {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
+
+    def _upload(self, shard: int, queues: list[Path], held: dict[str, int], last: dict[str, int] | None) -> dict[str, int]:
+        """Upload what changed of ``shard`` under new keys; the checkpoint's manifest (key → bytes)."""
         files = {k: p for k, p in shard_files(self.out, shard, queues).items()
                  if counted(k) and not k.endswith(".tmp")}
         suffix = _new_suffix()
@@ -289,7 +294,12 @@ class ShardCheckpoints:
             self.store.put_bytes(data, key + suffix)
             manifest[key + suffix] = len(data)
             self.sent[key] = ((len(data), st.st_mtime_ns) if len(data) == st.st_size else (-1, 0)) + (key + suffix,)
-        listed = {**self.store.listing(f"sieve/{shard:02d}/"), **self.store.listing(f"virtualizer/{shard:02d}/")}
+        return manifest
+
+    def _record(self, shard: int, manifest: dict[str, int], logged: int, listed: dict[str, int]) -> None:
+        """Have Redis name the shard's whole checkpoint once the store lists it, then delete what it
+        replaced: a holder dying at any point leaves the last checkpoint Redis names whole."""
+        listed = {k: size for k, size in listed.items() if _shard_key(k)[0] == shard}
         wrong = [k for k, size in manifest.items() if listed.get(k) != size]
         if wrong:
             raise StoreError(f"the object store {self.store.url} does not list {wrong[0]} at its size after the upload")

@@ -227,6 +227,39 @@ def test_a_checkpoint_cut_short_leaves_the_last_one_whole(s3, redis_url, tmp_pat
     client.close()
 
 
+def test_a_round_of_many_shards_lists_the_store_twice_and_names_each_whole(s3, redis_url, tmp_path) -> None:
+    """A checkpoint round over several changed shards confirms all their uploads with one listing
+    (an S3 LIST is paid by the request: a listing a shard cost an agent of 32 shards 66 a round),
+    and still names each shard's own files, and deletes only what each replaced."""
+    client = connect(redis_url)
+    store = OutStore(f"s3://{BUCKET}/crawl")
+    f = RedisFrontier(client, "rc:", view="agent0", register=False)
+    a = ShardHandoff(store, f, tmp_path / "agent0", f"agent0@here:{tmp_path / 'agent0'}")
+    shards = [2, 3, 11, 40]
+    a.bring(shards)
+    listed = []
+    listing = store.listing
+    store.listing = lambda under=None: listed.append(under) or listing(under)
+    checkpoints = ShardCheckpoints(store, f, a.out, interval=0)
+    for rnd in (1, 2):
+        for s in shards:
+            (a.out / "sieve" / f"{s:02d}" / "queue-0").write_bytes(f"http://x/{s}\n".encode() * (s + rnd))
+            (a.out / "sieve" / f"{s:02d}" / "fps").write_bytes(b"F%d" % s)  # (unchanged after the first round)
+        f.log_shards({s: [shard_log.enqueued([f"http://x/{s}/{rnd}"], [0])] for s in shards})
+        listed.clear()
+        assert checkpoints.run(shards) == len(shards)
+        assert sorted(listed) == ["sieve/", "sieve/", "virtualizer/", "virtualizer/"], listed
+        assert all(client.llen(f"rc:slog:{s}") == 0 for s in shards)
+        stored = s3.objects("crawl")
+        assert _named(stored) == {
+            **{f"sieve/{s:02d}/queue-0": f"http://x/{s}\n".encode() * (s + rnd) for s in shards},
+            **{f"sieve/{s:02d}/fps": b"F%d" % s for s in shards}}
+        named = f.checkpoints(shards)
+        assert all(sorted(k.split("~")[0] for k in named[s]) == [f"sieve/{s:02d}/fps", f"sieve/{s:02d}/queue-0"]
+                   and set(named[s]) <= set(stored) for s in shards), named
+    client.close()
+
+
 def test_a_virtual_queue_drained_while_its_shard_is_checkpointed_is_left_out(s3, redis_url, tmp_path) -> None:
     """The agent's virtualizer refills a host's URLs into Redis and deletes the drained queue's file
     while the sieve actor checkpoints the host's shard (a clean-clone run under load: the
