@@ -256,8 +256,8 @@ class ShardCheckpoints:
             held = self._listing()
             last = self.f.checkpoints(sorted(logged))  # (what each names now: ``last``, in :meth:`_upload`)
             manifests = {s: self._upload(s, queues[s], held, last[s]) for s in sorted(logged)}
-            # One listing confirms every shard's uploads: a listing a shard cost a round 2 + 2 × its
-            # shards' requests (66 for an agent's 32), and an S3 LIST is paid by the request.
+            # One listing confirms every shard's uploads: a listing per shard made a round's LIST
+            # requests 2 + 2 × its shards (66 for an agent of 32), and S3 bills LISTs by the request.
             listed = self._listing()
             for s in sorted(logged):
                 self._record(s, manifests[s], logged[s], listed)
@@ -299,14 +299,14 @@ class ShardCheckpoints:
     def _record(self, shard: int, manifest: dict[str, int], logged: int, listed: dict[str, int]) -> None:
         """Have Redis name the shard's whole checkpoint once the store lists it, then delete what it
         replaced: a holder dying at any point leaves the last checkpoint Redis names whole."""
-        listed = {k: size for k, size in listed.items() if _shard_key(k)[0] == shard}
-        wrong = [k for k, size in manifest.items() if listed.get(k) != size]
+        mine = {k: size for k, size in listed.items() if _shard_key(k)[0] == shard}
+        wrong = [k for k, size in manifest.items() if mine.get(k) != size]
         if wrong:
             raise StoreError(f"the object store {self.store.url} does not list {wrong[0]} at its size after the upload")
         if not self.f.checkpointed(shard, manifest, logged):
             log.warning("shard %d: checkpoint not recorded: this agent was declared departed", shard)
             return
-        self.store.delete([k for k in listed if k not in manifest and counted(k)])
+        self.store.delete([k for k in mine if k not in manifest and counted(k)])
 
 
 def virtual_queues(frontier: RedisFrontier, out: Path, shards: set[int]) -> dict[int, list[Path]]:
