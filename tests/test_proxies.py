@@ -194,6 +194,7 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(direct, tmp_path) -> No
     mid-crawl, then started again. The same pages as a direct crawl; every request (robots.txt
     included) from its proxy's address; 0 politeness violations; the URLs behind the dead proxy
     waited, none was recorded as failed; the password in no file of OUT."""
+    from raycrawl.urls import canonicalize
     from raycrawl.websim.audit import audit
 
     web, pages, hosts = direct
@@ -212,7 +213,9 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(direct, tmp_path) -> No
         deadline = time.time() + 60
         while len(_since(web, n0)) < 6 and time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
+        stopping = time.time()
         socks.stop()  # mid-crawl: every request through it fails until it is back
+        stopped = time.time()
         time.sleep(3)
         socks.start()
         err = _finish(proc)
@@ -225,7 +228,14 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(direct, tmp_path) -> No
         assert peers == {(True, "127.0.0.4"), (False, "127.0.0.3")}, peers
         assert {r.host.rsplit(":", 1)[0] for r in proxied if r.target == "/robots.txt"} == set(hosts)
         report = audit(proxied, web.manifest, SLOW, 0.0)
-        assert not report.violations, report.violations[:5]
+        # A proxy killed while it relayed an answer: the web logged the request answered, the crawler
+        # got a reset and stored nothing, and fetched the page again once the proxy was back (a clean
+        # clone's run: answered through it just before the kill, fetched again 5 s later). Those, and
+        # only those, may be fetched twice.
+        relayed = {canonicalize(f"{web.manifest.scheme_of(r.host)}://{r.host}{r.target}") for r in proxied
+                   if r.peer == socks.bind and r.start <= stopped and r.end >= stopping - 0.5}
+        assert [v for v in report.violations if not (v.kind == "duplicate" and v.key in relayed)] == [], \
+            report.violations[:5]
     finally:
         socks.stop()
         http.stop()
