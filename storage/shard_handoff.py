@@ -138,8 +138,7 @@ class ShardHandoff:
         checkpoints = self.f.checkpoints(sorted(from_store))
         n = 0
         if from_store:
-            listed = {k: size for part in ("sieve/", "virtualizer/") for k, size in self.store.listing(part).items()
-                      if _shard_key(k)[0] in from_store}
+            listed = {k: size for k, size in _shards_listed(self.store).items() if _shard_key(k)[0] in from_store}
             fetch: dict[str, int] = {}
             for s in sorted(from_store):
                 plain = {k: size for k, size in listed.items() if _shard_key(k)[0] == s and not _CHECKPOINT.search(k)}
@@ -202,7 +201,7 @@ class ShardHandoff:
         suffix = _new_suffix()
         for key, path in files.items():
             self.store.put(path, key + suffix)
-        held = {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
+        held = _shards_listed(self.store)
         unconfirmed = [k for k, p in files.items() if held.get(k + suffix) != p.stat().st_size]
         if unconfirmed:
             raise StoreError(f"the object store {self.store.url} does not list {unconfirmed[0]} at its size "
@@ -253,21 +252,18 @@ class ShardCheckpoints:
             return 0
         queues = virtual_queues(self.f, self.out, set(logged))
         try:
-            held = self._listing()
+            held = _shards_listed(self.store)
             last = self.f.checkpoints(sorted(logged))  # (what each names now: ``last``, in :meth:`_upload`)
             manifests = {s: self._upload(s, queues[s], held, last[s]) for s in sorted(logged)}
             # One listing confirms every shard's uploads: a listing per shard made a round's LIST
             # requests 2 + 2 × its shards (66 for an agent of 32), and S3 bills LISTs by the request.
-            listed = self._listing()
+            listed = _shards_listed(self.store)
             for s in sorted(logged):
                 self._record(s, manifests[s], logged[s], listed)
         except StoreError as exc:
             log.warning("shard checkpoint not taken (%s); trying again in %.0f s", exc, self.interval)
             return 0
         return len(logged)
-
-    def _listing(self) -> dict[str, int]:
-        return {**self.store.listing("sieve/"), **self.store.listing("virtualizer/")}
 
     def _upload(self, shard: int, queues: list[Path], held: dict[str, int], last: dict[str, int] | None) -> dict[str, int]:
         """Upload what changed of ``shard`` under new keys; the checkpoint's manifest (key → bytes)."""
@@ -346,7 +342,7 @@ def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
     raw = {s: h for s, h in f.shard_homes().items() if _in_store(h) is not None}
     if not raw:
         return []
-    listed = {k: size for part in ("sieve/", "virtualizer/") for k, size in store.listing(part).items()}
+    listed = _shards_listed(store)
     plain: dict[int, dict[str, int]] = {}
     for k, size in listed.items():
         if not _CHECKPOINT.search(k):
@@ -373,6 +369,11 @@ def counted(key: str) -> bool:
     """Keys a checkpoint holds and a takeover checks: all of a shard's but its duplicate store
     (SQLite's files: a copy taken while it is written would not be one)."""
     return DEDUP_NAME not in key.rsplit("/", 1)[-1]
+
+
+def _shards_listed(store: OutStore) -> dict[str, int]:
+    """Every key (→ bytes) the store holds of the shards' state: their sieves and virtual queues."""
+    return {**store.listing("sieve/"), **store.listing("virtualizer/")}
 
 
 def _shard_key(key: str) -> tuple[int, str]:
