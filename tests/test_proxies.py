@@ -194,8 +194,7 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(direct, tmp_path) -> No
     mid-crawl, then started again. The same pages as a direct crawl; every request (robots.txt
     included) from its proxy's address; 0 politeness violations; the URLs behind the dead proxy
     waited, none was recorded as failed; the password in no file of OUT."""
-    from raycrawl.urls import canonicalize
-    from raycrawl.websim.audit import audit
+    from raycrawl.websim.audit import audit, request_url
 
     web, pages, hosts = direct
     auth = tmp_path / "pproxy-users"
@@ -232,7 +231,7 @@ def test_a_crawl_through_socks5_and_http_connect_proxies(direct, tmp_path) -> No
         # got a reset and stored nothing, and fetched the page again once the proxy was back (a clean
         # clone's run: answered through it just before the kill, fetched again 5 s later). Those, and
         # only those, may be fetched twice.
-        relayed = {canonicalize(f"{web.manifest.scheme_of(r.host)}://{r.host}{r.target}") for r in proxied
+        relayed = {request_url(r, web.manifest) for r in proxied
                    if r.peer == socks.bind and r.start <= stopped and r.end >= stopping - 0.5}
         assert [v for v in report.violations if not (v.kind == "duplicate" and v.key in relayed)] == [], \
             report.violations[:5]

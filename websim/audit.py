@@ -118,6 +118,11 @@ def _check_gaps(groups: dict[str, list[LoggedRequest]], kind: str, required_of, 
     return min_slack
 
 
+def request_url(r: LoggedRequest, manifest: Manifest) -> str | None:
+    """The canonical URL a logged request asked for (None when it does not canonicalize)."""
+    return canonicalize(f"{manifest.scheme_of(r.host)}://{r.host}{r.target if r.target.startswith('/') else '/' + r.target}")
+
+
 def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, ip_delay: float,
           tolerance: float = 0.002) -> AuditReport:
     """Check ``records`` (a request log) against ``manifest``."""
@@ -136,7 +141,7 @@ def audit(records: list[LoggedRequest], manifest: Manifest, host_delay: float, i
             continue
         by_host[name].append(r)
         by_ip[r.ip].append(r)
-        url = canonicalize(f"{manifest.scheme_of(r.host)}://{r.host}{r.target if r.target.startswith('/') else '/' + r.target}")
+        url = request_url(r, manifest)
         if url is None:
             continue
         origin, path = split_host(url)
