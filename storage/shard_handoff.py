@@ -139,9 +139,10 @@ class ShardHandoff:
         n = 0
         if from_store:
             listed = {k: size for k, size in _shards_listed(self.store).items() if _shard_key(k)[0] in from_store}
+            plains = _by_shard({k: size for k, size in listed.items() if not _CHECKPOINT.search(k)})
             fetch: dict[str, int] = {}
             for s in sorted(from_store):
-                plain = {k: size for k, size in listed.items() if _shard_key(k)[0] == s and not _CHECKPOINT.search(k)}
+                plain = plains.get(s, {})
                 if s in dead:  # its last checkpoint, exactly, with the duplicate store of its last put-away
                     manifest = checkpoints[s] or {}
                     there = [k for k, size in manifest.items() if listed.get(k) == size]
@@ -257,9 +258,9 @@ class ShardCheckpoints:
             manifests = {s: self._upload(s, queues[s], held, last[s]) for s in sorted(logged)}
             # One listing confirms every shard's uploads: a listing per shard made a round's LIST
             # requests 2 + 2 × its shards (66 for an agent of 32), and S3 bills LISTs by the request.
-            listed = _shards_listed(self.store)
+            listed = _by_shard(_shards_listed(self.store))
             for s in sorted(logged):
-                self._record(s, manifests[s], logged[s], listed)
+                self._record(s, manifests[s], logged[s], listed.get(s, {}))
         except StoreError as exc:
             log.warning("shard checkpoint not taken (%s); trying again in %.0f s", exc, self.interval)
             return 0
@@ -292,10 +293,10 @@ class ShardCheckpoints:
             self.sent[key] = ((len(data), st.st_mtime_ns) if len(data) == st.st_size else (-1, 0)) + (key + suffix,)
         return manifest
 
-    def _record(self, shard: int, manifest: dict[str, int], logged: int, listed: dict[str, int]) -> None:
-        """Have Redis name the shard's whole checkpoint once the store lists it, then delete what it
-        replaced: a holder dying at any point leaves the last checkpoint Redis names whole."""
-        mine = {k: size for k, size in listed.items() if _shard_key(k)[0] == shard}
+    def _record(self, shard: int, manifest: dict[str, int], logged: int, mine: dict[str, int]) -> None:
+        """Have Redis name the shard's whole checkpoint once the store lists it (``mine``: the
+        shard's keys → bytes in the listing), then delete what it replaced: a holder dying at any
+        point leaves the last checkpoint Redis names whole."""
         wrong = [k for k, size in manifest.items() if mine.get(k) != size]
         if wrong:
             raise StoreError(f"the object store {self.store.url} does not list {wrong[0]} at its size after the upload")
@@ -343,10 +344,7 @@ def missing_from_store(f: RedisFrontier, store: OutStore) -> list[str]:
     if not raw:
         return []
     listed = _shards_listed(store)
-    plain: dict[int, dict[str, int]] = {}
-    for k, size in listed.items():
-        if not _CHECKPOINT.search(k):
-            plain.setdefault(_shard_key(k)[0], {})[k] = size
+    plain = _by_shard({k: size for k, size in listed.items() if not _CHECKPOINT.search(k)})
     shorts = {s: put_away_state(home, manifests.get(s), plain.get(s, {}), listed)[1] for s, home in raw.items()}
     return [f"shard {s}: {short}" for s, short in sorted(shorts.items()) if short]
 
@@ -374,6 +372,14 @@ def counted(key: str) -> bool:
 def _shards_listed(store: OutStore) -> dict[str, int]:
     """Every key (→ bytes) the store holds of the shards' state: their sieves and virtual queues."""
     return {**store.listing("sieve/"), **store.listing("virtualizer/")}
+
+
+def _by_shard(listed: dict[str, int]) -> dict[int, dict[str, int]]:
+    """The shards' keys (→ bytes) of a listing, grouped by shard."""
+    out: dict[int, dict[str, int]] = {}
+    for k, size in listed.items():
+        out.setdefault(_shard_key(k)[0], {})[k] = size
+    return out
 
 
 def _shard_key(key: str) -> tuple[int, str]:
