@@ -263,7 +263,8 @@ def compute_content_features(crawl_dir: str | Path, query_terms: frozenset[str] 
     """Host content features, page rows and host term counts of the crawl in ``crawl_dir``.
 
     Returns (hosts DataFrame-able list of dicts, page rows, {host: Counter of terms}). With
-    ``use_ray`` the batches run as Ray tasks (Ray is started locally if needed); else inline.
+    ``use_ray`` the batches, when there are several, run as Ray tasks (Ray is started locally if
+    needed); else inline.
     Raises FileNotFoundError for a directory without link records, ValueError when it holds no
     HTML page.
     """
@@ -275,6 +276,9 @@ def compute_content_features(crawl_dir: str | Path, query_terms: frozenset[str] 
     batches = _batches(sorted(hosts.values(), key=lambda h: h.host), batch_hosts)
     log.info("content features: %d hosts, %d pages sampled, %d tasks", len(hosts),
              sum(len(h.pages) for h in hosts.values()), len(batches))
+    # One batch has nothing to spread: a Ray task would only add a worker's start (~1.5 CPU-s), or
+    # a whole local Ray's, to a small crawl's features.
+    use_ray = use_ray and len(batches) > 1
     if use_ray:
         import ray
 

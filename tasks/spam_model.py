@@ -152,9 +152,19 @@ def default_library(data: dict[str, np.ndarray | sparse.spmatrix], sets: list[st
 
 
 def _auc(y: np.ndarray, p: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
+    """ROC AUC of scores ``p`` for 0/1 labels ``y``, as the Mann-Whitney statistic (tied scores get
+    their average rank: the trapezoids of scikit-learn's ``roc_auc_score``). Ensemble selection
+    asks it thousands of times per training; ``roc_auc_score``'s input validation made it ~1 ms a
+    call, a sixth of a quick training's CPU (py-spy of the demo's spam stage)."""
+    from scipy.stats import rankdata
 
-    return float(roc_auc_score(y, p)) if 0 < y.sum() < len(y) else float("nan")
+    y = np.asarray(y)
+    pos = int(np.count_nonzero(y))
+    neg = len(y) - pos
+    if not pos or not neg:
+        return float("nan")
+    ranks = rankdata(p)
+    return float((ranks[y != 0].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
 def _proba(est, X) -> np.ndarray:

@@ -49,7 +49,7 @@ _CLUSTER: list = []  # the run's Ray cluster, in the process that started it
 
 
 def pytest_configure(config) -> None:
-    """One real Ray cluster for the whole run (``ray.cluster_utils.Cluster``, a head of 4 CPUs), of
+    """One real Ray cluster for the whole run (``ray.cluster_utils.Cluster``, a head of 2 CPUs), of
     this run's own making — never one that already runs on the machine — started by the process
     that spawns pytest's workers, which inherit ``$RAY_ADDRESS``. Every crawl and Ray task the
     tests start joins it, as raycrawl honours ``$RAY_ADDRESS`` as Ray does (core/ray_start.py):
@@ -57,7 +57,10 @@ def pytest_configure(config) -> None:
     of crawls; one cluster per worker cost each worker a head and its idle load (~2.5 % of a core,
     measured). Crawls of different workers do not meet in it: each driver is a job of its own,
     whose actors are named in the job's own namespace. Tests of what a crawl does with a Ray of
-    its own (kill -9 of its process group, its dashboard) are marked ``own_ray``."""
+    its own (kill -9 of its process group, its dashboard) are marked ``own_ray``. Two CPUs, as
+    the machine (CI's) has and as a crawl's own local Ray takes: a Ray task holds one, and a head of
+    four started four task workers (~1.5 CPU-s each) for a map that two finish as soon on two
+    cores (the spam, rank and shard files: 91 against 96 CPU-s, measured)."""
     # An S3 client without credentials asks the instance-metadata service (169.254.169.254) for a
     # role: here every process the tests start asks loopback instead (no traffic off 127.0.0.0/8).
     os.environ.setdefault("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
@@ -65,7 +68,7 @@ def pytest_configure(config) -> None:
         return  # a worker joins the cluster its controller started
     from local_cluster import local_cluster
 
-    cluster = local_cluster(4)
+    cluster = local_cluster(2)
     os.environ["RAY_ADDRESS"] = cluster.address
     _CLUSTER.append(cluster)
 

@@ -229,6 +229,24 @@ def test_ensemble_selection_prefers_informative_models():
     assert roc_auc_score(yt, es.predict(test)) > 0.8
 
 
+def test_auc_is_scikit_learns():
+    """Ensemble selection's AUC (a rank statistic) against scikit-learn's ``roc_auc_score``, with
+    tied scores (probabilities of few distinct values, as trees give) and without."""
+    from sklearn.metrics import roc_auc_score
+
+    from raycrawl.tasks.spam_model import _auc
+
+    rng = np.random.default_rng(7)
+    for k in range(40):
+        n = int(rng.integers(2, 300))
+        y = (rng.random(n) < rng.uniform(0.05, 0.6)).astype(int)
+        p = rng.integers(0, 5, n) / 4 if k % 2 else rng.random(n) + 0.3 * y
+        if 0 < y.sum() < n:
+            assert _auc(y, p) == pytest.approx(roc_auc_score(y, p), abs=1e-12), (k, n)
+        else:
+            assert np.isnan(_auc(y, p))
+
+
 # ---------------------------------------------------------------------------- CLI end to end
 @pytest.mark.slow
 def test_cli_labels_train_score(web, crawl, tmp_path):
