@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from browser_cdp import NO_BROWSER_UI
 from loopback_http import serve
 from matplotlib import image as mpimg
 from test_search_temporal import two_crawls  # noqa: F401 - module fixture reused
@@ -47,7 +48,7 @@ async def _chrome(tmp_path, url: str, *extra: str) -> str:
         _chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
         "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-sync",
         "--disable-background-networking", "--disable-component-update", "--mute-audio",
-        f"--user-data-dir={profile}", *extra, url,
+        NO_BROWSER_UI, f"--user-data-dir={profile}", *extra, url,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
