@@ -21,7 +21,7 @@ def worker_ports(block: int) -> dict[str, int]:
 
 
 # A test cluster lives through many jobs (every crawl that joins it is one), and two of Ray's
-# defaults then cost it CPU for the rest of the run (measured on a head of 4 CPUs, as the run's):
+# defaults then cost it CPU for the rest of the run (measured on a head of 4 CPUs, as the run's was then):
 # - its log monitor lists the log directory ten times a second while it holds under 1,000 files, and
 #   checks every file of every worker that ever ran: after 160 actors had come and gone, 36.5 ms of
 #   CPU a second, 18.5 when it lists it every 0.5 s (Ray's pace past the threshold; a new worker's
