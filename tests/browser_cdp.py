@@ -22,13 +22,18 @@ import pytest
 # Chromium that does not know a feature's name ignores it. (Not for Playwright's launches: a second
 # --disable-features would replace the list Playwright passes, and Chromium reads only the last.)
 NO_BROWSER_UI = "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup"
+# How the tests start headless Chromium themselves (the replay, console and search-page tests).
+HEADLESS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--no-default-browser-check", "--disable-extensions", "--disable-sync", "--disable-background-networking",
+            "--disable-component-update", "--mute-audio", NO_BROWSER_UI)
 
 
 def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if path := shutil.which(name):
             return path
-    pytest.fail("no chromium on PATH: `make setup` installs Debian's chromium package")
+    pytest.fail("no chromium on PATH: `make setup` installs Debian's chromium package "
+                "(apt-get install --no-install-recommends chromium)")
 
 
 class NavigatedAway(AssertionError):
@@ -86,10 +91,8 @@ async def browser(tmp_path: Path, *flags: str):
     """``flags``: more Chromium switches (e.g. ``--host-resolver-rules=…``)."""
     profile = tmp_path / "chromium-profile"
     proc = await asyncio.create_subprocess_exec(
-        chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-        "--no-default-browser-check", "--disable-extensions", "--disable-sync", "--disable-background-networking",
-        "--disable-component-update", "--mute-audio", "--remote-debugging-address=127.0.0.1",
-        "--remote-debugging-port=0", NO_BROWSER_UI, f"--user-data-dir={profile}", *flags, "about:blank",
+        chromium(), *HEADLESS, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+        f"--user-data-dir={profile}", *flags, "about:blank",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
     try:
         port_file = profile / "DevToolsActivePort"

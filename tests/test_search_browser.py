@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from browser_cdp import NO_BROWSER_UI
+from browser_cdp import HEADLESS, chromium
 from loopback_http import serve
 from matplotlib import image as mpimg
 from test_search_temporal import two_crawls  # noqa: F401 - module fixture reused
@@ -32,23 +32,12 @@ from raycrawl.commands.serve import make_app
 TIMEOUT = 90
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    pytest.fail("no chromium on PATH: `make setup` installs Debian's chromium package "
-                "(apt-get install --no-install-recommends chromium)")
-
-
 async def _chrome(tmp_path, url: str, *extra: str) -> str:
     """Run headless Chromium on ``url`` (loopback only) and return its stdout."""
     assert url.startswith("http://127.0.0.1:")
     profile = tmp_path / "chromium-profile"
     proc = await asyncio.create_subprocess_exec(
-        _chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-sync",
-        "--disable-background-networking", "--disable-component-update", "--mute-audio",
-        NO_BROWSER_UI, f"--user-data-dir={profile}", *extra, url,
+        chromium(), *HEADLESS, f"--user-data-dir={profile}", *extra, url,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
