@@ -203,8 +203,11 @@ def crawl_until(web: MiniWeb, out: Path, pages: int, *extra: str, ray: str | Non
     proc = subprocess.Popen(crawl_cmd(web, out, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=ROOT, start_new_session=True)
     deadline = time.time() + 120
-    while len([r for r in web.log if r["path"] != "/robots.txt"]) < pages and time.time() < deadline:
+    while (served := len([r for r in web.log if r["path"] != "/robots.txt"])) < pages:
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        if time.time() > deadline:  # (a signal sent now would not be sent mid-crawl, as the test means)
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"{served} of {pages} pages served in 120 s: {proc.communicate()[1].decode()[-2000:]}")
         time.sleep(0.05)
     return proc
 

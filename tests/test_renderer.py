@@ -86,7 +86,7 @@ def test_pages_that_break_browsers_fail_alone() -> None:
 
     (throws, hangs, after_hang, eats, after_eat, *more), launches = asyncio.run(go())
     assert throws.error is None and "still here" in throws.text and throws.links == ["http://a.test/after-alert"]
-    assert hangs.error == "timeout" and after_hang.error is None and after_hang.links
+    assert hangs.error == "timeout" and not hangs.dom and after_hang.error is None and after_hang.links
     assert eats.error in ("crashed", "timeout") and after_eat.error is None and after_eat.links
     assert all(m.error is None and m.links == after_hang.links for m in more)
     assert launches == 4  # the first, after the hang, after the eater, and one recycled after two renders
@@ -195,3 +195,36 @@ def test_the_dom_read_names_no_image_the_render_did_not_answer(monkeypatch) -> N
     assert "http://a.test/native.png" in out.requested  # (in view at the end: the browser asked for it)
     assert not {"http://a.test/native-passed.png", "http://a.test/hidden.png"} & set(out.requested)
     assert out.seconds < 12, out  # (neither waited for: that would take the 20 s)
+
+
+class SlowToAnswer(Renderer):
+    """A renderer whose answer for one image comes after the render's time is up (the page's load
+    event with it): a machine too busy for the render, as far as the page can tell."""
+
+    async def _answer(self, route, request) -> None:  # noqa: ANN001
+        if request.url.endswith(("/slow.png", "/late")):
+            await asyncio.sleep(4)
+        await super()._answer(route, request)
+
+
+def test_a_render_out_of_time_is_read_as_it_stands_if_the_page_answers() -> None:
+    """What a render out of time had made is kept when its page still answers (its scripts ran, its
+    links are there); a page whose own response had not come gives nothing (not the blank tab's DOM),
+    nor does one that never yields."""
+    body = (b'<!doctype html><html><body><div id="root"></div><img src="/slow.png"><script>'
+            b"document.getElementById('root').innerHTML = '<a href=\"/by-script\">made</a> by a script';"
+            b"</script></body></html>")
+    web = {"http://a.test/slow": page(body), "http://a.test/slow.png": page(PNG, "image/png"),
+           "http://a.test/late": page(body)}
+
+    async def go():
+        r = SlowToAnswer(timeout=1.5)
+        try:
+            return await r.render("http://a.test/slow", web), await r.render("http://a.test/late", web)
+        finally:
+            await r.close()
+
+    out, late = asyncio.run(go())
+    assert late.error == "timeout" and late.dom == "" and late.links == [], late
+    assert out.error == "timeout", out
+    assert out.links == ["http://a.test/by-script"] and "by a script" in out.text and 'id="root"><a' in out.dom

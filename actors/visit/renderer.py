@@ -13,7 +13,9 @@ infinite lists; ``max_scrolls``), wait until every image asked for is answered a
 for ``settle`` seconds, then read the
 DOM, its visible text and its links; the whole within ``timeout`` seconds. A page that outlives it
 (a script that never yields) or kills its renderer (a memory eater) is recorded as failed
-(``timeout``, ``crashed``) and its tab is closed (a new one takes its place); the browser is
+(``timeout``, ``crashed``) and its tab is closed (a new one takes its place); a page out of time
+that still answers is read as it stands first (a busy machine slowed it: what its scripts made by
+then is kept, its record still says ``timeout``); the browser is
 restarted after ``renders_per_browser`` renders, when its processes' memory passes ``max_rss_mb``
 and when it went away, once the renders under way have ended. ``tabs`` renders run at once.
 
@@ -36,6 +38,9 @@ from raycrawl.chromium import find_browser
 log = logging.getLogger(__name__)
 
 SCREENSHOT_SECONDS = 5.0
+# A render out of time is read as it stands if the page still answers within this (a script that
+# never yields does not; a page slowed by a busy machine does, and its scripts' links are kept).
+AS_IT_STANDS_SECONDS = 3.0
 # Scroll to the end and wait for the scroll event the page's handlers get: the browser dispatches it
 # with its next frame, and a frame may come long after (a page slow to paint, a loaded machine: an
 # infinite list measured before its handler ran looked finished after one step). Ours is added
@@ -87,7 +92,7 @@ class Rendered:
     missing: list[str] = field(default_factory=list)
     """Those not in ``resources``: aborted, for the crawl to fetch before rendering again."""
     error: str | None = None
-    """None, ``timeout`` or ``crashed`` (what there was of the DOM is kept)."""
+    """None, ``timeout`` or ``crashed`` (a timeout's DOM as it stood, if the page still answered)."""
     screenshot: bytes = b""
     """A PNG of the viewport once settled, when the renderer takes them."""
     seconds: float = 0.0
@@ -120,6 +125,12 @@ def _children_rss_mb(exe: str) -> float:
         except OSError:
             continue
     return total
+
+
+def _take(out: Rendered, read: dict) -> None:
+    """What READ_PAGE read into ``out``."""
+    out.dom, out.text = read["dom"], read["text"]
+    out.links = list(dict.fromkeys(u for u in read["links"] if u.startswith(("http://", "https://"))))
 
 
 def _answer_dialog(dialog) -> None:  # noqa: ANN001 - a Playwright dialog
@@ -283,6 +294,7 @@ class Renderer:
                     log.info("no screenshot of %s: %r", url, exc)
         except TimeoutError:
             out.error = "timeout"
+            await self._as_it_stands(page, out)
         except Exception as exc:  # noqa: BLE001 - Playwright's errors: the page or the browser went away
             out.error = "crashed"
             log.info("render of %s failed: %r", url, exc)
@@ -298,6 +310,16 @@ class Renderer:
             self._free.put_nowait(page)
         out.seconds = time.monotonic() - started
         return out
+
+    @staticmethod
+    async def _as_it_stands(page, out: Rendered) -> None:  # noqa: ANN001 - a Playwright page
+        """The DOM, text and links of a render out of time, if its page still answers."""
+        if out.dom or page.url == "about:blank":  # (read already, or its navigation never committed)
+            return
+        try:
+            _take(out, await asyncio.wait_for(page.evaluate(READ_PAGE), AS_IT_STANDS_SECONDS))
+        except Exception as exc:  # noqa: BLE001 - no answer in time, or the page went meanwhile: nothing read
+            log.info("%s timed out and could not be read: %r", out.url, exc)
 
     async def _render(self, page, job: _Job) -> None:  # noqa: ANN001 - a Playwright page
         from playwright.async_api import TimeoutError as PlaywrightTimeout  # (loaded with the browser)
@@ -345,8 +367,7 @@ class Renderer:
                     await page.wait_for_function(IMAGES_ANSWERED, polling=50, timeout=left * 1000)
                 except PlaywrightTimeout:
                     log.info("images of %s still not loaded after %s s", out.url, IMAGES_SECONDS)
-            out.dom, out.text = read["dom"], read["text"]
-            out.links = list(dict.fromkeys(u for u in read["links"] if u.startswith(("http://", "https://"))))
+            _take(out, read)
 
         work = asyncio.ensure_future(behave())
         try:
