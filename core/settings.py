@@ -252,7 +252,7 @@ class Settings:
         "Seconds a page waits with none of its requisites coming before it is rendered with what has arrived.")
     render_timeout: float = knob(15.0, RENDERING,
         "Seconds one render may take (load, scroll, settle); a page that outlasts it is recorded as failed "
-        "(``timeout``) and the browser is started afresh.")
+        "(``timeout``; what its scripts had made is kept if the page still answers) and its tab is replaced.")
     render_tabs: int = knob(4, RENDERING,
         "Pages a browser renders at once, each in a tab of its own.")
     render_browsers: int = knob(1, RENDERING,

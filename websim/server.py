@@ -321,14 +321,22 @@ class WebsimServer:
             out = web.Response(status=resp.status, body=resp.body or None, headers=headers)
             status, nbytes = resp.status, (0 if request.method == "HEAD" else len(resp.body))
             try:
-                await out.prepare(request)
-                # Stamp the end BEFORE handing the body to the kernel: stamping after could land
-                # milliseconds late if this process is descheduled right after the send, while
-                # the client already has its answer. A small body goes out in one send; a big
-                # one may wait for the client to drain the socket, so it is stamped after.
+                writer = await out.prepare(request)
+                # The end is stamped the moment the kernel has the whole body: right after the
+                # write that handed it over, when nothing was left in this process's buffer
+                # (stamped after the await, it lands milliseconds late whenever this process is
+                # descheduled meanwhile — a loaded machine — while the client already has its
+                # answer). Else a small body is stamped before its one send, and a big one that
+                # waited for the client to drain the socket after it.
+                handed: list[float] = []
+                if writer is not None and transport is not None:
+                    writer.on_body_write = lambda *_: handed.append(time.time()) \
+                        if not transport.get_write_buffer_size() else None
                 before = time.time()
                 await out.write_eof()
-                if nbytes <= _ONE_SEND:
+                if handed:
+                    end = handed[-1]
+                elif nbytes <= _ONE_SEND:
                     end = before
             except (ConnectionError, RuntimeError):
                 pass  # the client hung up mid-body: the status line went out, the body was cut
