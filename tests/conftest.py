@@ -12,11 +12,11 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # test uses cost ~2 CPU-s each (54 s over a run); actors start their workers when created anyway.
 os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 os.environ.setdefault("RAY_enable_worker_prestart", "0")
-# Ray runs its workers (every actor of a crawl, a render actor's Chromium with it) at niceness 15:
-# alone on a machine that only defers them to Ray's own daemons, but the suite runs four files at
-# once, and another file's websim, pytest and crawl driver (niceness 0) then weigh 28 times as much
-# as this file's actors: a render crawl's renders took 9-20 s (all past their time) where they take
-# 1-8 s with every process equal (four files at once, measured).
+# Ray runs its workers (every actor of a crawl, a render actor's Chromium with it) at niceness 15,
+# harmless on a machine of their own (they yield only to Ray's daemons); but the suite runs four
+# files at once, and another file's websim, pytest and crawl driver (niceness 0) then weigh 28 times
+# as much as this file's actors: a render crawl's renders took 9-23 s (past their time) where they
+# take 1-8 s with every process equal (four at once: benchmarks/results/render_niceness_session26.txt).
 os.environ.setdefault("RAY_worker_niceness", "0")
 
 
