@@ -5,6 +5,7 @@ pages that break browsers."""
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 from raycrawl.actors.visit.renderer import Renderer, Resource
 
@@ -157,15 +158,23 @@ def test_an_infinite_list_grows_to_its_end_when_scroll_events_come_late() -> Non
     assert out.links == [f"http://a.test/i/{i}" for i in range(11)], out.links
 
 
-class SlowToHear(Renderer):
+class LateAnswers(Renderer):
+    """A renderer that answers some requests late: ``late`` maps a URL's last segment to seconds."""
+
+    late: ClassVar[dict[str, float]] = {}
+
+    async def _answer(self, route, request) -> None:  # noqa: ANN001
+        seconds = self.late.get(request.url.rsplit("/", 1)[-1])
+        if seconds:
+            await asyncio.sleep(seconds)
+        await super()._answer(route, request)
+
+
+class SlowToHear(LateAnswers):
     """A renderer that hears of the lazy image's request late, as a loaded machine's does (the
     request crosses Chromium, Playwright's driver and this process before it reaches the handler)."""
 
-    async def _answer(self, route, request) -> None:  # noqa: ANN001
-        late = {"lazy.png": 1.0, "native.png": 1.5}.get(request.url.rsplit("/", 1)[-1])
-        if late:
-            await asyncio.sleep(late)
-        await super()._answer(route, request)
+    late: ClassVar[dict[str, float]] = {"lazy.png": 1.0, "native.png": 1.5}
 
 
 def test_the_dom_read_names_no_image_the_render_did_not_answer(monkeypatch) -> None:
@@ -197,14 +206,11 @@ def test_the_dom_read_names_no_image_the_render_did_not_answer(monkeypatch) -> N
     assert out.seconds < 12, out  # (neither waited for: that would take the 20 s)
 
 
-class SlowToAnswer(Renderer):
-    """A renderer whose answer for one image comes after the render's time is up (the page's load
-    event with it): a machine too busy for the render, as far as the page can tell."""
+class SlowToAnswer(LateAnswers):
+    """A renderer whose answer for one image, or for a page itself, comes after the render's time is
+    up (the page's load event with it): a machine too busy for the render, as far as the page can tell."""
 
-    async def _answer(self, route, request) -> None:  # noqa: ANN001
-        if request.url.endswith(("/slow.png", "/late")):
-            await asyncio.sleep(4)
-        await super()._answer(route, request)
+    late: ClassVar[dict[str, float]] = {"slow.png": 4.0, "late": 4.0}
 
 
 def test_a_render_out_of_time_is_read_as_it_stands_if_the_page_answers() -> None:
